@@ -1,0 +1,106 @@
+// Collective algorithms as code over point-to-point transfers. An algorithm turns one collective request into a
+// Schedule per rank: sends, receives (overwriting or adding into a buffer) and local copies, with dependencies.
+// The chip's DMA engine executes the schedule over the simulated ICI (hw/), moving real data in numeric mode, so
+// timing reflects link contention and numerics reflect the algorithm's reduction order.
+//
+// One algorithm per file, registered by name; `supports()` says for which collectives:
+//
+//   PODSIM_REGISTER_COLLECTIVE(RingAlgorithm, "ring", "Bidirectional ring along each axis in turn");
+//
+// Contract (checked by tests/unit/collectives_test.cpp for every algorithm and shape):
+//  - executing every rank's schedule delivers the collective's result on every rank (collectives/reference.h);
+//  - every Send has exactly one Recv with the same (source, destination, tag) and the same element count;
+//  - dependencies point backwards (a task depends only on earlier tasks of the same rank);
+//  - a schedule's size grows with the rank's own work, never with the group size squared (pods of 4096 chips).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/common/registry.h"
+
+namespace podsim {
+
+enum class CollectiveKind : uint8_t { AllReduce, ReduceScatter, AllGather, AllToAll, CollectivePermute, Broadcast };
+const char* collective_name(CollectiveKind k);  // "all_reduce", ...
+bool parse_collective(const std::string& name, CollectiveKind& out);
+const std::vector<CollectiveKind>& all_collectives();
+
+// The ranks of one group, laid out on a (sub)torus: rank = c0 + d0 * (c1 + d1 * c2), dimension 0 fastest.
+struct GroupShape {
+  std::vector<int64_t> dims;  // sizes along the axes the collective spans
+  std::vector<bool> wrap;     // wrap-around per axis (a ring) or not (a line)
+  int64_t size() const;
+  std::vector<int64_t> coords(int64_t rank) const;
+  int64_t rank(const std::vector<int64_t>& coords) const;
+  // The rank `steps` away along axis `axis` (with wrap-around; -1 when it leaves an open line).
+  int64_t neighbor(int64_t rank, int axis, int64_t steps) const;
+};
+
+struct CollectiveRequest {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  GroupShape group;
+  // Elements of each rank's input buffer. AllReduce: in = out = n. ReduceScatter: in n, out n / size.
+  // AllGather: in n, out n * size. AllToAll: in = out = n, block j of the input goes to rank j and block i of the
+  // output comes from rank i. CollectivePermute: in = out = n, rank r sends to neighbor(r, 0, shift).
+  // Broadcast: in = out = n, root's input lands on every rank.
+  int64_t elements = 0;
+  int elem_bytes = 4;
+  int64_t chunk_elements = 0;  // split transfers larger than this (0: no limit)
+  int64_t shift = 1;           // CollectivePermute
+  int64_t root = 0;            // Broadcast
+};
+
+// A strided region of a buffer: `count` blocks of `block` elements, the first at `offset`, `stride` apart.
+struct Region {
+  int64_t offset = 0;
+  int64_t block = 0;
+  int64_t stride = 0;
+  int64_t count = 1;
+  int64_t elements() const { return block * count; }
+};
+
+enum class Buffer : uint8_t { Input, Output, Scratch };
+
+struct Task {
+  enum class Type : uint8_t { Send, Recv, Copy };
+  enum class Combine : uint8_t { Overwrite, Add };  // how a Recv or Copy lands in its destination
+  Type type = Type::Send;
+  Combine combine = Combine::Overwrite;
+  int64_t peer = -1;  // Send: destination rank; Recv: source rank
+  int64_t tag = 0;    // pairs a Send with the Recv of the same (source, destination, tag)
+  Buffer src_buf = Buffer::Input;  // Send, Copy
+  Region src;
+  Buffer dst_buf = Buffer::Output;  // Recv, Copy
+  Region dst;
+  int32_t dep_begin = 0;  // deps[dep_begin, dep_begin + dep_count) of the schedule: tasks to finish first
+  int32_t dep_count = 0;
+};
+
+struct Schedule {
+  std::vector<Task> tasks;
+  std::vector<int32_t> deps;
+  int64_t output_elements = 0;
+  int64_t scratch_elements = 0;
+
+  // Appends a task depending on `after`; returns its index.
+  int32_t add(Task t, const std::vector<int32_t>& after = {});
+};
+
+class ICollectiveAlgorithm {
+ public:
+  virtual ~ICollectiveAlgorithm() = default;
+  virtual std::vector<CollectiveKind> supports() const = 0;
+  virtual Schedule schedule(const CollectiveRequest& req, int64_t rank) const = 0;
+};
+
+using CollectiveRegistry = Registry<ICollectiveAlgorithm>;
+
+// The algorithm used when a collective op names none.
+std::string default_algorithm(CollectiveKind k);
+
+}  // namespace podsim
+
+#define PODSIM_REGISTER_COLLECTIVE(Impl, name, description) \
+  PODSIM_REGISTER(::podsim::ICollectiveAlgorithm, Impl, name, description)

@@ -1,0 +1,45 @@
+// The podsim command line: one function per subcommand, each returning the process exit code
+// (0 ok, 2 bad input, 1 internal failure). main.cpp wires them into CLI11.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace podsim::cli {
+
+struct RunArgs {
+  std::string experiment;
+  std::string out;
+  std::vector<std::string> overrides;
+  bool force = false;
+  std::string trace_format;  // "" keeps run.trace.format
+  bool quiet = false;
+};
+int cmd_run(const RunArgs& a);
+
+struct ValidateArgs {
+  std::string experiment;
+  std::vector<std::string> overrides;
+  bool no_origins = false;
+};
+int cmd_validate(const ValidateArgs& a);
+
+struct ListArgs {
+  std::string what;      // hardware | workloads | strategies | collectives | params | errors
+  std::string workload;  // for params: which workload's parameters (default: all)
+};
+int cmd_list(const ListArgs& a);
+
+struct ReportArgs {
+  std::string run_dir;
+  bool no_plots = false;
+};
+int cmd_report(const ReportArgs& a);
+
+// Regenerates docs/config.md or docs/errors.md text (printed to stdout).
+int cmd_docs(const std::string& what);
+
+// Prints an Error (or any exception) to stderr and returns its exit code.
+int report_failure(const std::exception& e);
+
+}  // namespace podsim::cli

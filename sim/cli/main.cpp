@@ -1,0 +1,80 @@
+// podsim: entry point. SystemC's library brings its own main() that calls sc_main(); we define main() ourselves
+// so the SystemC banner can be switched off before the kernel starts, then hand over to sc_elab_and_sim.
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <iostream>
+#include <systemc>
+
+#include "sim/cli/commands.h"
+#include "sim/common/error.h"
+
+using namespace podsim;
+
+int sc_main(int argc, char** argv) {
+  CLI::App app{"podsim: a cycle-approximate simulator of TPU pods", "podsim"};
+  app.set_version_flag("--version", std::string("podsim ") + PODSIM_VERSION);
+  app.require_subcommand(1);
+
+  cli::RunArgs run;
+  auto* r = app.add_subcommand("run", "Simulate an experiment and write its results folder");
+  r->add_option("experiment", run.experiment, "Experiment YAML file")->required();
+  r->add_option("--out", run.out, "Output folder (default: results/<run.name>)");
+  r->add_option("--set", run.overrides, "Override a parameter: --set path=value (repeatable)");
+  r->add_flag("--force", run.force, "Replace an existing output folder");
+  r->add_option("--trace-format", run.trace_format, "Trace format, overriding run.trace.format")
+      ->check(CLI::IsMember({"pftrace", "json", "off"}));
+  r->add_flag("-q,--quiet", run.quiet, "Print nothing but errors");
+
+  cli::ValidateArgs val;
+  auto* v = app.add_subcommand("validate", "Check an experiment and print it fully resolved");
+  v->add_option("experiment", val.experiment, "Experiment YAML file")->required();
+  v->add_option("--set", val.overrides, "Override a parameter: --set path=value (repeatable)");
+  v->add_flag("--no-origins", val.no_origins, "Leave out the comments saying where each value came from");
+
+  cli::ListArgs list;
+  auto* l = app.add_subcommand("list", "List hardware presets, workloads, strategies, collectives, params or errors");
+  l->add_option("what", list.what, "What to list")
+      ->required()
+      ->check(CLI::IsMember({"hardware", "workloads", "strategies", "collectives", "params", "errors"}));
+  l->add_option("--workload", list.workload, "For params: only this workload's parameters");
+
+  cli::ReportArgs rep;
+  auto* p = app.add_subcommand("report", "Print a run's summary as tables and write PNG plots into it");
+  p->add_option("run_dir", rep.run_dir, "A folder written by podsim run")->required();
+  p->add_flag("--no-plots", rep.no_plots, "Only print the tables");
+
+  std::string docs_what;
+  auto* d = app.add_subcommand("docs", "Print generated documentation (config or errors) in Markdown");
+  d->add_option("what", docs_what, "config | errors")->required()->check(CLI::IsMember({"config", "errors"}));
+  d->group("");  // maintainers' command: hidden from --help
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "error " << error_info(Err::Usage).id << ": " << e.what() << "\n"
+              << "run 'podsim --help' (or 'podsim COMMAND --help') for usage\n";
+    return error_info(Err::Usage).exit_code;
+  }
+
+  try {
+    if (*r) return cli::cmd_run(run);
+    if (*v) return cli::cmd_validate(val);
+    if (*l) return cli::cmd_list(list);
+    if (*p) return cli::cmd_report(rep);
+    if (*d) return cli::cmd_docs(docs_what);
+  } catch (const std::exception& e) {
+    return cli::report_failure(e);
+  }
+  return 1;
+}
+
+int main(int argc, char** argv) {
+  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 1);
+  return sc_core::sc_elab_and_sim(argc, argv);
+}

@@ -1,0 +1,111 @@
+// The typed, validated experiment: what `podsim run` simulates. Built by load_experiment() (sim/config/loader.h)
+// from an experiment file, a hardware preset and --set overrides; models and planners read these plain structs and
+// never YAML.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/config/param.h"
+
+namespace podsim {
+
+struct MxuConfig {
+  int64_t count = 1;  // per TensorCore
+  int64_t rows = 128;
+  int64_t cols = 128;
+  bool weight_double_buffer = true;
+};
+
+struct VpuConfig {
+  int64_t lanes = 128;
+  int64_t sublanes = 8;
+  int64_t alus = 1;                 // ALUs per lane x sublane
+  double transcendental_cost = 4;   // cycles per vector for exp, tanh, log, rsqrt
+  double divide_cost = 4;           // cycles per vector for a division
+  double reduce_cost = 2;           // cycles per vector for a cross-lane reduction step
+  double elements_per_cycle() const { return static_cast<double>(lanes * sublanes * alus); }
+};
+
+struct HbmConfig {
+  double capacity = 0;             // bytes
+  double bandwidth = 0;            // bytes/s, peak, all channels
+  int64_t channels = 32;
+  double latency = 0;              // seconds, request to first data
+  double burst = 64;               // bytes, access granularity
+  double row = 1024;               // bytes per row (page) of a channel
+  double activate_interval = 0;    // seconds, minimum time between row activations in one channel
+};
+
+struct ChipConfig {
+  double clock = 0;  // Hz
+  int64_t tensorcores = 1;
+  MxuConfig mxu;
+  VpuConfig vpu;
+  HbmConfig hbm;
+  double vmem = 0;   // bytes per TensorCore
+  double cmem = 0;   // bytes shared by the chip's cores (0 when the chip has none)
+
+  int64_t mxus() const { return tensorcores * mxu.count; }
+  double peak_flops() const;  // 2 * rows * cols * MXUs * clock
+};
+
+struct IciConfig {
+  int64_t dimensions = 2;     // torus dimensionality this chip generation supports
+  double link_bandwidth = 0;  // bytes/s per link per direction
+  double hop_latency = 0;     // seconds per hop
+  double chunk = 0;           // bytes: transfers are split into chunks of at most this size
+};
+
+struct PodConfig {
+  std::vector<int64_t> dims;  // chips per torus dimension
+  std::vector<bool> wrap;     // wrap-around links per dimension
+  int64_t chips() const;
+};
+
+struct HardwareConfig {
+  std::string preset;
+  std::string description;
+  ChipConfig chip;
+  IciConfig ici;
+  PodConfig pod;
+};
+
+struct TraceOptions {
+  std::string format = "pftrace";  // pftrace | json | off
+  bool compress = false;           // gzip the trace
+  std::string detail = "links";    // ops | units | links
+  std::vector<int64_t> chips;      // empty: all chips (up to max_chips)
+  double from = 0;                 // seconds of simulated time
+  double to = -1;                  // < 0: to the end
+  int64_t max_chips = 64;
+  int64_t warn_events = 4000000;
+};
+
+struct StallOptions {
+  double probability = 0;  // per HBM request / ICI chunk
+  double max = 0;          // seconds; the extra latency is uniform in [0, max]
+};
+
+struct RunConfig {
+  std::string name;
+  bool numeric = false;
+  uint64_t seed = 1;
+  bool allow_oom = false;
+  double max_wall = 0;  // seconds
+  TraceOptions trace;
+  StallOptions stall;
+};
+
+struct Experiment {
+  std::string source_file;  // the experiment file ("" when built in code)
+  HardwareConfig hardware;
+  std::string workload;     // workload.model
+  std::string strategy;     // strategy.name after resolving "auto"
+  RunConfig run;
+  ParamSet params;          // every parameter, with where it came from
+  std::vector<ParamSpec> specs;  // the declarations behind `params`, in declaration order
+};
+
+}  // namespace podsim

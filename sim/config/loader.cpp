@@ -1,0 +1,579 @@
+#include "sim/config/loader.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "sim/common/text.h"
+#include "sim/config/param_yaml.h"
+#include "strategies/i_strategy.h"
+#include "workloads/i_workload.h"
+
+#ifndef PODSIM_SOURCE_DIR
+#define PODSIM_SOURCE_DIR "."
+#endif
+
+namespace podsim {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kMaxChips = 262144;
+const std::vector<std::string> kSections = {"hardware", "workload", "strategy", "run"};
+
+struct Override {
+  std::string path;
+  std::string value;
+  SourceLocation where;
+};
+
+std::vector<Override> parse_overrides(const std::vector<std::string>& raw) {
+  std::vector<Override> out;
+  for (const auto& r : raw) {
+    SourceLocation where;
+    where.origin = "--set " + r;
+    auto eq = r.find('=');
+    std::string path = eq == std::string::npos ? r : r.substr(0, eq);
+    bool ok = eq != std::string::npos && !path.empty() && path.front() != '.' && path.back() != '.' &&
+              path.find("..") == std::string::npos;
+    for (char c : path) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.');
+    if (!ok)
+      throw Error(Err::BadOverride, where,
+                  "cannot read override '" + r + "': expected path=value with a dotted key path, e.g. "
+                  "--set hardware.pod.dims=[4,4]");
+    out.push_back({path, r.substr(eq + 1), where});
+  }
+  return out;
+}
+
+YAML::Node load_yaml_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) {
+    SourceLocation w;
+    w.file = path;
+    throw Error(Err::FileUnreadable, w, "cannot open " + what + " '" + path + "': " +
+                                            (fs::exists(path) ? "permission denied or not a file" : "no such file"));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return YAML::Load(ss.str());
+  } catch (const YAML::ParserException& e) {
+    SourceLocation w;
+    w.file = path;
+    w.line = e.mark.line + 1;
+    w.column = e.mark.column + 1;
+    throw Error(Err::YamlSyntax, w, "YAML syntax error: " + e.msg);
+  }
+}
+
+YAML::Node load_yaml_text(const std::string& text, const std::string& label) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    SourceLocation w;
+    w.file = label;
+    w.line = e.mark.line + 1;
+    w.column = e.mark.column + 1;
+    throw Error(Err::YamlSyntax, w, "YAML syntax error: " + e.msg);
+  }
+}
+
+// Checks that `node` is a mapping whose keys are unique plain scalars; returns the keys in order.
+std::vector<std::pair<std::string, YAML::Node>> mapping_entries(const YAML::Node& node, const std::string& file,
+                                                                const std::string& path) {
+  std::vector<std::pair<std::string, YAML::Node>> out;
+  if (node.IsNull() || !node.IsDefined()) return out;
+  if (!node.IsMap())
+    throw Error(Err::NotAMapping, node_location(file, node),
+                (path.empty() ? std::string("the experiment file") : "'" + path + "'") +
+                    " must be a mapping of keys to values, not " +
+                    (node.IsSequence() ? "a list" : "'" + node.Scalar() + "'"),
+                path);
+  std::map<std::string, SourceLocation> seen;
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const YAML::Node& k = it->first;
+    SourceLocation kw = node_location(file, k);
+    if (!k.IsScalar())
+      throw Error(Err::WrongType, kw, "keys must be plain words" + (path.empty() ? "" : " under '" + path + "'"), path);
+    std::string key = k.Scalar();
+    auto [pos, fresh] = seen.emplace(key, kw);
+    if (!fresh) {
+      std::string full = path.empty() ? key : path + "." + key;
+      throw Error(Err::DuplicateKey, kw,
+                  "duplicated key '" + full + "' (first given at line " + std::to_string(pos->second.line) + ")", full);
+    }
+    out.emplace_back(key, it->second);
+  }
+  return out;
+}
+
+std::optional<YAML::Node> child(const YAML::Node& map, const std::string& key) {
+  if (!map.IsMap()) return std::nullopt;
+  for (auto it = map.begin(); it != map.end(); ++it)
+    if (it->first.IsScalar() && it->first.Scalar() == key) return it->second;
+  return std::nullopt;
+}
+
+struct Loader {
+  Schema schema;
+  ParamSet values;
+  std::map<std::string, SourceLocation> group_where;  // where each mapping (section) was written
+  std::string file;
+
+  void unknown_key(const std::string& prefix, const std::string& key, const SourceLocation& where) {
+    std::string path = prefix.empty() ? key : prefix + "." + key;
+    std::vector<std::string> siblings = schema.children(prefix);
+    std::string near = nearest(key, siblings);
+    std::string hint;
+    if (!near.empty()) {
+      hint = "did you mean '" + near + "'?";
+    } else {
+      // A valid key in the wrong place: offer its full path.
+      for (const auto& s : schema.specs())
+        if (s.leaf() == key) {
+          hint = "'" + key + "' belongs at '" + s.path + "'";
+          break;
+        }
+      if (hint.empty()) hint = "valid keys here: " + join(siblings, ", ");
+    }
+    throw Error(Err::UnknownKey, where, "unknown key '" + path + "' (" + hint + ")", path);
+  }
+
+  void walk(const YAML::Node& node, const std::string& prefix, const std::string& src) {
+    for (auto& [key, value] : mapping_entries(node, src, prefix)) {
+      std::string path = prefix.empty() ? key : prefix + "." + key;
+      SourceLocation kw;
+      // Locate the key for unknown-key errors and the value for value errors.
+      for (auto it = node.begin(); it != node.end(); ++it)
+        if (it->first.Scalar() == key) kw = node_location(src, it->first);
+      if (const ParamSpec* spec = schema.find(path)) {
+        SourceLocation vw = node_location(src, value);
+        if (value.IsNull() && !value.IsDefined()) vw = kw;
+        if (vw.line == 0) vw = kw;
+        values.put({*spec, parse_param_node(*spec, value, vw), vw, true});
+      } else if (schema.is_group(path)) {
+        if (!value.IsMap() && !value.IsNull())
+          throw Error(Err::WrongType, node_location(src, value),
+                      "'" + path + "' expects a mapping with keys " + join(schema.children(path), ", "), path);
+        group_where[path] = kw;
+        walk(value, path, src);
+      } else {
+        unknown_key(prefix, key, kw);
+      }
+    }
+  }
+};
+
+std::string exe_dir() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  buf[n] = 0;
+  return fs::path(buf).parent_path().string();
+}
+
+std::string find_preset(const std::string& name) {
+  if (name.find('/') != std::string::npos || (name.size() > 5 && name.substr(name.size() - 5) == ".yaml"))
+    return fs::exists(name) ? name : "";
+  for (const auto& d : preset_dirs()) {
+    fs::path p = fs::path(d) / (name + ".yaml");
+    if (fs::exists(p)) return p.string();
+  }
+  return "";
+}
+
+std::string file_stem(const std::string& path) {
+  std::string stem = fs::path(path).stem().string();
+  return stem.empty() ? "experiment" : stem;
+}
+
+// Checks that only make sense across parameters.
+void validate_hardware(Experiment& e, Loader& L) {
+  ParamSet& p = L.values;
+  int64_t ndim = p.i("hardware.ici.dimensions");
+  const ParamValue& dims_v = p.at("hardware.pod.dims");
+  std::vector<int64_t> dims = p.ints("hardware.pod.dims");
+  if (dims.empty()) dims.assign(ndim, 1);
+  if (static_cast<int64_t>(dims.size()) != ndim)
+    throw Error(Err::PodShape, dims_v.where,
+                "hardware.pod.dims has " + std::to_string(dims.size()) + " entries but the " +
+                    p.s("hardware.preset") + " torus has " + std::to_string(ndim) + " dimensions; give " +
+                    std::to_string(ndim) + " sizes, e.g. " + (ndim == 2 ? "[4, 4]" : "[4, 4, 4]"),
+                "hardware.pod.dims");
+  double chips = 1;
+  for (auto d : dims) chips *= static_cast<double>(d);
+  if (chips > kMaxChips)
+    throw Error(Err::PodTooLarge, dims_v.where,
+                strprintf("hardware.pod.dims describes %.0f chips; podsim simulates at most %lld", chips,
+                          static_cast<long long>(kMaxChips)),
+                "hardware.pod.dims");
+  // About 64 KiB per chip of model state, plus links; refuse what this machine cannot hold.
+  double need = chips * 64.0 * 1024;
+  double have = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (have > 0 && need > 0.8 * have)
+    throw Error(Err::PodTooLarge, dims_v.where,
+                "a pod of " + strprintf("%.0f", chips) + " chips needs about " + format_bytes(need) +
+                    " of memory to simulate; this machine has " + format_bytes(have),
+                "hardware.pod.dims");
+  std::vector<bool> wrap = p.bools("hardware.pod.wrap");
+  const ParamValue& wrap_v = p.at("hardware.pod.wrap");
+  if (wrap.empty()) wrap.assign(dims.size(), true);
+  if (wrap.size() != dims.size())
+    throw Error(Err::LengthMismatch, wrap_v.where,
+                "hardware.pod.wrap has " + std::to_string(wrap.size()) + " entries but hardware.pod.dims has " +
+                    std::to_string(dims.size()),
+                "hardware.pod.wrap");
+  // Record the resolved lists so config.resolved.yaml shows them.
+  ParamValue dv = dims_v;
+  dv.data = dims;
+  p.put(dv);
+  ParamValue wv = wrap_v;
+  wv.data = wrap;
+  p.put(wv);
+  e.hardware.pod.dims = dims;
+  e.hardware.pod.wrap = wrap;
+}
+
+void build_typed(Experiment& e, const ParamSet& p) {
+  HardwareConfig& h = e.hardware;
+  h.preset = p.s("hardware.preset");
+  h.description = p.s("hardware.description");
+  ChipConfig& c = h.chip;
+  c.clock = p.f("hardware.chip.clock");
+  c.tensorcores = p.i("hardware.chip.tensorcores");
+  c.mxu.count = p.i("hardware.chip.mxu.count");
+  c.mxu.rows = p.i("hardware.chip.mxu.rows");
+  c.mxu.cols = p.i("hardware.chip.mxu.cols");
+  c.mxu.weight_double_buffer = p.b("hardware.chip.mxu.weight_double_buffer");
+  c.vpu.lanes = p.i("hardware.chip.vpu.lanes");
+  c.vpu.sublanes = p.i("hardware.chip.vpu.sublanes");
+  c.vpu.alus = p.i("hardware.chip.vpu.alus");
+  c.vpu.transcendental_cost = p.f("hardware.chip.vpu.transcendental_cost");
+  c.vpu.divide_cost = p.f("hardware.chip.vpu.divide_cost");
+  c.vpu.reduce_cost = p.f("hardware.chip.vpu.reduce_cost");
+  c.hbm.capacity = p.f("hardware.chip.hbm.capacity");
+  c.hbm.bandwidth = p.f("hardware.chip.hbm.bandwidth");
+  c.hbm.channels = p.i("hardware.chip.hbm.channels");
+  c.hbm.latency = p.f("hardware.chip.hbm.latency");
+  c.hbm.burst = p.f("hardware.chip.hbm.burst");
+  c.hbm.row = p.f("hardware.chip.hbm.row");
+  c.hbm.activate_interval = p.f("hardware.chip.hbm.activate_interval");
+  c.vmem = p.f("hardware.chip.vmem.capacity");
+  c.cmem = p.f("hardware.chip.cmem.capacity");
+  h.ici.dimensions = p.i("hardware.ici.dimensions");
+  h.ici.link_bandwidth = p.f("hardware.ici.link_bandwidth");
+  h.ici.hop_latency = p.f("hardware.ici.hop_latency");
+  h.ici.chunk = p.f("hardware.ici.chunk");
+
+  RunConfig& r = e.run;
+  r.name = p.has("run.name") ? p.s("run.name") : "";
+  r.numeric = p.b("run.numeric");
+  r.seed = static_cast<uint64_t>(p.i("run.seed"));
+  r.allow_oom = p.b("run.allow_oom");
+  r.max_wall = p.f("run.max_wall");
+  r.trace.format = p.s("run.trace.format");
+  r.trace.compress = p.b("run.trace.compress");
+  r.trace.detail = p.s("run.trace.detail");
+  r.trace.chips = p.ints("run.trace.chips");
+  r.trace.from = p.f("run.trace.from");
+  r.trace.to = p.has("run.trace.to") ? p.f("run.trace.to") : -1;
+  r.trace.max_chips = p.i("run.trace.max_chips");
+  r.trace.warn_events = p.i("run.trace.warn_events");
+  r.stall.probability = p.f("run.stall.probability");
+  r.stall.max = p.f("run.stall.max");
+}
+
+SourceLocation file_location(const std::string& file) {
+  SourceLocation w;
+  w.file = file;
+  return w;
+}
+
+Experiment load(const YAML::Node& root, const std::string& file, const std::string& stem, const LoadOptions& opts) {
+  Loader L;
+  L.file = file;
+  std::vector<Override> overrides = parse_overrides(opts.overrides);
+
+  // Top-level sections.
+  std::map<std::string, YAML::Node> section;
+  for (auto& [key, value] : mapping_entries(root, file, "")) {
+    if (std::find(kSections.begin(), kSections.end(), key) == kSections.end()) {
+      SourceLocation kw;
+      for (auto it = root.begin(); it != root.end(); ++it)
+        if (it->first.Scalar() == key) kw = node_location(file, it->first);
+      throw Error(Err::UnknownKey, kw, "unknown section '" + key + "' (" + suggestion(key, kSections) + ")", key);
+    }
+    if (!value.IsMap() && !value.IsNull())
+      throw Error(Err::NotAMapping, node_location(file, value),
+                  "'" + key + "' must be a mapping of keys to values, not " +
+                      (value.IsSequence() ? std::string("a list") : "'" + value.Scalar() + "'"),
+                  key);
+    section[key] = value;
+  }
+  if (root.IsNull() || !root.IsDefined())
+    throw Error(Err::MissingKey, file_location(file),
+                "the experiment is empty; it needs at least hardware.preset and workload.model", "");
+
+  // The selectors decide which parameters exist, so read them first (an override wins).
+  auto selector = [&](const std::string& sec, const std::string& key, std::string& out, SourceLocation& where) {
+    std::string path = sec + "." + key;
+    for (const auto& o : overrides)
+      if (o.path == path) {
+        out = o.value;
+        where = o.where;
+        return true;
+      }
+    auto sit = section.find(sec);
+    if (sit == section.end()) return false;
+    auto found = child(sit->second, key);
+    if (!found) return false;
+    const YAML::Node& n = *found;
+    where = node_location(file, n);
+    if (!n.IsScalar())
+      throw Error(Err::WrongType, where, path + " expects a name, got " + (n.IsMap() ? "a mapping" : "a list"), path);
+    out = n.Scalar();
+    return true;
+  };
+  auto section_where = [&](const std::string& sec) {
+    for (auto it = root.begin(); root.IsMap() && it != root.end(); ++it)
+      if (it->first.Scalar() == sec) return node_location(file, it->first);
+    return file_location(file);
+  };
+
+  std::string model, strategy = "auto", preset;
+  SourceLocation model_w, strategy_w, preset_w;
+  if (!selector("workload", "model", model, model_w))
+    throw Error(Err::MissingKey, section_where("workload"),
+                "missing required key 'workload.model' (" + ParamSpec::choice("workload.model",
+                WorkloadRegistry::instance().names(), "").type_text() + ")", "workload.model");
+  if (!selector("hardware", "preset", preset, preset_w))
+    throw Error(Err::MissingKey, section_where("hardware"),
+                "missing required key 'hardware.preset' (one of the presets in `podsim list hardware`, or a preset "
+                "file)", "hardware.preset");
+  selector("strategy", "name", strategy, strategy_w);
+
+  const auto* wl = WorkloadRegistry::instance().find(model);
+  if (!wl)
+    throw Error(Err::UnknownWorkload, model_w,
+                "unknown workload model '" + model + "' (" + suggestion(model, WorkloadRegistry::instance().names()) +
+                    ")", "workload.model");
+  std::unique_ptr<IWorkload> workload = wl->make();
+  std::vector<std::string> strategies = StrategyRegistry::instance().names();
+  strategies.insert(strategies.begin(), "auto");
+  if (std::find(strategies.begin(), strategies.end(), strategy) == strategies.end())
+    throw Error(Err::UnknownStrategy, strategy_w,
+                "unknown strategy '" + strategy + "' (" + suggestion(strategy, strategies) + ")", "strategy.name");
+  std::string resolved_strategy = strategy == "auto" ? workload->default_strategy() : strategy;
+  std::unique_ptr<IStrategy> strat = StrategyRegistry::instance().make(resolved_strategy);
+  if (!strat) throw Error(Err::Internal, "workload '" + model + "' names unknown default strategy " + resolved_strategy);
+
+  L.schema = experiment_schema(model, strategy);
+
+  // Defaults.
+  for (const auto& spec : L.schema.specs()) {
+    if (!spec.default_text) continue;
+    SourceLocation dw;
+    dw.origin = "default";
+    if (spec.default_text->empty()) {
+      L.values.put({spec, std::string(), dw, false});
+      continue;
+    }
+    L.values.put({spec, parse_param_text(spec, *spec.default_text, dw), dw, true});
+  }
+
+  // Preset.
+  std::string preset_file = find_preset(preset);
+  if (preset_file.empty()) {
+    std::vector<std::string> names;
+    for (const auto& pi : list_presets()) names.push_back(pi.name);
+    throw Error(Err::UnknownPreset, preset_w,
+                "unknown hardware preset '" + preset + "' (" + suggestion(preset, names) + ")", "hardware.preset");
+  }
+  YAML::Node preset_root = load_yaml_file(preset_file, "hardware preset");
+  for (auto& [key, value] : mapping_entries(preset_root, preset_file, "hardware")) {
+    (void)value;
+    if (key == "preset")
+      throw Error(Err::UnknownKey, node_location(preset_file, value),
+                  "a preset file cannot name another preset ('preset' key)", "hardware.preset");
+  }
+  L.walk(preset_root, "hardware", preset_file);
+
+  // The experiment file, then overrides.
+  for (const auto& sec : kSections) {
+    if (!section.count(sec)) continue;
+    L.group_where[sec] = section_where(sec);
+    L.walk(section[sec], sec, file);
+  }
+  for (const auto& o : overrides) {
+    const ParamSpec* spec = L.schema.find(o.path);
+    if (!spec) {
+      std::string near = nearest(o.path, L.schema.paths());
+      throw Error(Err::UnknownKey, o.where,
+                  "unknown key '" + o.path + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)"), o.path);
+    }
+    L.values.put({*spec, parse_param_text(*spec, o.value, o.where), o.where, true});
+  }
+  // The selectors as resolved (the file may have omitted strategy.name).
+  {
+    ParamValue pv = L.values.at("hardware.preset");
+    pv.data = preset;
+    L.values.put(pv);
+  }
+
+  // Required parameters.
+  for (const auto& spec : L.schema.specs()) {
+    if (spec.required() && !L.values.values().count(spec.path)) {
+      std::string group = spec.path.substr(0, spec.path.rfind('.'));
+      SourceLocation w = file_location(file);
+      for (std::string g = group; !g.empty(); g = g.substr(0, g.rfind('.') == std::string::npos ? 0 : g.rfind('.'))) {
+        if (L.group_where.count(g)) {
+          w = L.group_where[g];
+          break;
+        }
+        if (g.find('.') == std::string::npos) break;
+      }
+      throw Error(Err::MissingKey, w,
+                  "missing required key '" + spec.path + "' (" + spec.type_text() +
+                      (spec.range_text().empty() ? "" : ", " + spec.range_text()) + ": " + spec.description + ")",
+                  spec.path);
+    }
+  }
+
+  Experiment e;
+  e.source_file = file;
+  e.workload = model;
+  e.strategy = resolved_strategy;
+  validate_hardware(e, L);
+  if (!L.values.has("run.name")) {
+    SourceLocation dw;
+    dw.origin = "default";
+    L.values.put({*L.schema.find("run.name"), stem, dw, true});
+  }
+  build_typed(e, L.values);
+  e.params = L.values;
+  e.specs = L.schema.specs();
+  workload->validate(e.params);
+  strat->validate(e.params);
+  return e;
+}
+
+}  // namespace
+
+std::vector<std::string> preset_dirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("PODSIM_PRESET_DIR")) dirs.push_back(env);
+  dirs.push_back((fs::path(exe_dir()) / ".." / "configs" / "hardware").lexically_normal().string());
+  dirs.push_back((fs::path(PODSIM_SOURCE_DIR) / "configs" / "hardware").string());
+  return dirs;
+}
+
+std::vector<PresetInfo> list_presets() {
+  std::map<std::string, PresetInfo> found;
+  for (const auto& d : preset_dirs()) {
+    std::error_code ec;
+    if (!fs::is_directory(d, ec)) continue;
+    for (const auto& entry : fs::directory_iterator(d, ec)) {
+      if (entry.path().extension() != ".yaml") continue;
+      std::string name = entry.path().stem().string();
+      if (found.count(name)) continue;  // earlier folders win
+      PresetInfo info{name, entry.path().string(), ""};
+      try {
+        YAML::Node n = YAML::LoadFile(info.file);
+        if (n["description"]) info.description = n["description"].as<std::string>();
+      } catch (const std::exception&) {
+        info.description = "(unreadable preset file)";
+      }
+      found[name] = info;
+    }
+  }
+  std::vector<PresetInfo> out;
+  for (auto& [k, v] : found) out.push_back(v);
+  return out;
+}
+
+Schema experiment_schema(const std::string& workload, const std::string& strategy) {
+  Schema s;
+  s.add_all(hardware_param_specs());
+  std::vector<std::string> models = WorkloadRegistry::instance().names();
+  s.add(ParamSpec::choice("workload.model", models, "The workload family; `podsim list workloads` describes each."));
+  std::unique_ptr<IWorkload> w = WorkloadRegistry::instance().make(workload);
+  std::string resolved = strategy;
+  if (w) {
+    s.add_all(w->params());
+    if (strategy == "auto") resolved = w->default_strategy();
+  }
+  std::vector<std::string> strategies = StrategyRegistry::instance().names();
+  strategies.insert(strategies.begin(), "auto");
+  s.add(ParamSpec::choice("strategy.name", strategies,
+                          "How the step is placed on the pod; auto picks the workload's default.")
+            .def("auto"));
+  if (auto st = StrategyRegistry::instance().make(resolved)) s.add_all(st->params());
+  s.add_all(run_param_specs());
+  return s;
+}
+
+Experiment load_experiment(const std::string& path, const LoadOptions& opts) {
+  YAML::Node root = load_yaml_file(path, "experiment file");
+  return load(root, path, file_stem(path), opts);
+}
+
+Experiment load_experiment_text(const std::string& yaml, const std::string& label, const LoadOptions& opts) {
+  return load(load_yaml_text(yaml, label), label, file_stem(label), opts);
+}
+
+// ---- resolved YAML ---------------------------------------------------------------------------------------------
+
+static std::string yaml_scalar(const ParamSpec& spec, const ParamValue& v) {
+  std::string t = value_text(spec, v.data);
+  if (spec.type == ParamType::String) {
+    std::string q = "\"";
+    for (char c : t) {
+      if (c == '"' || c == '\\') q += '\\';
+      q += c;
+    }
+    return q + "\"";
+  }
+  return t;
+}
+
+std::string resolved_yaml(const Experiment& e, bool with_origins) {
+  std::ostringstream out;
+  out << "# Resolved experiment: every parameter with its value";
+  if (with_origins) out << " and where it came from";
+  out << ".\n# podsim run accepts this file as it is.\n";
+  std::vector<std::string> open;  // current nesting of groups
+  for (const auto& spec : e.specs) {
+    auto it = e.params.values().find(spec.path);
+    if (it == e.params.values().end() || !it->second.set) continue;
+    std::vector<std::string> parts;
+    std::stringstream ss(spec.path);
+    for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
+    size_t common = 0;
+    while (common < open.size() && common + 1 < parts.size() && open[common] == parts[common]) ++common;
+    open.resize(common);
+    for (size_t i = common; i + 1 < parts.size(); ++i) {
+      out << std::string(2 * i, ' ') << parts[i] << ":\n";
+      open.push_back(parts[i]);
+    }
+    std::string line = std::string(2 * (parts.size() - 1), ' ') + parts.back() + ": " + yaml_scalar(spec, it->second);
+    if (with_origins) {
+      std::string origin = it->second.where.str();
+      if (!origin.empty()) {
+        if (line.size() < 60) line += std::string(60 - line.size(), ' ');
+        line += "  # " + origin;
+      }
+    }
+    out << line << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace podsim

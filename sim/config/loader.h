@@ -1,0 +1,42 @@
+// Loads an experiment: YAML file + hardware preset + --set overrides -> validated, typed Experiment.
+//
+//   Experiment e = load_experiment("configs/quickstart.yaml", {.overrides = {"hardware.pod.dims=[4,4]"}});
+//
+// Precedence, lowest first: parameter defaults, the preset (configs/hardware/<name>.yaml), the experiment file,
+// --set overrides. Every problem is an Error naming file:line:column, the key path and what would be valid.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/config/experiment.h"
+#include "sim/config/schema.h"
+
+namespace podsim {
+
+struct LoadOptions {
+  std::vector<std::string> overrides;  // "path=value", value in YAML syntax ("[4, 4]", "900GB/s", "true")
+};
+
+Experiment load_experiment(const std::string& path, const LoadOptions& opts = {});
+// Same, from text; `label` stands in for the file name in locations and as the default run name.
+Experiment load_experiment_text(const std::string& yaml, const std::string& label, const LoadOptions& opts = {});
+
+// The fully resolved experiment as YAML: every parameter with its value, commented with where it came from.
+// Loading it back gives the same experiment.
+std::string resolved_yaml(const Experiment& e, bool with_origins = true);
+
+struct PresetInfo {
+  std::string name;
+  std::string file;
+  std::string description;
+};
+// Folders searched for presets, in order: $PODSIM_PRESET_DIR, <executable>/../configs/hardware (an install), and
+// the source tree's configs/hardware.
+std::vector<std::string> preset_dirs();
+std::vector<PresetInfo> list_presets();
+
+// The schema of an experiment using `workload` and `strategy` (for docs and `podsim list params`).
+Schema experiment_schema(const std::string& workload, const std::string& strategy);
+
+}  // namespace podsim

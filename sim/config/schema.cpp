@@ -1,0 +1,185 @@
+#include "sim/config/schema.h"
+
+#include <algorithm>
+#include <set>
+
+namespace podsim {
+
+std::vector<ParamSpec> hardware_param_specs() {
+  using P = ParamSpec;
+  using Q = Quantity;
+  return {
+      P::text("hardware.preset",
+              "Hardware preset: a name from `podsim list hardware` (configs/hardware/NAME.yaml) or a path to a preset "
+              "file. Sibling keys override the preset's values."),
+      P::text("hardware.description", "One-line description of the hardware (set by presets).").def("\"\""),
+      // chip
+      P::quantity("hardware.chip.clock", Q::Frequency, "TensorCore clock; MXU, VPU and sequencer run on it.")
+          .positive(1e11),
+      P::integer("hardware.chip.tensorcores", "TensorCores per chip. A chip is one device: each op is split across "
+                                              "its cores (megacore style).")
+          .range(1, 8),
+      P::integer("hardware.chip.mxu.count", "MXUs (systolic arrays) per TensorCore.").range(1, 64),
+      P::integer("hardware.chip.mxu.rows", "Rows R of each systolic array; a GEMM's contracting dimension K maps onto "
+                                           "them.")
+          .range(1, 4096),
+      P::integer("hardware.chip.mxu.cols", "Columns C of each systolic array; a GEMM's output dimension N maps onto "
+                                           "them.")
+          .range(1, 4096),
+      P::boolean("hardware.chip.mxu.weight_double_buffer",
+                 "Load the next fold's weights while the current fold streams (TPU-like). false: folds do not "
+                 "overlap and a GEMM costs exactly folds x (2R + C + M - 2) cycles.")
+          .def("true"),
+      P::integer("hardware.chip.vpu.lanes", "Vector unit lanes.").range(1, 65536).def("128"),
+      P::integer("hardware.chip.vpu.sublanes", "Vector unit sublanes.").range(1, 1024).def("8"),
+      P::integer("hardware.chip.vpu.alus", "ALUs per lane x sublane: elementwise operations per element slot and "
+                                           "cycle.")
+          .range(1, 16)
+          .def("1"),
+      P::real("hardware.chip.vpu.transcendental_cost",
+              "Cycles per vector for a transcendental (exp, log, tanh, rsqrt); adds and multiplies cost 1.")
+          .range(1, 1000)
+          .def("4"),
+      P::real("hardware.chip.vpu.divide_cost", "Cycles per vector for a division.").range(1, 1000).def("4"),
+      P::real("hardware.chip.vpu.reduce_cost", "Cycles per vector for a cross-lane reduction (sum, max).")
+          .range(1, 1000)
+          .def("2"),
+      P::quantity("hardware.chip.hbm.capacity", Q::Size, "HBM capacity per chip.").positive(1e15),
+      P::quantity("hardware.chip.hbm.bandwidth", Q::Bandwidth, "Peak HBM bandwidth per chip, all channels together.")
+          .positive(1e15),
+      P::integer("hardware.chip.hbm.channels", "Independent HBM channels (pseudo-channels); requests are striped "
+                                               "across them and queue per channel.")
+          .range(1, 1024)
+          .def("32"),
+      P::quantity("hardware.chip.hbm.latency", Q::Time, "Time from a request's issue to its first data.")
+          .range(0, 1e-3)
+          .def("500ns"),
+      P::quantity("hardware.chip.hbm.burst", Q::Size, "Access granularity: an access moves at least this much.")
+          .range(1, 1 << 20)
+          .def("64B"),
+      P::quantity("hardware.chip.hbm.row", Q::Size, "Row (page) size of a channel; a contiguous run pays one row "
+                                                    "activation per row it touches.")
+          .range(1, 1 << 24)
+          .def("1KiB"),
+      P::quantity("hardware.chip.hbm.activate_interval", Q::Time,
+                  "Minimum time between two row activations in one channel (tRRD/tFAW); it bounds the bandwidth of "
+                  "small scattered accesses.")
+          .range(0, 1e-5)
+          .def("5ns"),
+      P::quantity("hardware.chip.vmem.capacity", Q::Size, "Vector memory (VMEM) per TensorCore: the on-chip buffer "
+                                                          "ops are tiled through.")
+          .positive(1e12),
+      P::quantity("hardware.chip.cmem.capacity", Q::Size, "Common memory (CMEM) shared by the chip's cores (v4, "
+                                                          "v5p); 0B when the chip has none.")
+          .range(0, 1e12)
+          .def("0B"),
+      // ici
+      P::integer("hardware.ici.dimensions", "Torus dimensions this chip generation wires (2 or 3); "
+                                            "hardware.pod.dims must have as many entries.")
+          .range(2, 3),
+      P::quantity("hardware.ici.link_bandwidth", Q::Bandwidth, "Bandwidth of one ICI link in one direction.")
+          .positive(1e14),
+      P::quantity("hardware.ici.hop_latency", Q::Time, "Latency a message pays per hop.").range(0, 1e-2).def("1us"),
+      P::quantity("hardware.ici.chunk", Q::Size, "Transfers are split into chunks of at most this size; smaller "
+                                                 "chunks pipeline better and cost more events.")
+          .range(256, 1e10)
+          .def("1MiB"),
+      // pod
+      P::int_list("hardware.pod.dims", "Chips per torus dimension, e.g. [16, 16]; [] is one chip.")
+          .range(1, 1 << 18)
+          .length(0, 3)
+          .def("[]"),
+      P::bool_list("hardware.pod.wrap", "Wrap-around links per dimension (true: torus, false: open mesh); [] wraps "
+                                        "every dimension.")
+          .length(0, 3)
+          .def("[]"),
+  };
+}
+
+std::vector<ParamSpec> run_param_specs() {
+  using P = ParamSpec;
+  using Q = Quantity;
+  return {
+      P::text("run.name", "Name of the run; the default output folder is results/<name>. Default: the experiment "
+                          "file's name without .yaml.")
+          .optional(),
+      P::boolean("run.numeric", "Execute every op on real tensors as it is simulated and write tensors/*.npy.")
+          .def("false"),
+      P::integer("run.seed", "Seed for parameter initialisation, inputs and stall injection.")
+          .range(0, 9.2e18)
+          .def("1"),
+      P::boolean("run.allow_oom", "Report a step that does not fit in HBM instead of failing.").def("false"),
+      P::quantity("run.max_wall", Q::Time, "Real (wall-clock) time after which the run is stopped with an error.")
+          .positive(1e7)
+          .def("1h"),
+      P::choice("run.trace.format", {"pftrace", "json", "off"},
+                "Trace format: Perfetto protobuf (trace.pftrace), Chrome JSON (trace.json), or none.")
+          .def("pftrace"),
+      P::boolean("run.trace.compress", "gzip the trace (trace.pftrace.gz / trace.json.gz).").def("false"),
+      P::choice("run.trace.detail", {"ops", "units", "links"},
+                "ops: steps and ops; units: also MXU/VPU/HBM/collectives; links: also ICI links and flows.")
+          .def("links"),
+      P::int_list("run.trace.chips", "Chips to trace; [] traces all chips when the pod has at most "
+                                     "run.trace.max_chips.")
+          .range(0, 1 << 18)
+          .def("[]"),
+      P::quantity("run.trace.from", Q::Time, "Start of the traced window of simulated time.").range(0, 1e6).def("0s"),
+      P::quantity("run.trace.to", Q::Time, "End of the traced window; unset traces to the end.")
+          .range(0, 1e6)
+          .optional(),
+      P::integer("run.trace.max_chips", "Pods with more chips than this write no trace unless run.trace.chips picks "
+                                        "a subset.")
+          .range(1, 1 << 18)
+          .def("64"),
+      P::integer("run.trace.warn_events", "Warn before writing a trace with more events than this.")
+          .range(1, 1e12)
+          .def("4000000"),
+      P::real("run.stall.probability", "Probability that an HBM request or ICI chunk gets a random extra delay "
+                                       "(testing for hidden timing assumptions).")
+          .range(0, 1)
+          .def("0"),
+      P::quantity("run.stall.max", Q::Time, "Largest injected delay; delays are uniform in [0, max].")
+          .range(0, 1)
+          .def("1us"),
+  };
+}
+
+void Schema::add(ParamSpec spec) {
+  m_index[spec.path] = m_specs.size();
+  m_specs.push_back(std::move(spec));
+}
+
+void Schema::add_all(std::vector<ParamSpec> specs) {
+  for (auto& s : specs) add(std::move(s));
+}
+
+const ParamSpec* Schema::find(const std::string& path) const {
+  auto it = m_index.find(path);
+  return it == m_index.end() ? nullptr : &m_specs[it->second];
+}
+
+bool Schema::is_group(const std::string& prefix) const {
+  std::string p = prefix + ".";
+  for (const auto& s : m_specs)
+    if (s.path.compare(0, p.size(), p) == 0) return true;
+  return false;
+}
+
+std::vector<std::string> Schema::children(const std::string& prefix) const {
+  std::set<std::string> out;
+  std::string p = prefix.empty() ? "" : prefix + ".";
+  for (const auto& s : m_specs) {
+    if (s.path.compare(0, p.size(), p) != 0) continue;
+    std::string rest = s.path.substr(p.size());
+    out.insert(rest.substr(0, rest.find('.')));
+  }
+  return {out.begin(), out.end()};
+}
+
+std::vector<std::string> Schema::paths() const {
+  std::vector<std::string> out;
+  for (const auto& s : m_specs) out.push_back(s.path);
+  return out;
+}
+
+}  // namespace podsim

@@ -1,0 +1,1 @@
+// The engine: elaborates the pod, runs it and collects results (filled in by the chip model work).

@@ -1,0 +1,39 @@
+// strategy.name: single_device — the whole step on chip 0; every other chip of the pod idles. The baseline every
+// other strategy is compared with, and the placement whose numerics are the reference.
+#include "sim/common/error.h"
+#include "strategies/i_strategy.h"
+
+namespace podsim {
+namespace {
+
+class SingleDevice : public IStrategy {
+ public:
+  Plan plan(const ModelGraph& g, const Experiment& exp) const override {
+    for (const Op& op : g.ops())
+      if (is_communication(op.kind))
+        throw Error(Err::StrategyMismatch, exp.params.where("workload.model"),
+                    "workload '" + exp.workload + "' communicates between chips (op '" + op.name +
+                        "'); single_device places the step on one chip. Use strategy.name: replicate (or auto)",
+                    "strategy.name");
+    Plan p;
+    p.strategy = "single_device";
+    for (size_t d = 0; d < exp.hardware.pod.dims.size(); ++d) {
+      p.mesh.axis_names.push_back(std::string(1, "xyz"[d]));
+      p.mesh.axis_sizes.push_back(exp.hardware.pod.dims[d]);
+      p.mesh.axis_dim.push_back(static_cast<int>(d));
+    }
+    Program prog;
+    prog.role = "device";
+    prog.graph = g;
+    prog.order = g.topological_order();
+    p.programs.push_back(std::move(prog));
+    p.role_of_chip.assign(static_cast<size_t>(exp.hardware.pod.chips()), -1);
+    p.role_of_chip[0] = 0;
+    return p;
+  }
+};
+
+PODSIM_REGISTER_STRATEGY(SingleDevice, "single_device", "The whole step on chip 0; other chips idle");
+
+}  // namespace
+}  // namespace podsim

@@ -1,0 +1,288 @@
+// Experiment loading: presets, precedence, the resolved file, and one test per error kind asserting the id, the
+// file:line:column and the key path.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "sim/config/loader.h"
+
+using namespace podsim;
+
+namespace {
+
+const char* kBase = R"(hardware:
+  preset: tpu-v3
+workload:
+  model: matmul
+  m: 256
+  k: 512
+  n: 384
+)";
+
+Experiment load(const std::string& text, std::vector<std::string> sets = {}) {
+  return load_experiment_text(text, "exp.yaml", {sets});
+}
+
+// Loads and expects an Error; returns it for inspection.
+Error fail(const std::string& text, std::vector<std::string> sets = {}) {
+  try {
+    load(text, sets);
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "loading succeeded but should have failed:\n" << text;
+  return Error(Err::Internal, "no error");
+}
+
+void expect_at(const Error& e, Err err, int line, int col, const std::string& needle) {
+  EXPECT_EQ(e.id(), error_info(err).id) << e.what();
+  EXPECT_EQ(e.where().file, "exp.yaml") << e.what();
+  EXPECT_EQ(e.where().line, line) << e.what();
+  if (col > 0) {
+    EXPECT_EQ(e.where().column, col) << e.what();
+  }
+  EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "missing '" << needle << "' in: " << e.what();
+}
+
+}  // namespace
+
+TEST(ConfigTest, PresetValuesAndDefaults) {
+  Experiment e = load(kBase);
+  EXPECT_EQ(e.hardware.preset, "tpu-v3");
+  EXPECT_DOUBLE_EQ(e.hardware.chip.clock, 940e6);
+  EXPECT_EQ(e.hardware.chip.tensorcores, 2);
+  EXPECT_EQ(e.hardware.chip.mxu.count, 2);
+  EXPECT_EQ(e.hardware.chip.mxu.rows, 128);
+  EXPECT_DOUBLE_EQ(e.hardware.chip.hbm.bandwidth, 900e9);
+  EXPECT_DOUBLE_EQ(e.hardware.chip.hbm.capacity, 32.0 * (1ull << 30));
+  EXPECT_TRUE(e.hardware.chip.mxu.weight_double_buffer);  // a default
+  EXPECT_EQ(e.hardware.pod.dims, (std::vector<int64_t>{1, 1}));  // one chip by default
+  EXPECT_EQ(e.hardware.pod.wrap, (std::vector<bool>{true, true}));
+  EXPECT_NEAR(e.hardware.chip.peak_flops(), 123.2e12, 0.1e12);
+  EXPECT_EQ(e.run.name, "exp");
+  EXPECT_EQ(e.strategy, "single_device");  // auto resolves to the workload's default
+  EXPECT_EQ(e.params.i("workload.m"), 256);
+  EXPECT_EQ(e.params.where("hardware.chip.clock").file.find("tpu-v3.yaml") != std::string::npos, true);
+  EXPECT_EQ(e.params.where("workload.k").line, 6);
+}
+
+TEST(ConfigTest, FileOverridesPresetAndSetOverridesFile) {
+  std::string text = "hardware:\n  preset: tpu-v3\n  chip: {clock: 1GHz}\nworkload: {model: matmul, m: 1, k: 2, n: 3}\n";
+  EXPECT_DOUBLE_EQ(load(text).hardware.chip.clock, 1e9);
+  Experiment e = load(text, {"hardware.chip.clock=2GHz", "hardware.pod.dims=[4, 2]", "workload.m=7"});
+  EXPECT_DOUBLE_EQ(e.hardware.chip.clock, 2e9);
+  EXPECT_EQ(e.params.where("hardware.chip.clock").origin, "--set hardware.chip.clock=2GHz");
+  EXPECT_EQ(e.hardware.pod.dims, (std::vector<int64_t>{4, 2}));
+  EXPECT_EQ(e.params.i("workload.m"), 7);
+}
+
+TEST(ConfigTest, AllPresetsLoad) {
+  auto presets = list_presets();
+  std::vector<std::string> names;
+  for (const auto& p : presets) names.push_back(p.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"tpu-v2", "tpu-v3", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"}));
+  // Published peaks (TFLOP/s) the presets must reproduce from MXU shape, count and clock.
+  std::map<std::string, double> peak = {{"tpu-v2", 45.9}, {"tpu-v3", 123}, {"tpu-v4", 275},
+                                        {"tpu-v5e", 197}, {"tpu-v5p", 459}, {"tpu-v6e", 918}};
+  for (const auto& p : presets) {
+    std::string text = "hardware: {preset: " + p.name + "}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n";
+    Experiment e = load(text);
+    EXPECT_FALSE(p.description.empty()) << p.name;
+    EXPECT_NEAR(e.hardware.chip.peak_flops() / 1e12, peak[p.name], 0.01 * peak[p.name]) << p.name;
+    int dims = (p.name == "tpu-v4" || p.name == "tpu-v5p") ? 3 : 2;
+    EXPECT_EQ(e.hardware.ici.dimensions, dims) << p.name;
+    EXPECT_EQ(static_cast<int>(e.hardware.pod.dims.size()), dims) << p.name;
+  }
+}
+
+TEST(ConfigTest, ResolvedYamlRoundTrips) {
+  Experiment e = load(kBase, {"hardware.pod.dims=[2,2]", "run.seed=9"});
+  std::string text = resolved_yaml(e);
+  EXPECT_NE(text.find("clock: 940MHz"), std::string::npos) << text;
+  EXPECT_NE(text.find("# --set run.seed=9"), std::string::npos) << text;
+  Experiment again = load_experiment_text(text, "exp.yaml");
+  EXPECT_EQ(resolved_yaml(again, false), resolved_yaml(e, false));
+}
+
+// ---- one test per error kind ---------------------------------------------------------------------------------
+
+TEST(ConfigErrorTest, YamlSyntax) {
+  Error e = fail("hardware:\n  preset: tpu-v3\n workload: [\n");
+  EXPECT_EQ(e.id(), "PODSIM-CFG-001");
+  EXPECT_EQ(e.where().file, "exp.yaml");
+  EXPECT_GT(e.where().line, 0);
+}
+
+TEST(ConfigErrorTest, UnknownKeySuggestsNearest) {
+  Error e = fail(std::string(kBase) + "  dtyp: bf16\n");
+  expect_at(e, Err::UnknownKey, 8, 3, "unknown key 'workload.dtyp' (did you mean 'dtype'?)");
+  EXPECT_EQ(e.key_path(), "workload.dtyp");
+}
+
+TEST(ConfigErrorTest, UnknownNestedKeyInHardware) {
+  Error e = fail("hardware:\n  preset: tpu-v3\n  chip:\n    mxu:\n      rowz: 64\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  expect_at(e, Err::UnknownKey, 5, 7, "did you mean 'rows'?");
+}
+
+TEST(ConfigErrorTest, MisplacedKeyNamesItsPlace) {
+  Error e = fail("hardware:\n  preset: tpu-v3\n  weight_double_buffer: false\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  expect_at(e, Err::UnknownKey, 3, 3, "belongs at 'hardware.chip.mxu.weight_double_buffer'");
+}
+
+TEST(ConfigErrorTest, UnknownSection) {
+  Error e = fail(std::string(kBase) + "runn:\n  seed: 3\n");
+  expect_at(e, Err::UnknownKey, 8, 1, "did you mean 'run'?");
+}
+
+TEST(ConfigErrorTest, MissingRequiredKey) {
+  Error e = fail("hardware:\n  preset: tpu-v3\nworkload:\n  model: matmul\n  m: 1\n  k: 2\n");
+  expect_at(e, Err::MissingKey, 3, 1, "missing required key 'workload.n'");
+}
+
+TEST(ConfigErrorTest, MissingModel) {
+  Error e = fail("hardware:\n  preset: tpu-v3\nworkload:\n  m: 1\n");
+  expect_at(e, Err::MissingKey, 3, 1, "workload.model");
+}
+
+TEST(ConfigErrorTest, WrongTypeWholeNumber) {
+  Error e = fail(std::string(kBase).replace(std::string(kBase).find("m: 256"), 6, "m: 2.5"));
+  expect_at(e, Err::WrongType, 5, 6, "expects a whole number, got '2.5' (a fraction is not allowed)");
+}
+
+TEST(ConfigErrorTest, WrongTypeListForScalar) {
+  Error e = fail(std::string(kBase) + "run:\n  numeric: [1, 2]\n");
+  expect_at(e, Err::WrongType, 9, 12, "run.numeric expects a boolean");
+}
+
+TEST(ConfigErrorTest, BadUnit) {
+  Error e = fail("hardware:\n  preset: tpu-v3\n  chip: {clock: 940MHZ}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  expect_at(e, Err::BadUnit, 3, 17, "did you mean 'MHz'?");
+}
+
+TEST(ConfigErrorTest, MissingUnit) {
+  Error e = fail("hardware:\n  preset: tpu-v3\n  chip:\n    hbm:\n      bandwidth: 900\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  expect_at(e, Err::BadUnit, 5, 18, "has no unit");
+}
+
+TEST(ConfigErrorTest, OutOfRangeNegative) {
+  Error e = fail(std::string(kBase).replace(std::string(kBase).find("k: 512"), 6, "k: -4"));
+  expect_at(e, Err::OutOfRange, 6, 6, "workload.k = -4 is out of range: must be from 1 to");
+}
+
+TEST(ConfigErrorTest, OutOfRangeZeroClock) {
+  Error e = fail("hardware:\n  preset: tpu-v3\n  chip: {clock: 0Hz}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  expect_at(e, Err::OutOfRange, 3, 17, "must be > 0Hz");
+}
+
+TEST(ConfigErrorTest, OutOfRangeAbsurd) {
+  Error e = fail("hardware:\n  preset: tpu-v3\n  chip: {clock: 5THz}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  expect_at(e, Err::OutOfRange, 3, 17, "out of range");
+}
+
+TEST(ConfigErrorTest, NotFinite) {
+  Error e = fail(std::string(kBase) + "run:\n  stall: {probability: .nan}\n");
+  expect_at(e, Err::NotFinite, 9, 24, "not a finite number");
+}
+
+TEST(ConfigErrorTest, DuplicateKey) {
+  Error e = fail(std::string(kBase) + "  m: 12\n");
+  expect_at(e, Err::DuplicateKey, 8, 3, "duplicated key 'workload.m' (first given at line 5)");
+}
+
+TEST(ConfigErrorTest, BadChoice) {
+  Error e = fail(std::string(kBase) + "  dtype: bf61\n");
+  expect_at(e, Err::BadChoice, 8, 10, "did you mean 'bf16'?");
+}
+
+TEST(ConfigErrorTest, UnknownPreset) {
+  Error e = fail("hardware:\n  preset: tpu-v33\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  expect_at(e, Err::UnknownPreset, 2, 11, "unknown hardware preset 'tpu-v33'");
+}
+
+TEST(ConfigErrorTest, UnknownWorkload) {
+  Error e = fail("hardware:\n  preset: tpu-v3\nworkload:\n  model: matmull\n");
+  expect_at(e, Err::UnknownWorkload, 4, 10, "did you mean 'matmul'?");
+}
+
+TEST(ConfigErrorTest, UnknownStrategy) {
+  Error e = fail(std::string(kBase) + "strategy:\n  name: single_devise\n");
+  expect_at(e, Err::UnknownStrategy, 9, 9, "did you mean 'single_device'?");
+}
+
+TEST(ConfigErrorTest, BadOverride) {
+  try {
+    load(kBase, {"hardware.pod.dims"});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.id(), "PODSIM-CFG-014");
+    EXPECT_EQ(e.where().origin, "--set hardware.pod.dims");
+  }
+}
+
+TEST(ConfigErrorTest, UnknownOverrideKey) {
+  try {
+    load(kBase, {"hardware.chip.mxu.rowz=3"});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.id(), "PODSIM-CFG-002");
+    EXPECT_EQ(e.where().origin, "--set hardware.chip.mxu.rowz=3");
+    EXPECT_NE(std::string(e.what()).find("did you mean 'hardware.chip.mxu.rows'?"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConfigErrorTest, WrapLengthMismatch) {
+  Error e = fail("hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 4], wrap: [true]}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  expect_at(e, Err::LengthMismatch, 3, 29, "hardware.pod.wrap has 1 entries but hardware.pod.dims has 2");
+}
+
+TEST(ConfigErrorTest, SectionNotAMapping) {
+  Error e = fail("hardware:\n  preset: tpu-v3\nworkload: [matmul]\n");
+  expect_at(e, Err::NotAMapping, 3, 11, "'workload' must be a mapping");
+}
+
+TEST(ConfigErrorTest, PodDimsCountMismatch) {
+  Error e = fail("hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 4, 4]}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  expect_at(e, Err::PodShape, 3, 15, "torus has 2 dimensions");
+}
+
+TEST(ConfigErrorTest, PodZeroDimension) {
+  Error e = fail("hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 0]}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  expect_at(e, Err::OutOfRange, 3, 19, "hardware.pod.dims = 0 is out of range");
+}
+
+TEST(ConfigErrorTest, PodTooLarge) {
+  Error e = fail("hardware:\n  preset: tpu-v3\n  pod: {dims: [1024, 1024]}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  expect_at(e, Err::PodTooLarge, 3, 15, "podsim simulates at most 262144");
+}
+
+TEST(ConfigErrorTest, EmptyFile) {
+  Error e = fail("");
+  EXPECT_EQ(e.id(), "PODSIM-CFG-003");
+}
+
+TEST(ConfigErrorTest, UnreadableFile) {
+  try {
+    load_experiment("/nonexistent/dir/exp.yaml");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.id(), "PODSIM-IO-001");
+    EXPECT_EQ(e.where().file, "/nonexistent/dir/exp.yaml");
+    EXPECT_NE(std::string(e.what()).find("no such file"), std::string::npos);
+  }
+}
+
+TEST(ConfigErrorTest, PresetFileErrorsNameThePresetFile) {
+  std::string dir = ::testing::TempDir() + "/presets";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/bad.yaml") << "chip:\n  clock: 1GHz\n  mxu: {count: 1, rows: 128, colz: 128}\n";
+  try {
+    load("hardware: {preset: " + dir + "/bad.yaml}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.id(), "PODSIM-CFG-002");
+    EXPECT_EQ(e.where().file, dir + "/bad.yaml");
+    EXPECT_EQ(e.where().line, 3);
+  }
+}

@@ -1,0 +1,79 @@
+// GraphBuilder: builds a training step forward op by op, then derives the explicit backward ops (reverse-mode,
+// one gradient rule per op kind) and the optimizer update.
+//
+//   ModelGraph g("mlp");
+//   GraphBuilder b(g, DType::BF16);
+//   TensorId x = b.input("x", {64, 256});
+//   TensorId w = b.param("fc1.w", {256, 512});
+//   TensorId h = b.relu(b.matmul(x, w, "fc1"), "fc1.relu");
+//   ...
+//   TensorId loss = b.softmax_cross_entropy(logits, labels, "loss");
+//   b.backward(loss);
+//   b.optimizer({Optimizer::Adam, 1e-3});
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "workloads/graph.h"
+
+namespace podsim {
+
+enum class Optimizer { Sgd, Adam };
+
+struct OptimizerConfig {
+  Optimizer kind = Optimizer::Sgd;
+  double learning_rate = 0.01;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  int64_t step = 1;  // Adam's step count t, for bias correction
+};
+
+class GraphBuilder {
+ public:
+  // `dtype` is the storage type of parameters and activations (bf16 or fp32); losses, statistics and optimizer
+  // state are always fp32.
+  GraphBuilder(ModelGraph& g, DType dtype);
+
+  TensorId param(const std::string& name, std::vector<int64_t> shape);
+  TensorId input(const std::string& name, std::vector<int64_t> shape, DType dtype);
+  TensorId label(const std::string& name, std::vector<int64_t> shape);
+
+  // Forward ops; `name` names the op and its output.
+  TensorId matmul(TensorId a, TensorId b, const std::string& name, bool trans_a = false, bool trans_b = false);
+  TensorId batch_matmul(TensorId a, TensorId b, const std::string& name, bool trans_a = false, bool trans_b = false);
+  TensorId add(TensorId a, TensorId b, const std::string& name);
+  TensorId scale(TensorId a, double alpha, const std::string& name);
+  TensorId bias_add(TensorId x, TensorId bias, const std::string& name);
+  TensorId relu(TensorId x, const std::string& name);
+  TensorId gelu(TensorId x, const std::string& name);
+  TensorId layer_norm(TensorId x, TensorId gamma, TensorId beta, const std::string& name, double eps = 1e-5);
+  TensorId softmax(TensorId scores, double scale, bool causal, const std::string& name);
+  TensorId split_heads(TensorId x, int64_t batch, int64_t seq, int64_t heads, const std::string& name);
+  TensorId merge_heads(TensorId x, int64_t batch, int64_t seq, int64_t heads, const std::string& name);
+  TensorId embedding(TensorId table, TensorId ids, const std::string& name);
+  // Mean softmax cross-entropy over the rows of logits; returns the scalar loss.
+  TensorId softmax_cross_entropy(TensorId logits, TensorId labels, const std::string& name);
+
+  // Adds Backward ops computing d(loss)/d(every parameter), summing gradients of tensors used more than once.
+  void backward(TensorId loss);
+  // Adds one Optimizer op per parameter, producing Updated tensors "<param>.new" (and "<param>.m.new", ...).
+  void optimizer(const OptimizerConfig& cfg);
+
+  // The gradient tensor of a parameter or activation after backward(); -1 if it has none.
+  TensorId grad_of(TensorId t) const;
+  const std::vector<TensorId>& params() const { return m_params; }
+  ModelGraph& graph() { return m_g; }
+
+  // Used by gradient rules (workloads/ops/*.cpp): add an op with fresh output tensors shaped like `like`.
+  TensorId emit(const std::string& name, OpKind kind, Phase phase, std::vector<TensorId> inputs,
+                std::vector<int64_t> out_shape, DType out_dtype, TensorRole role, OpAttrs attrs = {});
+
+ private:
+  ModelGraph& m_g;
+  DType m_dtype;
+  std::vector<TensorId> m_params;
+  std::map<TensorId, TensorId> m_grad;
+};
+
+}  // namespace podsim

@@ -1,0 +1,34 @@
+// A workload plugin: declares its parameters (under "workload.") and builds the logical training step graph.
+// One file per workload under workloads/, registered by name:
+//
+//   PODSIM_REGISTER_WORKLOAD(MlpWorkload, "mlp", "Stack of dense layers with activation");
+//
+// Contract: build() returns a graph whose ops are in a valid execution order and whose every op has a cost and
+// (for compute ops) a kernel; validate() throws Error naming the offending key's location.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/common/registry.h"
+#include "sim/config/param.h"
+#include "workloads/graph.h"
+
+namespace podsim {
+
+class IWorkload {
+ public:
+  virtual ~IWorkload() = default;
+  virtual std::vector<ParamSpec> params() const = 0;
+  // Cross-field checks (divisibility, axes against the pod); `p` holds every parameter of the experiment.
+  virtual void validate(const ParamSet& p) const { (void)p; }
+  virtual ModelGraph build(const ParamSet& p) const = 0;
+  // The strategy used when strategy.name is "auto".
+  virtual std::string default_strategy() const { return "single_device"; }
+};
+
+using WorkloadRegistry = Registry<IWorkload>;
+
+}  // namespace podsim
+
+#define PODSIM_REGISTER_WORKLOAD(Impl, name, description) PODSIM_REGISTER(::podsim::IWorkload, Impl, name, description)

@@ -1,0 +1,45 @@
+// workload.model: matmul — one M x K @ K x N product, forward only: the unit for op-level studies (and for
+// comparing MXU cycles with other systolic-array simulators).
+#include "workloads/i_workload.h"
+
+namespace podsim {
+namespace {
+
+class MatmulWorkload : public IWorkload {
+ public:
+  std::vector<ParamSpec> params() const override {
+    return {
+        ParamSpec::integer("workload.m", "Rows of the left operand (streamed through the MXU).").range(1, 1LL << 31),
+        ParamSpec::integer("workload.k", "Contracting dimension (mapped onto MXU rows).").range(1, 1LL << 31),
+        ParamSpec::integer("workload.n", "Columns of the right operand (mapped onto MXU columns).").range(1, 1LL << 31),
+        ParamSpec::choice("workload.dtype", {"bf16", "fp32"},
+                          "Operand type; the MXU always accumulates in fp32.")
+            .def("bf16"),
+    };
+  }
+
+  ModelGraph build(const ParamSet& p) const override {
+    int64_t m = p.i("workload.m"), k = p.i("workload.k"), n = p.i("workload.n");
+    DType dt = p.s("workload.dtype") == "bf16" ? DType::BF16 : DType::F32;
+    ModelGraph g("matmul");
+    TensorId a = g.add_tensor({"a", {m, k}, dt, TensorRole::Input});
+    TensorId b = g.add_tensor({"b", {k, n}, dt, TensorRole::Parameter});
+    TensorId c = g.add_tensor({"c", {m, n}, dt, TensorRole::Activation});
+    Op op;
+    op.name = "matmul";
+    op.kind = OpKind::MatMul;
+    op.phase = Phase::Forward;
+    op.inputs = {a, b};
+    op.outputs = {c};
+    op.attrs.m = m;
+    op.attrs.k = k;
+    op.attrs.n = n;
+    g.add_op(op);
+    return g;
+  }
+};
+
+PODSIM_REGISTER_WORKLOAD(MatmulWorkload, "matmul", "One M x K @ K x N product, forward only (op-level studies)");
+
+}  // namespace
+}  // namespace podsim

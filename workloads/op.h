@@ -1,0 +1,91 @@
+// An op of a training step: what it computes (kind + attributes), on which tensors, in which phase.
+// Costs (FLOPs, bytes, vector work), numeric kernels and gradients live with each kind in workloads/ops/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "workloads/tensor_info.h"
+
+namespace podsim {
+
+enum class OpKind : uint8_t {
+  // Matrix unit. C[b] = op(A[b]) @ op(B[b]) for b < batch; A or B may be shared across the batch (rank 2).
+  MatMul,
+  // Elementwise on the vector unit.
+  Add,          // out = a + b (same shape)
+  Scale,        // out = alpha * a
+  BiasAdd,      // out[t, j] = x[t, j] + bias[j]
+  Relu,
+  ReluGrad,     // dx = dy * (x > 0); inputs (dy, x)
+  Gelu,         // tanh approximation
+  GeluGrad,     // inputs (dy, x)
+  // Reductions and normalisations on the vector unit.
+  BiasGrad,       // dbias[j] = sum_t dy[t, j]
+  LayerNorm,      // inputs (x, gamma, beta) -> (y, mean, rstd); over the last dimension
+  LayerNormGrad,  // inputs (dy, x, gamma, mean, rstd) -> (dx, dgamma, dbeta)
+  Softmax,        // over the last dimension of [G, S, S] scores, with scale alpha and optional causal mask
+  SoftmaxGrad,    // inputs (dy, y) -> dx, including the scale alpha
+  // Data movement.
+  SplitHeads,     // [B*S, H*D] -> [B*H, S, D]; attrs: batch (B), seq (S), heads (H)
+  MergeHeads,     // [B*H, S, D] -> [B*S, H*D]
+  Embedding,      // inputs (table[V, D], ids[T] int32) -> out[T, D]
+  EmbeddingGrad,  // inputs (dy[T, D], ids[T]) -> dtable[V, D] (scatter-add)
+  // Loss.
+  SoftmaxCrossEntropy,      // inputs (logits[T, V], labels[T]) -> (loss[1], probs[T, V]); mean over T
+  SoftmaxCrossEntropyGrad,  // inputs (probs, labels) -> dlogits = (probs - onehot) / T
+  // Optimizer updates, one op per parameter.
+  SgdUpdate,   // inputs (w, g) -> w' = w - lr * g; attrs: alpha = lr
+  AdamUpdate,  // inputs (w, g, m, v) -> (w', m', v'); attrs: alpha = lr, beta1, beta2, eps, step
+  // Communication between chips (executed by the chip's DMA engines over ICI).
+  AllReduce, ReduceScatter, AllGather, AllToAll, CollectivePermute, Broadcast,
+  Send, Recv,
+  // Synthetic network load (workload.model: traffic).
+  Traffic,
+};
+
+const char* op_kind_name(OpKind k);  // "matmul", "layer_norm_grad", "all_reduce", ...
+bool is_communication(OpKind k);     // AllReduce .. Recv, Traffic
+
+enum class Phase : uint8_t { Forward, Loss, Backward, Optimizer, Communication };
+const char* phase_name(Phase p);
+
+// Attributes; each kind documents which fields it reads.
+struct OpAttrs {
+  // MatMul: per-batch dims and transposes of the operands as stored.
+  int64_t batch = 1, m = 0, k = 0, n = 0;
+  bool trans_a = false, trans_b = false;
+  // Scale, Softmax(Grad) scale, learning rate of updates.
+  double alpha = 1.0;
+  // Adam and LayerNorm.
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-5;
+  int64_t step = 1;
+  // Softmax.
+  bool causal = false;
+  // Split/MergeHeads: B, S, H.
+  int64_t seq = 0, heads = 0;
+  // Communication: mesh axes of the group, algorithm (empty: the collective's default), permute shift and
+  // broadcast root (rank in the group); Send/Recv peer as an absolute device id, and a tag pairing them.
+  std::vector<std::string> axes;
+  std::string algorithm;
+  int64_t shift = 1;
+  int64_t root = 0;
+  int64_t peer = -1;
+  int64_t tag = 0;
+  // Traffic: pattern (uniform, transpose, neighbor), injection rate (fraction of one link's bandwidth each chip
+  // offers), message size in bytes, and injection window in seconds.
+  std::string pattern;
+  double rate = 0, message_bytes = 0, duration = 0;
+};
+
+struct Op {
+  std::string name;
+  OpKind kind = OpKind::Add;
+  Phase phase = Phase::Forward;
+  std::vector<TensorId> inputs;
+  std::vector<TensorId> outputs;
+  OpAttrs attrs;
+};
+
+}  // namespace podsim

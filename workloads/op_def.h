@@ -1,0 +1,44 @@
+// What each op kind costs and computes. One entry per kind, defined next to its kernel in workloads/ops/.
+//
+//   OpCost c = op_cost(graph, op);     // FLOPs, logical bytes, vector-unit work, unit
+//   run_op(graph, op, store);          // the numeric kernel (Eigen), reading and writing `store`
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "workloads/graph.h"
+#include "workloads/tensor.h"
+
+namespace podsim {
+
+enum class Unit : uint8_t { Mxu, Vpu, Ici };
+const char* unit_name(Unit u);  // "MXU", "VPU", "ICI"
+
+// Vector-unit work of an op, per element of its largest operand.
+struct VectorWork {
+  double elements = 0;        // elements processed
+  double simple = 0;          // adds, multiplies, compares, selects per element
+  double transcendental = 0;  // exp, log, tanh, rsqrt per element
+  double divide = 0;          // divisions per element
+  double reduce = 0;          // cross-lane reduction steps per element
+};
+
+struct OpCost {
+  Unit unit = Unit::Vpu;
+  double flops = 0;          // floating-point operations, a multiply-add counting 2
+  double bytes_read = 0;     // every input once, at its dtype (before tiling and fusion)
+  double bytes_written = 0;  // every output once
+  double read_run = 0;       // contiguous run length of the reads in bytes (0: one long stream); gathers are short
+  VectorWork vector;         // Vpu ops
+};
+
+OpCost op_cost(const ModelGraph& g, const Op& op);
+inline double op_flops(const ModelGraph& g, const Op& op) { return op_cost(g, op).flops; }
+
+// Executes one compute op on real tensors: reads its inputs from `store` and puts its outputs there.
+// MatMul rounds bf16 operands to bf16 and accumulates in fp32, as the MXU does. Communication ops are not
+// kernels: throws Error(Internal) for them.
+void run_op(const ModelGraph& g, const Op& op, TensorStore& store);
+
+}  // namespace podsim

@@ -1,0 +1,34 @@
+// Internal to workloads/: the table of op kinds. Each file in workloads/ops/ defines the kinds it owns (cost,
+// kernel, gradient rule) and registers them:
+//
+//   static const bool reg = register_op_kind({OpKind::Relu, "relu", Unit::Vpu, relu_cost, relu_kernel, relu_grad});
+//
+// Contract: cost() is pure; kernel() reads only op.inputs from the store and writes every op.outputs;
+// grad() receives the gradient of each output (-1 where the output does not influence the loss) and returns the
+// gradient of each input (-1 where none flows, e.g. integer ids), emitting Backward ops through the builder.
+#pragma once
+
+#include <vector>
+
+#include "workloads/builder.h"
+#include "workloads/op_def.h"
+
+namespace podsim {
+
+struct OpKindDef {
+  OpKind kind;
+  const char* name;
+  Unit unit;
+  OpCost (*cost)(const ModelGraph& g, const Op& op);
+  void (*kernel)(const ModelGraph& g, const Op& op, TensorStore& store);
+  std::vector<TensorId> (*grad)(GraphBuilder& b, const Op& op, const std::vector<TensorId>& out_grads);
+};
+
+bool register_op_kind(const OpKindDef& def);
+const OpKindDef* find_op_kind(OpKind kind);  // nullptr when no file registered it
+
+// Logical bytes of all inputs / outputs at their dtypes.
+double input_bytes(const ModelGraph& g, const Op& op);
+double output_bytes(const ModelGraph& g, const Op& op);
+
+}  // namespace podsim

@@ -1,0 +1,87 @@
+#include "workloads/tensor_info.h"
+
+#include "workloads/tensor.h"
+#include "sim/common/error.h"
+
+#include <cstring>
+
+namespace podsim {
+
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "fp32";
+    case DType::BF16: return "bf16";
+    case DType::I32: return "int32";
+  }
+  return "?";
+}
+
+int dtype_bytes(DType t) { return t == DType::BF16 ? 2 : 4; }
+
+const char* role_name(TensorRole r) {
+  switch (r) {
+    case TensorRole::Parameter: return "parameter";
+    case TensorRole::Input: return "input";
+    case TensorRole::Label: return "label";
+    case TensorRole::Activation: return "activation";
+    case TensorRole::Gradient: return "gradient";
+    case TensorRole::OptimizerState: return "optimizer_state";
+    case TensorRole::Loss: return "loss";
+    case TensorRole::Updated: return "updated";
+    case TensorRole::Temporary: return "temporary";
+  }
+  return "?";
+}
+
+int64_t TensorInfo::elements() const {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::string TensorInfo::shape_text() const {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+Tensor::Tensor(std::vector<int64_t> s) : shape(std::move(s)) {
+  int64_t n = 1;
+  for (auto d : shape) n *= d;
+  data.assign(static_cast<size_t>(n), 0.0f);
+}
+
+int64_t Tensor::elements() const { return static_cast<int64_t>(data.size()); }
+
+const Tensor& TensorStore::get(TensorId id) const {
+  if (!has(id)) throw Error(Err::Internal, "tensor " + std::to_string(id) + " read before it was produced");
+  return *m_slots[id];
+}
+
+Tensor& TensorStore::get_mut(TensorId id) {
+  if (!has(id)) throw Error(Err::Internal, "tensor " + std::to_string(id) + " read before it was produced");
+  return *m_slots[id];
+}
+
+Tensor& TensorStore::put(TensorId id, Tensor t) {
+  m_slots.at(id) = std::make_shared<Tensor>(std::move(t));
+  return *m_slots[id];
+}
+
+float round_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) == 0x7f800000u) {  // inf / nan: truncate, keep nan quiet
+    if (u & 0x007fffffu) u |= 0x00400000u;
+    u &= 0xffff0000u;
+  } else {
+    uint32_t lsb = (u >> 16) & 1u;
+    u += 0x7fffu + lsb;
+    u &= 0xffff0000u;
+  }
+  float y;
+  std::memcpy(&y, &u, 4);
+  return y;
+}
+
+}  // namespace podsim

@@ -1,0 +1,43 @@
+// Logical tensors of a training step: name, shape, element type and the role that decides how memory is accounted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace podsim {
+
+using TensorId = int32_t;
+using OpId = int32_t;
+
+enum class DType : uint8_t { F32, BF16, I32 };
+const char* dtype_name(DType t);  // "fp32", "bf16", "int32"
+int dtype_bytes(DType t);
+
+enum class TensorRole : uint8_t {
+  Parameter,       // weights; live for the whole step
+  Input,           // the batch (token ids, features)
+  Label,           // targets
+  Activation,      // forward values (saved for backward while a consumer needs them)
+  Gradient,        // d(loss)/d(something)
+  OptimizerState,  // Adam m and v; live for the whole step
+  Loss,            // the scalar loss
+  Updated,         // a new parameter or optimizer state value (written in place of the old one)
+  Temporary,       // scratch that dies with its op (and communication buffers)
+};
+const char* role_name(TensorRole r);
+
+struct TensorInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::F32;
+  TensorRole role = TensorRole::Activation;
+  // For Updated tensors: the tensor whose storage they replace (the parameter or state); -1 otherwise.
+  TensorId updates = -1;
+
+  int64_t elements() const;
+  double bytes() const { return static_cast<double>(elements()) * dtype_bytes(dtype); }
+  std::string shape_text() const;  // "[1024, 512]"
+};
+
+}  // namespace podsim
