@@ -31,6 +31,9 @@ struct OpCost {
   double bytes_written = 0;  // every output once
   double read_run = 0;       // contiguous run length of the reads in bytes (0: one long stream); gathers are short
   VectorWork vector;         // Vpu ops
+  // Elementwise: output element i depends only on element i of each input (broadcast bias allowed), so the
+  // compiler may fuse a chain of such ops and keep the intermediates on chip (hw/compiler/fusion).
+  bool fusible = false;
 };
 
 OpCost op_cost(const ModelGraph& g, const Op& op);
