@@ -1,0 +1,72 @@
+// A program lowered for one chip configuration: which unit runs each (possibly fused) op, the work each
+// TensorCore does, and the HBM traffic that follows from tiling the op through on-chip memory.
+// Produced by lower() (hw/compiler/lower.h) once per role; executed by the SystemC chip model (hw/chip) on every
+// chip of that role.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "workloads/op_def.h"
+
+namespace podsim {
+
+// How a GEMM runs on each TensorCore's MXUs after tiling.
+struct GemmWork {
+  int64_t batch = 0, m = 0, k = 0, n = 0;  // the whole op
+  int64_t core_folds = 0;     // weight folds one core performs (all its tiles)
+  int64_t rows_per_fold = 0;  // rows streamed per fold (M, or the M tile when M is tiled)
+  int64_t m_tile = 0, n_tile = 0;  // chosen tile (rows, cols) of the output
+  const char* split = "none";      // how the op is split across cores: "n", "m", "batch" or "none"
+};
+
+struct ExecOp {
+  std::string name;
+  OpKind kind = OpKind::Add;
+  Unit unit = Unit::Vpu;
+  Phase phase = Phase::Forward;
+  std::vector<OpId> members;  // graph ops executed by this op, in order (several for a fused chain)
+  std::vector<int32_t> deps;  // indices of exec ops that must finish first
+
+  double flops = 0;        // all members, whole chip
+  double model_flops = 0;  // MXU flops (what MFU counts)
+  double logical_bytes = 0;  // bytes the members read and write before tiling and fusion
+
+  int cores = 1;  // TensorCores that share the op
+  GemmWork gemm;             // Mxu
+  VectorWork core_vector;    // Vpu: the work of one core
+  double core_hbm_read = 0;  // per core
+  double core_hbm_write = 0;
+  double read_run = 0;       // contiguous run of the reads (0: streams)
+  int groups = 1;            // tile groups the op is pipelined in (load g+1 while computing g)
+};
+
+// Bytes live on a chip, by category, at one point of the step.
+struct MemoryBreakdown {
+  double weights = 0, gradients = 0, optimizer_state = 0, activations = 0, temporaries = 0;
+  double total() const { return weights + gradients + optimizer_state + activations + temporaries; }
+};
+
+struct LiveTensor {
+  std::string name;
+  std::string role;
+  double bytes = 0;
+};
+
+struct MemoryPlan {
+  double peak_bytes = 0;
+  int32_t peak_op = -1;  // exec op at whose start the peak occurs
+  MemoryBreakdown at_peak;
+  std::vector<LiveTensor> largest_at_peak;  // the biggest live tensors at the peak, largest first
+  std::vector<double> live_after_op;        // bytes live after each exec op (for the memory timeline)
+};
+
+struct ExecProgram {
+  std::vector<ExecOp> ops;  // issue order
+  MemoryPlan memory;
+  // Tensors that never touch HBM because a fusion keeps them on chip.
+  std::vector<TensorId> on_chip;
+};
+
+}  // namespace podsim

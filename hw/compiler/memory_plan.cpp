@@ -1,0 +1,92 @@
+#include "hw/compiler/memory_plan.h"
+
+#include <algorithm>
+#include <set>
+
+namespace podsim {
+namespace {
+
+double& bucket(MemoryBreakdown& m, TensorRole r) {
+  switch (r) {
+    case TensorRole::Parameter: return m.weights;
+    case TensorRole::Gradient: return m.gradients;
+    case TensorRole::OptimizerState: return m.optimizer_state;
+    case TensorRole::Temporary: return m.temporaries;
+    default: return m.activations;  // inputs, labels, activations, losses
+  }
+}
+
+bool persistent(TensorRole r) {
+  return r == TensorRole::Parameter || r == TensorRole::OptimizerState || r == TensorRole::Input ||
+         r == TensorRole::Label;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
+  MemoryPlan plan;
+  const size_t nt = g.num_tensors();
+  std::set<TensorId> on_chip(ep.on_chip.begin(), ep.on_chip.end());
+  // Exec op of each graph op, and the last exec op reading each tensor.
+  std::vector<int32_t> exec_of(g.num_ops(), -1);
+  for (size_t i = 0; i < ep.ops.size(); ++i)
+    for (OpId id : ep.ops[i].members) exec_of[id] = static_cast<int32_t>(i);
+  std::vector<int32_t> last_use(nt, -1);
+  for (size_t t = 0; t < nt; ++t)
+    for (OpId c : g.consumers(static_cast<TensorId>(t)))
+      if (exec_of[c] >= 0) last_use[t] = std::max(last_use[t], exec_of[c]);
+
+  std::vector<bool> live(nt, false);
+  MemoryBreakdown now;
+  auto add = [&](TensorId t) {
+    const TensorInfo& info = g.tensor(t);
+    // An updated value overwrites the tensor it updates: no new space.
+    if (info.role == TensorRole::Updated || on_chip.count(t) || live[t]) return;
+    live[t] = true;
+    bucket(now, info.role) += info.bytes();
+  };
+  auto remove = [&](TensorId t) {
+    if (!live[t]) return;
+    live[t] = false;
+    bucket(now, g.tensor(t).role) -= g.tensor(t).bytes();
+  };
+  for (size_t t = 0; t < nt; ++t)
+    if (g.producer(static_cast<TensorId>(t)) < 0) add(static_cast<TensorId>(t));
+
+  auto record_peak = [&](int32_t at) {
+    if (now.total() > plan.peak_bytes) {
+      plan.peak_bytes = now.total();
+      plan.peak_op = at;
+      plan.at_peak = now;
+      std::vector<LiveTensor> lt;
+      for (size_t t = 0; t < nt; ++t)
+        if (live[t]) lt.push_back({g.tensor(t).name, role_name(g.tensor(t).role), g.tensor(t).bytes()});
+      std::sort(lt.begin(), lt.end(), [](const LiveTensor& a, const LiveTensor& b) {
+        return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
+      });
+      if (lt.size() > 5) lt.resize(5);
+      plan.largest_at_peak = lt;
+    }
+  };
+  record_peak(0);
+  for (size_t i = 0; i < ep.ops.size(); ++i) {
+    const ExecOp& e = ep.ops[i];
+    // Outputs are allocated when the op starts, while its inputs are still live.
+    for (OpId id : e.members)
+      for (TensorId t : g.op(id).outputs) add(t);
+    record_peak(static_cast<int32_t>(i));
+    // Free what this op read last, and outputs nobody reads that are not step results.
+    for (OpId id : e.members) {
+      for (TensorId t : g.op(id).inputs)
+        if (last_use[t] == static_cast<int32_t>(i) && !persistent(g.tensor(t).role)) remove(t);
+      for (TensorId t : g.op(id).outputs) {
+        TensorRole r = g.tensor(t).role;
+        if (g.consumers(t).empty() && r != TensorRole::Loss && r != TensorRole::Updated) remove(t);
+      }
+    }
+    plan.live_after_op.push_back(now.total());
+  }
+  return plan;
+}
+
+}  // namespace podsim

@@ -1,0 +1,16 @@
+// Per-chip memory over a step: which tensors are live in HBM after each op, the peak, and what the peak is made
+// of (weights, gradients, optimizer state, saved activations, temporaries).
+//
+// Liveness follows the issue order: parameters, optimizer state and the batch are live from the start; every
+// other tensor from the op that produces it until the last op that reads it (or the end, for step results:
+// losses and updated values, which are written in place of the tensors they update). Tensors a fusion keeps on
+// chip never occupy HBM.
+#pragma once
+
+#include "hw/compiler/exec_program.h"
+
+namespace podsim {
+
+MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep);
+
+}  // namespace podsim

@@ -1,0 +1,73 @@
+#include "hw/topology/torus.h"
+
+namespace podsim {
+
+Torus::Torus(std::vector<int64_t> dims, std::vector<bool> wrap) : m_dims(std::move(dims)), m_wrap(std::move(wrap)) {
+  m_wrap.resize(m_dims.size(), true);
+  for (auto d : m_dims) m_chips *= d;
+}
+
+std::vector<int64_t> Torus::coords(int64_t chip) const {
+  std::vector<int64_t> c(m_dims.size());
+  for (size_t i = 0; i < m_dims.size(); ++i) {
+    c[i] = chip % m_dims[i];
+    chip /= m_dims[i];
+  }
+  return c;
+}
+
+int64_t Torus::chip(const std::vector<int64_t>& c) const {
+  int64_t id = 0;
+  for (size_t i = m_dims.size(); i-- > 0;) id = id * m_dims[i] + c[i];
+  return id;
+}
+
+std::string Torus::direction_name(int dir) {
+  static const char* axes = "xyz";
+  return std::string(dir % 2 == 0 ? "+" : "-") + axes[dir / 2];
+}
+
+int64_t Torus::neighbor(int64_t chip, int dir) const {
+  int dim = dir / 2;
+  int64_t n = m_dims[dim];
+  if (n < 2) return -1;
+  std::vector<int64_t> c = coords(chip);
+  int64_t v = c[dim] + (dir % 2 == 0 ? 1 : -1);
+  if (v < 0 || v >= n) {
+    if (!m_wrap[dim]) return -1;
+    v = (v + n) % n;
+  }
+  c[dim] = v;
+  return this->chip(c);
+}
+
+int Torus::next_hop(int64_t at, int64_t dst) const {
+  if (at == dst) return -1;
+  std::vector<int64_t> a = coords(at), b = coords(dst);
+  for (int d = 0; d < ndims(); ++d) {
+    if (a[d] == b[d]) continue;
+    int64_t n = m_dims[d];
+    int64_t fwd = ((b[d] - a[d]) % n + n) % n;  // hops going +
+    if (!m_wrap[d]) return direction(d, b[d] > a[d]);
+    int64_t back = n - fwd;
+    if (fwd != back) return direction(d, fwd < back);
+    return direction(d, a[d] % 2 == 0);
+  }
+  return -1;
+}
+
+int Torus::hops(int64_t src, int64_t dst) const {
+  int h = 0;
+  for (int64_t at = src; at != dst; ++h) at = neighbor(at, next_hop(at, dst));
+  return h;
+}
+
+std::string Torus::chip_label(int64_t chip) const {
+  static const char* axes = "xyz";
+  std::vector<int64_t> c = coords(chip);
+  std::string s = "chip " + std::to_string(chip) + " (";
+  for (size_t i = 0; i < c.size(); ++i) s += (i ? "," : "") + std::string(1, axes[i]) + "=" + std::to_string(c[i]);
+  return s + ")";
+}
+
+}  // namespace podsim
