@@ -66,6 +66,11 @@ int64_t GroupShape::neighbor(int64_t r, int axis, int64_t steps) const {
   return rank(c);
 }
 
+int64_t Region::end() const {
+  if (elements() == 0) return offset;
+  return offset + (count2 - 1) * stride2 + (count - 1) * stride + block;
+}
+
 int32_t Schedule::add(Task t, const std::vector<int32_t>& after) {
   t.dep_begin = static_cast<int32_t>(deps.size());
   t.dep_count = static_cast<int32_t>(after.size());

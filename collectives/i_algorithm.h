@@ -38,6 +38,9 @@ struct GroupShape {
   int64_t neighbor(int64_t rank, int axis, int64_t steps) const;
 };
 
+// Buffers: every rank has Input (the collective's input; the algorithm may overwrite it, the executor hands it a
+// private copy), Output (starts as a copy of Input when both have the same size, zeros otherwise) and Scratch
+// (zeros, schedule.scratch_elements). Simulated cost comes only from the tasks.
 struct CollectiveRequest {
   CollectiveKind kind = CollectiveKind::AllReduce;
   GroupShape group;
@@ -52,14 +55,26 @@ struct CollectiveRequest {
   int64_t root = 0;            // Broadcast
 };
 
-// A strided region of a buffer: `count` blocks of `block` elements, the first at `offset`, `stride` apart.
+// A strided region of a buffer, in two levels: `count` blocks of `block` elements, `stride` apart, the whole
+// group repeated `count2` times, `stride2` apart, starting at `offset`. (Two levels express every block set the
+// torus algorithms exchange on up to three axes.)
 struct Region {
   int64_t offset = 0;
   int64_t block = 0;
   int64_t stride = 0;
   int64_t count = 1;
-  int64_t elements() const { return block * count; }
+  int64_t stride2 = 0;
+  int64_t count2 = 1;
+  int64_t elements() const { return block * count * count2; }
+  int64_t end() const;  // one past the last element it touches
+  // Calls f(offset, length) for each contiguous block, in order.
+  template <class F>
+  void for_blocks(F f) const {
+    for (int64_t j = 0; j < count2; ++j)
+      for (int64_t i = 0; i < count; ++i) f(offset + j * stride2 + i * stride, block);
+  }
 };
+inline Region contiguous(int64_t offset, int64_t n) { return Region{offset, n, n, 1, n, 1}; }
 
 enum class Buffer : uint8_t { Input, Output, Scratch };
 
@@ -76,6 +91,16 @@ struct Task {
   Region dst;
   int32_t dep_begin = 0;  // deps[dep_begin, dep_begin + dep_count) of the schedule: tasks to finish first
   int32_t dep_count = 0;
+  // The data stays in on-chip memory (VMEM) between a receive and the send that forwards it: a Send marked
+  // on_chip reads no HBM (it forwards what the previous receive just landed); a Recv marked on_chip writes no HBM
+  // (its result is only forwarded; a reduction still reads the local addend). Ring steps use it so forwarding
+  // does not round-trip through HBM.
+  bool on_chip = false;
+  // Sends of different flows share an outgoing link chunk by chunk: the flow with the lowest `priority` first,
+  // round robin among equals; sends of one flow go in order. Ring algorithms give concurrent parts different flows
+  // and the phase as priority, so a part that fell behind catches up instead of being slowed by one ahead of it.
+  int32_t flow = 0;
+  int32_t priority = 0;
 };
 
 struct Schedule {

@@ -23,5 +23,9 @@ struct ExecutionResult {
 
 ExecutionResult execute_schedules(const ICollectiveAlgorithm& algo, const CollectiveRequest& req,
                                   const std::vector<std::vector<float>>& inputs);
+// Same, picking ready tasks in reverse (ranks from the last, newest ready task first): a result that differs from
+// the forward order reveals a missing dependency.
+ExecutionResult execute_schedules(const ICollectiveAlgorithm& algo, const CollectiveRequest& req,
+                                  const std::vector<std::vector<float>>& inputs, bool reverse_order);
 
 }  // namespace podsim

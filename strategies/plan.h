@@ -36,4 +36,9 @@ struct Plan {
   int32_t result_chip = 0;
 };
 
+// Checks a strategy's plan against the contract (one role per chip or idle, valid issue orders, communication over
+// mesh axes that exist, a result chip that runs a program); throws Error(Internal) naming the strategy and the
+// broken rule.
+void validate_plan(const Plan& plan, int64_t chips);
+
 }  // namespace podsim

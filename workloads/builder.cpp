@@ -1,6 +1,26 @@
 #include "workloads/builder.h"
 
+#include <algorithm>
+#include <cmath>
+
+#include "sim/common/error.h"
+#include "workloads/ops/op_kind.h"
+
 namespace podsim {
+
+namespace {
+
+[[noreturn]] void shape_error(const std::string& op, const std::string& what) {
+  throw Error(Err::Internal, "building op '" + op + "': " + what);
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+}  // namespace
 
 GraphBuilder::GraphBuilder(ModelGraph& g, DType dtype) : m_g(g), m_dtype(dtype) {}
 
@@ -21,6 +41,251 @@ TensorId GraphBuilder::emit(const std::string& name, OpKind kind, Phase phase, s
   op.attrs = std::move(attrs);
   m_g.add_op(std::move(op));
   return out;
+}
+
+TensorId GraphBuilder::forward(const std::string& name, OpKind kind, std::vector<TensorId> inputs,
+                               std::vector<int64_t> shape, DType dtype, OpAttrs attrs) {
+  TensorRole role = m_phase == Phase::Backward ? TensorRole::Gradient : TensorRole::Activation;
+  return emit(name, kind, m_phase, std::move(inputs), std::move(shape), dtype, role, std::move(attrs));
+}
+
+TensorId GraphBuilder::param(const std::string& name, std::vector<int64_t> shape) {
+  TensorId id = m_g.add_tensor({name, std::move(shape), m_dtype, TensorRole::Parameter});
+  m_params.push_back(id);
+  return id;
+}
+
+TensorId GraphBuilder::input(const std::string& name, std::vector<int64_t> shape, DType dtype) {
+  return m_g.add_tensor({name, std::move(shape), dtype, TensorRole::Input});
+}
+
+TensorId GraphBuilder::label(const std::string& name, std::vector<int64_t> shape) {
+  return m_g.add_tensor({name, std::move(shape), DType::I32, TensorRole::Label});
+}
+
+TensorId GraphBuilder::matmul(TensorId a, TensorId b, const std::string& name, bool trans_a, bool trans_b) {
+  const auto& sa = m_g.tensor(a).shape;
+  const auto& sb = m_g.tensor(b).shape;
+  if (sa.size() != 2 || sb.size() != 2) shape_error(name, "matmul takes rank-2 operands");
+  OpAttrs at;
+  at.trans_a = trans_a;
+  at.trans_b = trans_b;
+  at.m = trans_a ? sa[1] : sa[0];
+  at.k = trans_a ? sa[0] : sa[1];
+  int64_t kb = trans_b ? sb[1] : sb[0];
+  at.n = trans_b ? sb[0] : sb[1];
+  if (at.k != kb) shape_error(name, "contracting sizes differ: " + shape_text(sa) + " @ " + shape_text(sb));
+  return forward(name, OpKind::MatMul, {a, b}, {at.m, at.n}, m_g.tensor(a).dtype, at);
+}
+
+TensorId GraphBuilder::batch_matmul(TensorId a, TensorId b, const std::string& name, bool trans_a, bool trans_b) {
+  const auto& sa = m_g.tensor(a).shape;
+  const auto& sb = m_g.tensor(b).shape;
+  if (sa.size() != 3 || sb.size() != 3 || sa[0] != sb[0])
+    shape_error(name, "batch_matmul takes [G, M, K] and [G, K, N], got " + shape_text(sa) + " and " + shape_text(sb));
+  OpAttrs at;
+  at.batch = sa[0];
+  at.trans_a = trans_a;
+  at.trans_b = trans_b;
+  at.m = trans_a ? sa[2] : sa[1];
+  at.k = trans_a ? sa[1] : sa[2];
+  int64_t kb = trans_b ? sb[2] : sb[1];
+  at.n = trans_b ? sb[1] : sb[2];
+  if (at.k != kb) shape_error(name, "contracting sizes differ: " + shape_text(sa) + " @ " + shape_text(sb));
+  return forward(name, OpKind::MatMul, {a, b}, {at.batch, at.m, at.n}, m_g.tensor(a).dtype, at);
+}
+
+TensorId GraphBuilder::add(TensorId a, TensorId b, const std::string& name) {
+  if (m_g.tensor(a).shape != m_g.tensor(b).shape)
+    shape_error(name, "add of " + shape_text(m_g.tensor(a).shape) + " and " + shape_text(m_g.tensor(b).shape));
+  return forward(name, OpKind::Add, {a, b}, m_g.tensor(a).shape, m_g.tensor(a).dtype);
+}
+
+TensorId GraphBuilder::scale(TensorId a, double alpha, const std::string& name) {
+  OpAttrs at;
+  at.alpha = alpha;
+  return forward(name, OpKind::Scale, {a}, m_g.tensor(a).shape, m_g.tensor(a).dtype, at);
+}
+
+TensorId GraphBuilder::bias_add(TensorId x, TensorId bias, const std::string& name) {
+  const auto& sx = m_g.tensor(x).shape;
+  const auto& sb = m_g.tensor(bias).shape;
+  if (sb.size() != 1 || sx.back() != sb[0]) shape_error(name, "bias " + shape_text(sb) + " for " + shape_text(sx));
+  return forward(name, OpKind::BiasAdd, {x, bias}, sx, m_g.tensor(x).dtype);
+}
+
+TensorId GraphBuilder::relu(TensorId x, const std::string& name) {
+  return forward(name, OpKind::Relu, {x}, m_g.tensor(x).shape, m_g.tensor(x).dtype);
+}
+
+TensorId GraphBuilder::gelu(TensorId x, const std::string& name) {
+  return forward(name, OpKind::Gelu, {x}, m_g.tensor(x).shape, m_g.tensor(x).dtype);
+}
+
+TensorId GraphBuilder::layer_norm(TensorId x, TensorId gamma, TensorId beta, const std::string& name, double eps) {
+  const TensorInfo xi = m_g.tensor(x);
+  int64_t d = xi.shape.back();
+  if (m_g.tensor(gamma).shape != std::vector<int64_t>{d} || m_g.tensor(beta).shape != std::vector<int64_t>{d})
+    shape_error(name, "gamma and beta must be [" + std::to_string(d) + "]");
+  int64_t rows = xi.elements() / d;
+  TensorRole role = m_phase == Phase::Backward ? TensorRole::Gradient : TensorRole::Activation;
+  TensorId y = m_g.add_tensor({name, xi.shape, xi.dtype, role});
+  TensorId mean = m_g.add_tensor({name + ".mean", {rows}, DType::F32, role});
+  TensorId rstd = m_g.add_tensor({name + ".rstd", {rows}, DType::F32, role});
+  Op op;
+  op.name = name;
+  op.kind = OpKind::LayerNorm;
+  op.phase = m_phase;
+  op.inputs = {x, gamma, beta};
+  op.outputs = {y, mean, rstd};
+  op.attrs.eps = eps;
+  m_g.add_op(op);
+  return y;
+}
+
+TensorId GraphBuilder::softmax(TensorId scores, double scale_by, bool causal, const std::string& name) {
+  const auto& s = m_g.tensor(scores).shape;
+  if (causal && (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2]))
+    shape_error(name, "a causal softmax needs square [.., S, S] scores, got " + shape_text(s));
+  OpAttrs at;
+  at.alpha = scale_by;
+  at.causal = causal;
+  return forward(name, OpKind::Softmax, {scores}, s, m_g.tensor(scores).dtype, at);
+}
+
+TensorId GraphBuilder::split_heads(TensorId x, int64_t batch, int64_t seq, int64_t heads, const std::string& name) {
+  const auto& s = m_g.tensor(x).shape;
+  if (s.size() != 2 || s[0] != batch * seq || s[1] % heads != 0)
+    shape_error(name, "split_heads of " + shape_text(s) + " into " + std::to_string(heads) + " heads");
+  OpAttrs at;
+  at.batch = batch;
+  at.seq = seq;
+  at.heads = heads;
+  return forward(name, OpKind::SplitHeads, {x}, {batch * heads, seq, s[1] / heads}, m_g.tensor(x).dtype, at);
+}
+
+TensorId GraphBuilder::merge_heads(TensorId x, int64_t batch, int64_t seq, int64_t heads, const std::string& name) {
+  const auto& s = m_g.tensor(x).shape;
+  if (s.size() != 3 || s[0] != batch * heads || s[1] != seq)
+    shape_error(name, "merge_heads of " + shape_text(s));
+  OpAttrs at;
+  at.batch = batch;
+  at.seq = seq;
+  at.heads = heads;
+  return forward(name, OpKind::MergeHeads, {x}, {batch * seq, heads * s[2]}, m_g.tensor(x).dtype, at);
+}
+
+TensorId GraphBuilder::embedding(TensorId table, TensorId ids, const std::string& name) {
+  const auto& st = m_g.tensor(table).shape;
+  const auto& si = m_g.tensor(ids).shape;
+  if (st.size() != 2 || si.size() != 1 || m_g.tensor(ids).dtype != DType::I32)
+    shape_error(name, "embedding takes a [V, D] table and [T] int32 ids");
+  return forward(name, OpKind::Embedding, {table, ids}, {si[0], st[1]}, m_g.tensor(table).dtype);
+}
+
+TensorId GraphBuilder::softmax_cross_entropy(TensorId logits, TensorId labels, const std::string& name) {
+  const TensorInfo li = m_g.tensor(logits);
+  if (li.shape.size() != 2 || m_g.tensor(labels).shape != std::vector<int64_t>{li.shape[0]})
+    shape_error(name, "cross-entropy takes [T, V] logits and [T] labels");
+  TensorId loss = m_g.add_tensor({name, {1}, DType::F32, TensorRole::Loss});
+  TensorId probs = m_g.add_tensor({name + ".probs", li.shape, DType::F32, TensorRole::Activation});
+  Op op;
+  op.name = name;
+  op.kind = OpKind::SoftmaxCrossEntropy;
+  op.phase = Phase::Loss;
+  op.inputs = {logits, labels};
+  op.outputs = {loss, probs};
+  m_g.add_op(op);
+  return loss;
+}
+
+TensorId GraphBuilder::accumulate(const std::vector<TensorId>& parts, const std::string& name) {
+  TensorId acc = parts.front();
+  for (size_t i = 1; i < parts.size(); ++i)
+    acc = emit(name + ".sum" + std::to_string(i), OpKind::Add, Phase::Backward, {acc, parts[i]},
+               m_g.tensor(parts[i]).shape, m_g.tensor(parts[i]).dtype, TensorRole::Gradient);
+  return acc;
+}
+
+void GraphBuilder::backward(TensorId loss) {
+  const std::vector<OpId> order = m_g.topological_order();
+  std::map<TensorId, std::vector<TensorId>> parts;
+  parts[loss] = {loss};  // d(loss)/d(loss) = 1: the rules of the loss op do not read it
+  Phase saved = m_phase;
+  m_phase = Phase::Backward;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Op op = m_g.op(*it);  // copy: rules add ops, which may move the op table
+    if (op.phase != Phase::Forward && op.phase != Phase::Loss) continue;
+    std::vector<TensorId> out_grads;
+    bool any = false;
+    for (TensorId t : op.outputs) {
+      auto p = parts.find(t);
+      TensorId gsum = -1;
+      if (p != parts.end() && !p->second.empty()) gsum = t == loss ? loss : accumulate(p->second, m_g.tensor(t).name + ".grad");
+      out_grads.push_back(gsum);
+      any = any || gsum >= 0;
+    }
+    if (!any) continue;
+    const OpKindDef* def = find_op_kind(op.kind);
+    if (!def || !def->grad) throw Error(Err::Internal, std::string("no gradient rule for op '") + op.name + "'");
+    std::vector<TensorId> in_grads = def->grad(*this, op, out_grads);
+    for (size_t i = 0; i < op.inputs.size() && i < in_grads.size(); ++i) {
+      TensorId x = op.inputs[i];
+      if (in_grads[i] < 0 || m_g.tensor(x).dtype == DType::I32) continue;
+      TensorRole r = m_g.tensor(x).role;
+      if (r == TensorRole::Input || r == TensorRole::Label) continue;  // no gradient for the batch
+      parts[x].push_back(in_grads[i]);
+    }
+  }
+  for (TensorId p : m_params) {
+    auto it = parts.find(p);
+    if (it == parts.end() || it->second.empty()) continue;
+    TensorId gsum = accumulate(it->second, m_g.tensor(p).name + ".grad");
+    m_grad[p] = gsum;
+  }
+  // Give parameter gradients their parameter's name, for tensors/*.npy and the op table.
+  for (auto& [p, gid] : m_grad) {
+    if (m_g.producer(gid) >= 0 && m_g.consumers(gid).empty()) m_g.tensor(gid).name = m_g.tensor(p).name + ".grad";
+  }
+  m_phase = saved;
+}
+
+void GraphBuilder::optimizer(const OptimizerConfig& cfg) {
+  for (TensorId p : m_params) {
+    auto it = m_grad.find(p);
+    if (it == m_grad.end()) continue;
+    const TensorInfo w = m_g.tensor(p);
+    OpAttrs at;
+    at.alpha = cfg.learning_rate;
+    at.beta1 = cfg.beta1;
+    at.beta2 = cfg.beta2;
+    at.eps = cfg.eps;
+    at.step = cfg.step;
+    Op op;
+    op.name = w.name + ".update";
+    op.phase = Phase::Optimizer;
+    op.attrs = at;
+    TensorInfo nw{w.name + ".new", w.shape, w.dtype, TensorRole::Updated, p};
+    if (cfg.kind == Optimizer::Sgd) {
+      op.kind = OpKind::SgdUpdate;
+      op.inputs = {p, it->second};
+      op.outputs = {m_g.add_tensor(nw)};
+    } else {
+      TensorId m = m_g.add_tensor({w.name + ".m", w.shape, DType::F32, TensorRole::OptimizerState});
+      TensorId v = m_g.add_tensor({w.name + ".v", w.shape, DType::F32, TensorRole::OptimizerState});
+      op.kind = OpKind::AdamUpdate;
+      op.inputs = {p, it->second, m, v};
+      op.outputs = {m_g.add_tensor(nw),
+                    m_g.add_tensor({w.name + ".m.new", w.shape, DType::F32, TensorRole::Updated, m}),
+                    m_g.add_tensor({w.name + ".v.new", w.shape, DType::F32, TensorRole::Updated, v})};
+    }
+    m_g.add_op(op);
+  }
+}
+
+TensorId GraphBuilder::grad_of(TensorId t) const {
+  auto it = m_grad.find(t);
+  return it == m_grad.end() ? -1 : it->second;
 }
 
 }  // namespace podsim

@@ -70,8 +70,13 @@ class GraphBuilder {
                 std::vector<int64_t> out_shape, DType out_dtype, TensorRole role, OpAttrs attrs = {});
 
  private:
+  TensorId forward(const std::string& name, OpKind kind, std::vector<TensorId> inputs, std::vector<int64_t> shape,
+                   DType dtype, OpAttrs attrs = {});
+  TensorId accumulate(const std::vector<TensorId>& parts, const std::string& name);
+
   ModelGraph& m_g;
   DType m_dtype;
+  Phase m_phase = Phase::Forward;  // phase of ops the forward methods add (Backward while rules run)
   std::vector<TensorId> m_params;
   std::map<TensorId, TensorId> m_grad;
 };

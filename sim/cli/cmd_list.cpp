@@ -29,7 +29,8 @@ void list_params(const std::string& only) {
                                           suggestion(only, WorkloadRegistry::instance().names()) + ")");
   std::set<std::string> shown;
   for (const auto& m : models) {
-    for (const auto& s : experiment_schema(m, "auto").specs()) {
+    const Schema schema = experiment_schema(m, "auto");
+    for (const auto& s : schema.specs()) {
       if (shown.count(s.path)) continue;
       shown.insert(s.path);
       std::string def = s.required() ? "required" : s.default_text->empty() ? "optional" : "default " + *s.default_text;

@@ -8,6 +8,7 @@
 namespace podsim::cli {
 
 struct RunArgs {
+  std::vector<std::string> plugins;
   std::string experiment;
   std::string out;
   std::vector<std::string> overrides;
@@ -18,6 +19,7 @@ struct RunArgs {
 int cmd_run(const RunArgs& a);
 
 struct ValidateArgs {
+  std::vector<std::string> plugins;
   std::string experiment;
   std::vector<std::string> overrides;
   bool no_origins = false;
@@ -25,6 +27,7 @@ struct ValidateArgs {
 int cmd_validate(const ValidateArgs& a);
 
 struct ListArgs {
+  std::vector<std::string> plugins;
   std::string what;      // hardware | workloads | strategies | collectives | params | errors
   std::string workload;  // for params: which workload's parameters (default: all)
 };

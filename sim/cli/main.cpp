@@ -7,6 +7,7 @@
 
 #include "sim/cli/commands.h"
 #include "sim/common/error.h"
+#include "sim/common/plugins.h"
 
 using namespace podsim;
 
@@ -19,17 +20,23 @@ int sc_main(int argc, char** argv) {
   auto* r = app.add_subcommand("run", "Simulate an experiment and write its results folder");
   r->add_option("experiment", run.experiment, "Experiment YAML file")->required();
   r->add_option("--out", run.out, "Output folder (default: results/<run.name>)");
-  r->add_option("--set", run.overrides, "Override a parameter: --set path=value (repeatable)");
+  r->add_option("--set", run.overrides, "Override a parameter: --set path=value (repeatable)")
+      ->allow_extra_args(false);
   r->add_flag("--force", run.force, "Replace an existing output folder");
   r->add_option("--trace-format", run.trace_format, "Trace format, overriding run.trace.format")
       ->check(CLI::IsMember({"pftrace", "json", "off"}));
   r->add_flag("-q,--quiet", run.quiet, "Print nothing but errors");
+  r->add_option("--plugin", run.plugins, "Load workloads/strategies/collectives from a shared library (repeatable)")
+      ->allow_extra_args(false);
 
   cli::ValidateArgs val;
   auto* v = app.add_subcommand("validate", "Check an experiment and print it fully resolved");
   v->add_option("experiment", val.experiment, "Experiment YAML file")->required();
-  v->add_option("--set", val.overrides, "Override a parameter: --set path=value (repeatable)");
+  v->add_option("--set", val.overrides, "Override a parameter: --set path=value (repeatable)")
+      ->allow_extra_args(false);
   v->add_flag("--no-origins", val.no_origins, "Leave out the comments saying where each value came from");
+  v->add_option("--plugin", val.plugins, "Load workloads/strategies/collectives from a shared library (repeatable)")
+      ->allow_extra_args(false);
 
   cli::ListArgs list;
   auto* l = app.add_subcommand("list", "List hardware presets, workloads, strategies, collectives, params or errors");
@@ -37,6 +44,8 @@ int sc_main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"hardware", "workloads", "strategies", "collectives", "params", "errors"}));
   l->add_option("--workload", list.workload, "For params: only this workload's parameters");
+  l->add_option("--plugin", list.plugins, "Load workloads/strategies/collectives from a shared library (repeatable)")
+      ->allow_extra_args(false);
 
   cli::ReportArgs rep;
   auto* p = app.add_subcommand("report", "Print a run's summary as tables and write PNG plots into it");
@@ -63,6 +72,9 @@ int sc_main(int argc, char** argv) {
   }
 
   try {
+    for (const auto& path : run.plugins) load_plugin(path);
+    for (const auto& path : val.plugins) load_plugin(path);
+    for (const auto& path : list.plugins) load_plugin(path);
     if (*r) return cli::cmd_run(run);
     if (*v) return cli::cmd_validate(val);
     if (*l) return cli::cmd_list(list);

@@ -1,1 +1,292 @@
-// The engine: elaborates the pod, runs it and collects results (filled in by the chip model work).
+#include "sim/engine/engine.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <systemc>
+#include <thread>
+
+#include "hw/chip/sim_time.h"
+#include "hw/compiler/lower.h"
+#include "hw/pod/pod.h"
+#include "sim/common/error.h"
+#include "sim/common/npy.h"
+#include "sim/common/text.h"
+#include "sim/config/loader.h"
+#include "sim/engine/output_dir.h"
+#include "sim/engine/trace_export.h"
+#include "strategies/i_strategy.h"
+#include "workloads/i_workload.h"
+
+namespace podsim {
+
+Prepared::Prepared() = default;
+Prepared::~Prepared() = default;
+Simulation::Simulation() = default;
+Simulation::Simulation(Simulation&&) noexcept = default;
+Simulation::~Simulation() = default;
+
+namespace {
+
+double physical_memory() {
+  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+}
+
+void check_memory(Prepared& p) {
+  const Experiment& e = p.exp;
+  const double capacity = e.hardware.chip.hbm.capacity;
+  for (size_t r = 0; r < p.plan.programs.size(); ++r) {
+    const MemoryPlan& m = p.ctx->programs[r].memory;
+    if (m.peak_bytes <= capacity) continue;
+    const ExecProgram& ep = p.ctx->programs[r];
+    std::string at = m.peak_op >= 0 ? "at op '" + ep.ops[m.peak_op].name + "'" : "at the start of the step";
+    std::vector<std::string> largest;
+    for (const auto& t : m.largest_at_peak)
+      largest.push_back("'" + t.name + "' " + format_bytes(t.bytes) + " (" + t.role + ")");
+    std::string msg = "the step does not fit in HBM: role '" + p.plan.programs[r].role + "' peaks at " +
+                      format_bytes(m.peak_bytes) + " " + at + ", " + format_bytes(m.peak_bytes - capacity) +
+                      " more than the " + format_bytes(capacity) + " of " + e.hardware.preset + " HBM. Live then: " +
+                      "weights " + format_bytes(m.at_peak.weights) + ", gradients " +
+                      format_bytes(m.at_peak.gradients) + ", optimizer state " +
+                      format_bytes(m.at_peak.optimizer_state) + ", activations " +
+                      format_bytes(m.at_peak.activations) + ", temporaries " + format_bytes(m.at_peak.temporaries) +
+                      "; largest: " + join(largest, ", ") + ". Shrink the workload, or set run.allow_oom: true to "
+                      "report and continue";
+    if (!e.run.allow_oom) throw Error(Err::OutOfMemory, e.params.where("workload.model"), msg, "workload.model");
+    p.notes.push_back("out of memory (allowed by run.allow_oom): " + msg);
+  }
+  if (e.run.numeric) {
+    double need = 0;
+    std::vector<int64_t> per_role(p.plan.programs.size(), 0);
+    for (int32_t role : p.plan.role_of_chip)
+      if (role >= 0) ++per_role[role];
+    for (size_t r = 0; r < p.plan.programs.size(); ++r) {
+      double bytes = 0;
+      for (const auto& t : p.plan.programs[r].graph.tensors()) bytes += static_cast<double>(t.elements()) * 4.0;
+      need += 3.0 * bytes * static_cast<double>(per_role[r]);  // tensors, collective buffers, messages
+    }
+    double have = physical_memory();
+    if (have > 0 && need > 0.5 * have)
+      throw Error(Err::HostMemory, e.params.where("run.numeric"),
+                  "numeric mode would need about " + format_bytes(need) + " of this machine's memory (it has " +
+                      format_bytes(have) + "); run without run.numeric, or shrink the workload or the pod",
+                  "run.numeric");
+  }
+}
+
+void choose_traced_chips(Prepared& p) {
+  const TraceOptions& t = p.exp.run.trace;
+  const int64_t chips = p.exp.hardware.pod.chips();
+  p.ctx->traced.assign(static_cast<size_t>(chips), false);
+  if (t.format == "off") return;
+  if (!t.chips.empty()) {
+    for (int64_t c : t.chips) {
+      if (c >= chips)
+        throw Error(Err::OutOfRange, p.exp.params.where("run.trace.chips"),
+                    "run.trace.chips names chip " + std::to_string(c) + " but the pod has chips 0 to " +
+                        std::to_string(chips - 1),
+                    "run.trace.chips");
+      p.ctx->traced[c] = true;
+    }
+    return;
+  }
+  if (chips > t.max_chips) {
+    p.notes.push_back("no trace: the pod has " + std::to_string(chips) + " chips, more than run.trace.max_chips = " +
+                      std::to_string(t.max_chips) + "; pick chips with run.trace.chips or raise the limit");
+    return;
+  }
+  std::fill(p.ctx->traced.begin(), p.ctx->traced.end(), true);
+}
+
+// Wall-clock watchdog (run.max_wall). A simulation that hangs or runs away cannot be stopped from inside SystemC
+// safely, so on expiry the watchdog reports, removes the partial output folder and ends the process.
+class Watchdog {
+ public:
+  Watchdog(double seconds, const PodContext& ctx) : m_ctx(ctx) {
+    m_thread = std::thread([this, seconds] {
+      std::unique_lock<std::mutex> lock(m_mutex);
+      if (m_cv.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return m_stop; })) return;
+      std::fprintf(stderr, "error %s: the run exceeded run.max_wall = %s of real time and was stopped after %lld "
+                           "ops had completed; raise run.max_wall, or shrink the experiment\n",
+                   std::string(error_info(Err::WallLimit).id).c_str(), format_time(seconds).c_str(),
+                   static_cast<long long>(m_ctx.ops_completed.load()));
+      abandon_partial_output();
+      std::fflush(stderr);
+      _exit(error_info(Err::WallLimit).exit_code);
+    });
+  }
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(m_mutex);
+      m_stop = true;
+    }
+    m_cv.notify_all();
+    m_thread.join();
+  }
+
+ private:
+  const PodContext& m_ctx;
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  bool m_stop = false;
+  std::thread m_thread;
+};
+
+std::string safe_name(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '_';
+  return out;
+}
+
+bool result_tensor(const ModelGraph& g, TensorId id) {
+  const TensorInfo& t = g.tensor(id);
+  switch (t.role) {
+    case TensorRole::Parameter: case TensorRole::Input: case TensorRole::Label: case TensorRole::Loss:
+    case TensorRole::Updated: case TensorRole::OptimizerState:
+      return true;
+    case TensorRole::Gradient:  // gradients of parameters: those the optimizer reads
+      for (OpId c : g.consumers(id))
+        if (g.op(c).phase == Phase::Optimizer) return true;
+      return false;
+    default:
+      // Results of communication ops (the collective microbenchmarks).
+      return g.producer(id) >= 0 && is_communication(g.op(g.producer(id)).kind);
+  }
+}
+
+void write_tensors(const Prepared& p, const Simulation& s, const std::string& dir) {
+  namespace fs = std::filesystem;
+  auto dump = [&](int64_t chip, const std::string& sub) {
+    const Chip& c = *s.pod->chips()[chip];
+    if (c.role() < 0) return;
+    const ModelGraph& g = p.plan.programs[c.role()].graph;
+    fs::create_directories(sub);
+    for (size_t i = 0; i < g.num_tensors(); ++i) {
+      TensorId id = static_cast<TensorId>(i);
+      if (!result_tensor(g, id) || !const_cast<Chip&>(c).store().has(id)) continue;
+      const TensorInfo& info = g.tensor(id);
+      write_npy(sub + "/" + safe_name(info.name) + ".npy", info.shape, const_cast<Chip&>(c).store().get(id).data,
+                info.dtype == DType::I32);
+    }
+  };
+  dump(p.plan.result_chip, dir);
+  // Several chips running programs: each chip's tensors under tensors/chip<N>/ (small pods only).
+  int64_t active = 0;
+  for (int32_t r : p.plan.role_of_chip) active += r >= 0;
+  if (active > 1 && active <= 64)
+    for (size_t c = 0; c < s.pod->chips().size(); ++c) dump(static_cast<int64_t>(c), dir + "/chip" + std::to_string(c));
+}
+
+long peak_rss_kib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+  return 0;
+}
+
+}  // namespace
+
+std::unique_ptr<Prepared> prepare(const Experiment& exp) {
+  auto p = std::make_unique<Prepared>();
+  p->exp = exp;
+  p->ctx = std::make_unique<PodContext>();
+  std::unique_ptr<IWorkload> w = WorkloadRegistry::instance().make(exp.workload);
+  std::unique_ptr<IStrategy> st = StrategyRegistry::instance().make(exp.strategy);
+  if (!w || !st) throw Error(Err::Internal, "workload or strategy vanished from the registry");
+  p->graph = w->build(exp.params);
+  p->plan = st->plan(p->graph, p->exp);
+  validate_plan(p->plan, exp.hardware.pod.chips());
+  PodContext& ctx = *p->ctx;
+  ctx.exp = &p->exp;
+  ctx.plan = &p->plan;
+  ctx.numeric = exp.run.numeric;
+  ctx.torus = Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap);
+  ctx.result_chip = p->plan.result_chip;
+  for (const Program& prog : p->plan.programs) {
+    ctx.programs.push_back(lower(prog.graph, prog.order, exp.hardware.chip));
+    const ExecProgram& ep = ctx.programs.back();
+    std::vector<std::vector<int32_t>> deps(ep.ops.size());
+    for (size_t i = 0; i < ep.ops.size(); ++i)
+      for (int32_t d : ep.ops[i].deps) deps[d].push_back(static_cast<int32_t>(i));
+    ctx.dependents.push_back(std::move(deps));
+  }
+  check_memory(*p);
+  choose_traced_chips(*p);
+  return p;
+}
+
+Simulation simulate(Prepared& p) {
+  Simulation s;
+  auto t0 = std::chrono::steady_clock::now();
+  s.pod = std::make_unique<Pod>(*p.ctx);
+  {
+    Watchdog dog(p.exp.run.max_wall, *p.ctx);
+    sc_core::sc_start();
+  }
+  s.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  s.activations = g_model_activations;
+  double now = sc_core::sc_time_stamp().to_seconds();
+  std::vector<std::string> stuck;
+  size_t stuck_chips = 0;
+  for (const auto& chip : s.pod->chips()) {
+    s.step_time = std::max({s.step_time, chip->last_end(), chip->log().last_delivery});
+    if (chip->finished()) continue;
+    ++stuck_chips;
+    if (stuck.size() < 8) {
+      std::vector<std::string> why = chip->stuck_ops();
+      stuck.push_back(p.ctx->torus.chip_label(chip->id()) + " (" + std::to_string(chip->ops_done()) + " of " +
+                      std::to_string(chip->ops_total()) + " ops done): " + (why.empty() ? "?" : join(why, "; ")));
+    }
+  }
+  if (stuck_chips > 0) {
+    std::string more = stuck_chips > stuck.size()
+                           ? " (and " + std::to_string(stuck_chips - stuck.size()) + " more chips)"
+                           : "";
+    // Point at the strategy when the experiment chose one (it made the programs), else at the workload.
+    std::string key = p.exp.params.where("strategy.name").file.empty() ? "workload.model" : "strategy.name";
+    throw Error(Err::Deadlock, p.exp.params.where(key),
+                "deadlock at simulated time " + format_time(now) + ": " + std::to_string(stuck_chips) +
+                    (stuck_chips == 1 ? " chip waits" : " chips wait") + " forever. " + join(stuck, " | ") + more,
+                key);
+  }
+  return s;
+}
+
+RunOutcome run_experiment(const Experiment& exp, const RunOptions& opts) {
+  RunOutcome out;
+  std::string dir = opts.out_dir.empty() ? "results/" + exp.run.name : opts.out_dir;
+  OutputDir od(dir, opts.force);
+  std::unique_ptr<Prepared> p = prepare(exp);
+  Simulation s = simulate(*p);
+  out.summary = summary_json(*p, s);
+  {
+    std::ofstream f(od.file("summary.json"));
+    f << out.summary;
+    std::ofstream c(od.file("config.resolved.yaml"));
+    c << resolved_yaml(exp);
+    if (!f || !c) throw Error(Err::OutputUnwritable, "cannot write into '" + od.path() + "'");
+  }
+  if (exp.run.numeric) write_tensors(*p, s, od.file("tensors"));
+  TraceStats ts = export_trace(*p, s, od.path());
+  for (const auto& n : ts.notes) p->notes.push_back(n);
+  {
+    std::ofstream h(od.file("host.json"));
+    h << "{\n  \"wall_s\": " << strprintf("%.6f", s.wall) << ",\n  \"peak_rss_kib\": " << peak_rss_kib()
+      << ",\n  \"activations\": " << s.activations << ",\n  \"activations_per_s\": "
+      << strprintf("%.0f", s.wall > 0 ? static_cast<double>(s.activations) / s.wall : 0.0)
+      << ",\n  \"trace_events\": " << ts.events << ",\n  \"trace_bytes\": " << ts.bytes << "\n}\n";
+  }
+  od.commit();
+  out.out_dir = od.final_path();
+  out.notes = p->notes;
+  return out;
+}
+
+}  // namespace podsim

@@ -63,7 +63,8 @@ std::vector<TensorId> grad(GraphBuilder& bld, const Op& op, const std::vector<Te
   bool a_shared = a.batch > 1 && ia.shape.size() == 2;
   bool b_shared = a.batch > 1 && ib.shape.size() == 2;
   std::vector<TensorId> out(2, -1);
-  if (ia.role != TensorRole::Input || ia.dtype != DType::I32) {
+  auto needs_grad = [](const TensorInfo& t) { return t.role != TensorRole::Input && t.role != TensorRole::Label; };
+  if (needs_grad(ia)) {
     // dA (stored layout): trans_a ? op(B) @ dC^T : dC @ op(B)^T
     OpAttrs at;
     at.batch = a_shared ? 1 : a.batch;
@@ -79,7 +80,7 @@ std::vector<TensorId> grad(GraphBuilder& bld, const Op& op, const std::vector<Te
                         TensorRole::Gradient, at);
     }
   }
-  {
+  if (needs_grad(ib)) {
     OpAttrs bt;
     bt.batch = b_shared ? 1 : a.batch;
     int64_t rows = b_shared ? a.batch * a.m : a.m;

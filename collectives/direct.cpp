@@ -1,0 +1,96 @@
+// "direct": every transfer goes straight to its destination chip over the torus (routing finds the way).
+//  - all_to_all (the default): rank r sends block j of its input to rank j, in the order j = r+1, r+2, ... so
+//    that at each moment the ranks target different chips; block r of its own input is a local copy. Output block
+//    i holds what rank i sent.
+//  - collective_permute (the default): rank r sends its whole input to the rank `shift` steps along the group's
+//    first axis and receives from the rank `shift` steps back.
+#include "collectives/ring_steps.h"
+#include "sim/common/error.h"
+
+namespace podsim {
+namespace {
+
+Schedule all_to_all(const CollectiveRequest& req, int64_t rank) {
+  const int64_t N = req.group.size(), n = req.elements;
+  if (n % N != 0)
+    throw Error(Err::Internal, "all_to_all of " + std::to_string(n) + " elements over " + std::to_string(N) +
+                                   " ranks: the element count must divide evenly");
+  const int64_t B = n / N;
+  Schedule s;
+  s.output_elements = n;
+  Task own;
+  own.type = Task::Type::Copy;
+  own.src = contiguous(rank * B, B);
+  own.dst = contiguous(rank * B, B);
+  s.add(own);
+  for (int64_t j = 1; j < N; ++j) {
+    int64_t to = (rank + j) % N, from = (rank - j + N) % N;
+    std::vector<Region> sc = ring::chunks(contiguous(to * B, B), req.chunk_elements);
+    std::vector<Region> rc = ring::chunks(contiguous(from * B, B), req.chunk_elements);
+    for (size_t k = 0; k < sc.size(); ++k) {
+      Task t;
+      t.type = Task::Type::Send;
+      t.peer = to;
+      t.tag = static_cast<int64_t>(k);
+      t.src = sc[k];
+      s.add(t);
+    }
+    for (size_t k = 0; k < rc.size(); ++k) {
+      Task t;
+      t.type = Task::Type::Recv;
+      t.peer = from;
+      t.tag = static_cast<int64_t>(k);
+      t.dst = rc[k];
+      s.add(t);
+    }
+  }
+  return s;
+}
+
+Schedule permute(const CollectiveRequest& req, int64_t rank) {
+  const GroupShape& g = req.group;
+  const int64_t n = req.elements;
+  Schedule s;
+  s.output_elements = n;
+  if (g.dims.empty() || g.size() == 1) return s;
+  int axis = 0;
+  while (axis + 1 < static_cast<int>(g.dims.size()) && g.dims[axis] == 1) ++axis;
+  int64_t to = ring::ring_peer(g, rank, axis, req.shift), from = ring::ring_peer(g, rank, axis, -req.shift);
+  if (to == rank) return s;  // a shift by a whole ring moves nothing
+  std::vector<Region> pieces = ring::chunks(contiguous(0, n), req.chunk_elements);
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    Task t;
+    t.type = Task::Type::Send;
+    t.peer = to;
+    t.tag = static_cast<int64_t>(k);
+    t.src = pieces[k];
+    s.add(t);
+  }
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    Task t;
+    t.type = Task::Type::Recv;
+    t.peer = from;
+    t.tag = static_cast<int64_t>(k);
+    t.dst = pieces[k];
+    s.add(t);
+  }
+  return s;
+}
+
+class DirectAlgorithm : public ICollectiveAlgorithm {
+ public:
+  std::vector<CollectiveKind> supports() const override {
+    return {CollectiveKind::AllToAll, CollectiveKind::CollectivePermute};
+  }
+  Schedule schedule(const CollectiveRequest& req, int64_t rank) const override {
+    if (req.kind == CollectiveKind::AllToAll) return all_to_all(req, rank);
+    if (req.kind == CollectiveKind::CollectivePermute) return permute(req, rank);
+    throw Error(Err::Internal, std::string("direct does not implement ") + collective_name(req.kind));
+  }
+};
+
+PODSIM_REGISTER_COLLECTIVE(DirectAlgorithm, "direct",
+                           "Point-to-point: all-to-all blocks straight to their chips; permute to a shifted chip");
+
+}  // namespace
+}  // namespace podsim

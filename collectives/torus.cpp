@@ -1,0 +1,161 @@
+// "torus": the multi-dimensional torus scheme, the default for all-reduce, reduce-scatter and all-gather.
+//
+// The data is split into up to 2·A parts (A = axes of the group with more than one chip). Part q travels in
+// direction + or - (q even / odd) and visits the axes in a rotated order starting at axis (q / 2) mod A, so all
+// parts run at once on different links. All-reduce = reduce-scatter along the axes in the part's order, then
+// all-gather back in reverse order; this is "reduce-scatter along one dimension, all-reduce along the others on
+// the 1/n shard, all-gather back", with every link of every axis busy. Uncongested, AG = RS ≈ V / W and
+// AR ≈ 2V / W, W being the bidirectional link bandwidth, divided by the number of axes.
+//
+// Layout: rank r ends a reduce-scatter holding block r of the buffer and starts an all-gather from it (blocks of
+// n / size elements, rank = x + X·(y + Y·z) over the group's axes); the rotated orders keep that layout by
+// exchanging strided block sets (collectives/ring_steps.h).
+#include <algorithm>
+
+#include "collectives/ring_steps.h"
+#include "sim/common/error.h"
+
+namespace podsim {
+namespace {
+
+std::vector<int> active_axes(const GroupShape& g) {
+  std::vector<int> a;
+  for (size_t i = 0; i < g.dims.size(); ++i)
+    if (g.dims[i] > 1) a.push_back(static_cast<int>(i));
+  return a;
+}
+
+// Axes in part q's order: rotated by q / 2 when `rotate`, else in group order.
+std::vector<int> part_order(const std::vector<int>& axes, int64_t q, bool rotate) {
+  std::vector<int> o = axes;
+  if (rotate && !o.empty()) std::rotate(o.begin(), o.begin() + (q / 2) % static_cast<int64_t>(o.size()), o.end());
+  return o;
+}
+
+// Reduce-scatter over every axis in `order`, then (when `gather`) all-gather back; returns the final receives.
+ring::Entry reduce_then_gather(Schedule& s, const ring::Layout& l, const GroupShape& g, int64_t rank, int64_t q,
+                               const std::vector<int>& order, bool gather, int64_t chunk, ring::Entry entry) {
+  const int dir = q % 2 == 0 ? 1 : -1;
+  std::vector<int> fixed;
+  int64_t phase = 0;
+  for (int axis : order) {
+    ring::RingSpec spec = ring::ring_on_axis(l, g, rank, q, phase++, axis, dir, fixed);
+    // Within one torus collective a write never races a read of the same data: a receive only brings data whose
+    // making needed this rank's earlier sends. So only writes carry over.
+    entry = ring::reduce_scatter_phase(s, spec, entry, chunk).written;
+    fixed.push_back(axis);
+  }
+  if (!gather) return entry;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    fixed.pop_back();
+    ring::RingSpec spec = ring::ring_on_axis(l, g, rank, q, phase++, *it, dir, fixed);
+    entry = ring::all_gather_phase(s, spec, entry, chunk).written;
+  }
+  return entry;
+}
+
+// All-gather starting from the rank's own block: along the axes of `order`, each phase gathering one more axis.
+ring::Entry gather_only(Schedule& s, const ring::Layout& l, const GroupShape& g, int64_t rank, int64_t q,
+                        const std::vector<int>& order, int64_t chunk, ring::Entry entry) {
+  const int dir = q % 2 == 0 ? 1 : -1;
+  std::vector<int> fixed = order;  // every axis still fixed at the own coordinate
+  int64_t phase = 0;
+  for (int axis : order) {
+    fixed.erase(std::find(fixed.begin(), fixed.end(), axis));
+    ring::RingSpec spec = ring::ring_on_axis(l, g, rank, q, phase, axis, dir, fixed);
+    if (phase == 0) {
+      // The first send is the rank's own piece: take it from the input, not after the copy into the output.
+      spec.first_from = true;
+      spec.first_buf = Buffer::Input;
+      spec.first_region = contiguous(l.piece_offset(q), l.piece_size(q));
+    }
+    ++phase;
+    entry = ring::all_gather_phase(s, spec, entry, chunk).written;
+  }
+  return entry;
+}
+
+}  // namespace
+
+// Shared by "torus" (rotated orders) and "ring" (every part in group order): both registered below.
+Schedule ring_family_schedule(const CollectiveRequest& req, int64_t rank, bool rotate) {
+  const GroupShape& g = req.group;
+  const int64_t N = g.size(), n = req.elements;
+  const std::vector<int> axes = active_axes(g);
+  const int64_t want = 2 * std::max<int64_t>(1, rotate ? static_cast<int64_t>(axes.size()) : 1);
+  const int64_t chunk = req.chunk_elements;
+  Schedule s;
+  switch (req.kind) {
+    case CollectiveKind::AllReduce: {
+      s.output_elements = n;
+      if (N == 1) return s;
+      if (n % N != 0)
+        throw Error(Err::Internal, "all_reduce of " + std::to_string(n) + " elements over " + std::to_string(N) +
+                                       " ranks: the element count must divide evenly");
+      const int64_t B = n / N, P = ring::parts_for(B, want);
+      ring::Layout l(g, 0, B, P, Buffer::Output);
+      for (int64_t q = 0; q < P; ++q) reduce_then_gather(s, l, g, rank, q, part_order(axes, q, rotate), true, chunk, ring::Entry{});
+      return s;
+    }
+    case CollectiveKind::ReduceScatter: {
+      if (n % N != 0)
+        throw Error(Err::Internal, "reduce_scatter of " + std::to_string(n) + " elements over " +
+                                       std::to_string(N) + " ranks: the element count must divide evenly");
+      const int64_t B = n / N, P = ring::parts_for(B, want);
+      s.output_elements = B;
+      if (N == 1) return s;
+      ring::Layout l(g, 0, B, P, Buffer::Input);
+      std::vector<int32_t> done;
+      for (int64_t q = 0; q < P; ++q) {
+        ring::Entry last = reduce_then_gather(s, l, g, rank, q, part_order(axes, q, rotate), false, chunk, ring::Entry{});
+        done.insert(done.end(), last.tasks.begin(), last.tasks.end());
+      }
+      Task copy;
+      copy.type = Task::Type::Copy;
+      copy.src_buf = Buffer::Input;
+      copy.src = contiguous(rank * B, B);
+      copy.dst_buf = Buffer::Output;
+      copy.dst = contiguous(0, B);
+      s.add(copy, done);
+      return s;
+    }
+    case CollectiveKind::AllGather: {
+      s.output_elements = n * N;
+      if (N == 1) return s;
+      const int64_t P = ring::parts_for(n, want);
+      ring::Layout l(g, 0, n, P, Buffer::Output);
+      Task copy;
+      copy.type = Task::Type::Copy;
+      copy.src_buf = Buffer::Input;
+      copy.src = contiguous(0, n);
+      copy.dst_buf = Buffer::Output;
+      copy.dst = contiguous(rank * n, n);
+      ring::Entry start;
+      start.buf = Buffer::Output;
+      start.add(s.add(copy), copy.dst.offset, copy.dst.end(), true);
+      for (int64_t q = 0; q < P; ++q) gather_only(s, l, g, rank, q, part_order(axes, q, rotate), chunk, start);
+      return s;
+    }
+    default:
+      throw Error(Err::Internal, std::string("the ring family does not implement ") + collective_name(req.kind));
+  }
+}
+
+namespace {
+
+class TorusAlgorithm : public ICollectiveAlgorithm {
+ public:
+  std::vector<CollectiveKind> supports() const override {
+    return {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather};
+  }
+  Schedule schedule(const CollectiveRequest& req, int64_t rank) const override {
+    return ring_family_schedule(req, rank, true);
+  }
+};
+
+PODSIM_REGISTER_COLLECTIVE(TorusAlgorithm, "torus",
+                           "Multi-dimensional torus scheme: parts in both directions and rotated axis orders, all "
+                           "links busy");
+
+}  // namespace
+}  // namespace podsim

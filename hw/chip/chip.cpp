@@ -1,0 +1,145 @@
+#include "hw/chip/chip.h"
+
+#include <algorithm>
+
+#include "hw/chip/sim_time.h"
+#include "hw/timing/mxu_timing.h"
+#include "hw/timing/vpu_timing.h"
+#include "sim/common/error.h"
+#include "sim/common/text.h"
+#include "workloads/reference.h"
+
+namespace podsim {
+
+Chip::Chip(sc_core::sc_module_name name, int64_t id, PodContext& ctx)
+    : sc_core::sc_module(name),
+      m_id(id),
+      m_ctx(ctx),
+      m_cfg(ctx.exp->hardware.chip),
+      m_period(1.0 / ctx.exp->hardware.chip.clock),
+      m_stalls(ctx.exp->run.stall.probability, ctx.exp->run.stall.max,
+               ctx.exp->run.seed * 0x2545f4914f6cdd1dull + static_cast<uint64_t>(id)) {
+  m_role = ctx.plan->role_of_chip[id];
+  if (m_role >= 0) {
+    m_program = &ctx.plan->programs[m_role];
+    m_prog = &ctx.programs[m_role];
+  }
+  m_log.traced = ctx.traced[id];
+  m_log.keep_compute = m_log.traced || id == ctx.result_chip;
+  m_log.link_bytes.assign(ctx.torus.directions(), 0.0);
+  m_log.link_busy.assign(ctx.torus.directions(), 0.0);
+
+  m_hbm = std::make_unique<Hbm>("hbm", m_cfg.hbm, m_period, m_stalls, m_log);
+  for (int c = 0; c < m_cfg.tensorcores; ++c) {
+    auto done = [this](int32_t op, double s, double e, int64_t cyc) { part_done(op, s, e, cyc); };
+    m_mxu.push_back(std::make_unique<ComputeUnit>(("core" + std::to_string(c) + "_mxu").c_str(),
+                                                  ComputeUnit::Kind::Mxu, c, m_period, *m_hbm, m_log, done));
+    m_vpu.push_back(std::make_unique<ComputeUnit>(("core" + std::to_string(c) + "_vpu").c_str(),
+                                                  ComputeUnit::Kind::Vpu, c, m_period, *m_hbm, m_log, done));
+  }
+  m_router = std::make_unique<IciRouter>("ici", id, ctx.torus, ctx.messages, m_log, m_stalls,
+                                         [this](Message&& m) { m_dma->deliver(std::move(m)); });
+  m_dma = std::make_unique<Dma>("dma", id, ctx, m_program ? &m_program->graph : nullptr, m_prog, *m_hbm, *m_router,
+                                m_log, m_store,
+                                [this](int32_t op, double s, double e) { op_done(op, s, e); });
+  if (m_prog) {
+    const size_t n = m_prog->ops.size();
+    m_log.ops.assign(n, OpRecord{});
+    m_pending.resize(n);
+    m_state.assign(n, 0);
+    for (size_t i = 0; i < n; ++i) m_pending[i] = static_cast<int32_t>(m_prog->ops[i].deps.size());
+    if (ctx.numeric) {
+      m_store.resize(m_program->graph.num_tensors());
+      // Chip 0 draws exactly the reference executor's inputs; other chips get their own values.
+      init_step_inputs(m_program->graph, m_store, ctx.exp->run.seed + static_cast<uint64_t>(id) * 0x9e3779b9ull);
+    }
+    SC_METHOD(kick);  // runs once at time 0
+  }
+}
+
+void Chip::kick() {
+  for (size_t i = 0; i < m_prog->ops.size(); ++i)
+    if (m_pending[i] == 0) m_ready.push(static_cast<int32_t>(i));
+  drain();
+}
+
+void Chip::drain() {
+  if (m_draining) return;  // an outer drain() is already issuing
+  m_draining = true;
+  while (!m_ready.empty()) {
+    int32_t op = m_ready.top();
+    m_ready.pop();
+    dispatch(op);
+  }
+  m_draining = false;
+}
+
+void Chip::dispatch(int32_t op) {
+  const ExecOp& e = m_prog->ops[op];
+  m_state[op] = 1;
+  switch (e.unit) {
+    case Unit::Mxu: {
+      MxuShape shape{m_cfg.mxu.rows, m_cfg.mxu.cols, m_cfg.mxu.weight_double_buffer};
+      int64_t folds_per_mxu = ceil_div(e.gemm.core_folds, m_cfg.mxu.count);
+      int64_t cycles = mxu_cycles(shape, folds_per_mxu, e.gemm.rows_per_fold);
+      for (int c = 0; c < e.cores; ++c)
+        m_mxu[c]->submit({op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run});
+      break;
+    }
+    case Unit::Vpu: {
+      int64_t cycles = vpu_cycles(m_cfg.vpu, e.core_vector);
+      for (int c = 0; c < e.cores; ++c)
+        m_vpu[c]->submit({op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run});
+      break;
+    }
+    case Unit::Ici:
+      m_dma->start(op);
+      break;
+  }
+}
+
+void Chip::part_done(int32_t op, double start, double end, int64_t cycles) {
+  OpRecord& r = m_log.ops[op];
+  r.start = r.start < 0 ? start : std::min(r.start, start);
+  r.end = std::max(r.end, end);
+  r.busy_cycles = std::max(r.busy_cycles, cycles);
+  r.hbm_read += m_prog->ops[op].core_hbm_read;
+  r.hbm_write += m_prog->ops[op].core_hbm_write;
+  if (++r.parts_done == m_prog->ops[op].cores) op_done(op, r.start, r.end);
+}
+
+void Chip::op_done(int32_t op, double start, double end) {
+  OpRecord& r = m_log.ops[op];
+  if (r.start < 0) r.start = start;
+  r.end = std::max(r.end, end);
+  if (m_state[op] == 2) throw Error(Err::Internal, "op finished twice on chip " + std::to_string(m_id));
+  m_state[op] = 2;
+  ++m_done;
+  m_ctx.ops_completed.fetch_add(1, std::memory_order_relaxed);
+  m_last_end = std::max(m_last_end, end);
+  const ExecOp& e = m_prog->ops[op];
+  if (m_ctx.numeric && e.unit != Unit::Ici)
+    for (OpId id : e.members) run_op(m_program->graph, m_program->graph.op(id), m_store);
+  for (int32_t next : m_ctx.dependents[m_role][op])
+    if (--m_pending[next] == 0) m_ready.push(next);
+  drain();
+}
+
+std::vector<std::string> Chip::stuck_ops() const {
+  std::vector<std::string> out;
+  if (!m_prog) return out;
+  for (const std::string& w : m_dma->waiting()) out.push_back(w);
+  for (size_t i = 0; i < m_prog->ops.size() && out.size() < 4; ++i) {
+    if (m_state[i] != 0) continue;
+    const ExecOp& e = m_prog->ops[i];
+    std::vector<std::string> on;
+    for (int32_t d : e.deps)
+      if (m_state[d] != 2) on.push_back("'" + m_prog->ops[d].name + "'");
+    if (on.size() > 2) on.resize(2);
+    out.push_back("'" + e.name + "' waits for " + join(on, ", "));
+    break;  // the first blocked op says enough
+  }
+  return out;
+}
+
+}  // namespace podsim

@@ -1,0 +1,65 @@
+// What a chip's models record while they run: per-op timing, unit busy time, HBM and link traffic, and (for
+// traced chips) the intervals the trace is drawn from. Plain data: the engine turns it into summary.json and the
+// trace after the simulation. Untraced chips keep only totals, so a pod of thousands of chips stays small.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace podsim {
+
+enum class HbmClient : uint8_t { Mxu, Vpu, Dma };
+
+struct OpRecord {
+  double start = -1, end = -1;  // seconds; -1 until the op starts / ends
+  int64_t busy_cycles = 0;      // cycles the op kept its unit busy (largest over cores)
+  double hbm_read = 0, hbm_write = 0;
+  int parts_done = 0;
+};
+
+struct Interval {
+  double begin = 0, end = 0;
+  int32_t op = -1;   // exec op index, -1 when none
+  uint8_t lane = 0;  // MXU/VPU: core; HBM: client; link: direction
+  double bytes = 0;
+};
+
+struct MessageSlice {  // one ICI transfer as the trace shows it
+  int32_t op = -1;
+  double begin = 0, end = 0;
+  int64_t peer = -1;  // chip
+  double bytes = 0;
+  uint64_t flow = 0;  // pairs the send slice with the receive slice
+  bool send = true;
+  std::string label;
+};
+
+struct ChipLog {
+  std::vector<OpRecord> ops;
+  double mxu_busy = 0;  // seconds, summed over cores
+  double vpu_busy = 0;
+  double hbm_busy = 0;  // channel-seconds
+  double hbm_read = 0, hbm_write = 0;
+  double hbm_queue_wait_max = 0;
+  std::vector<double> link_bytes;  // per direction
+  std::vector<double> link_busy;   // seconds per direction
+  uint64_t stalls = 0;
+  double stall_seconds = 0;
+
+  // Synthetic traffic received by this chip (workload.model: traffic).
+  uint64_t traffic_messages = 0;
+  double traffic_bytes = 0;
+  double traffic_latency_sum = 0;
+  double traffic_latency_max = 0;
+  double last_delivery = 0;
+
+  bool traced = false;       // keep the intervals below
+  bool keep_compute = false; // keep compute intervals (traced chips and the result chip, for timelines)
+  std::vector<Interval> compute;  // MXU (lane = core) and VPU (lane = 16 + core)
+  std::vector<Interval> hbm;      // lane = HbmClient
+  std::vector<Interval> links;    // lane = direction
+  std::vector<MessageSlice> messages;
+};
+
+}  // namespace podsim

@@ -1,0 +1,72 @@
+// One TensorCore's MXU group or VPU as a SystemC module. It runs its share of one op at a time, in the order the
+// sequencer submits them, as a pipeline of tile groups over HBM:
+//
+//   load(0) | compute(0) + load(1) | compute(1) + write(0) + load(2) | ... | write(G-1)
+//
+// Two VMEM buffers per operand: group g+1 is fetched while group g computes, and compute(g) waits for its data.
+// An op therefore takes about max(compute, memory) plus the first load and the last write: whichever of the unit
+// and HBM is slower bounds it (the roofline), and HBM contention with other requesters stretches it.
+// Compute cycles come from the unit's timing model (MXU: hw/timing/mxu_timing.h, VPU: hw/timing/vpu_timing.h),
+// on clock edges. One SC_METHOD per unit; events only at group boundaries, never per cycle.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <systemc>
+
+#include "hw/chip/chip_log.h"
+#include "hw/chip/hbm.h"
+
+namespace podsim {
+
+struct UnitJob {
+  int32_t op = -1;
+  int64_t cycles = 0;      // compute cycles of this core's share
+  int groups = 1;
+  double read = 0;         // HBM bytes read by this core's share
+  double write = 0;        // HBM bytes written
+  double read_run = 0;     // access pattern of the reads
+};
+
+class ComputeUnit : public sc_core::sc_module {
+ public:
+  enum class Kind : uint8_t { Mxu, Vpu };
+  // Called when a job finishes: (op, start, end, busy cycles).
+  using Done = std::function<void(int32_t op, double start, double end, int64_t cycles)>;
+
+  ComputeUnit(sc_core::sc_module_name name, Kind kind, int core, double clock_period, Hbm& hbm, ChipLog& log,
+              Done on_done);
+
+  void submit(const UnitJob& job);
+  bool idle() const { return !m_active && m_queue.empty(); }
+  // The op running now (-1 when idle), for deadlock reports.
+  int32_t current() const { return m_active ? m_job.op : -1; }
+
+ private:
+  SC_HAS_PROCESS(ComputeUnit);
+  void step();
+  void begin_job();
+  int64_t group_cycles(int g) const;
+
+  Kind m_kind;
+  int m_core;
+  double m_period;
+  Hbm& m_hbm;
+  ChipLog& m_log;
+  Done m_on_done;
+  HbmClient m_client;
+
+  std::deque<UnitJob> m_queue;
+  sc_core::sc_event m_wake;
+  bool m_active = false;
+  UnitJob m_job;
+  enum class State : uint8_t { WaitLoad, Computing, Drain } m_state = State::WaitLoad;
+  int m_group = 0;
+  double m_start = 0;
+  double m_load_done[2] = {0, 0};  // completion of the loads of groups g and g+1 (ring of two buffers)
+  double m_last_write = 0;
+  double m_compute_begin = 0;
+};
+
+}  // namespace podsim

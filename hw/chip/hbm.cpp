@@ -1,0 +1,23 @@
+#include "hw/chip/hbm.h"
+
+#include "hw/chip/sim_time.h"
+
+namespace podsim {
+
+Hbm::Hbm(sc_core::sc_module_name name, const HbmConfig& cfg, double clock_period, StallInjector& stalls, ChipLog& log)
+    : sc_core::sc_module(name), m_timing(cfg), m_period(clock_period), m_stalls(stalls), m_log(log) {}
+
+double Hbm::access(double bytes, double run, HbmClient who, int32_t op, bool write) {
+  double now = now_seconds();
+  if (bytes <= 0) return now;
+  HbmTiming::Access a = m_timing.access(now, bytes, run);
+  double done = a.done + m_stalls.draw();
+  done = ceil_to_period(done, m_period);
+  m_log.hbm_busy += a.busy;
+  (write ? m_log.hbm_write : m_log.hbm_read) += bytes;
+  if (a.queue_wait > m_log.hbm_queue_wait_max) m_log.hbm_queue_wait_max = a.queue_wait;
+  if (m_log.keep_compute) m_log.hbm.push_back({a.start, done, op, static_cast<uint8_t>(who), bytes});
+  return done;
+}
+
+}  // namespace podsim

@@ -1,0 +1,30 @@
+// HBM of one chip as a SystemC module: a shared resource that the MXU feeds, the VPU and the DMA engines (ICI
+// transfers and collective reductions) all reserve time on. The timing is hw/timing/hbm_timing.h (channels,
+// queues, access patterns); this module adds stall injection, per-client statistics and trace intervals.
+//
+//   double done = hbm.access(bytes, run, HbmClient::Mxu, op);   // absolute completion time in seconds
+#pragma once
+
+#include <systemc>
+
+#include "hw/chip/chip_log.h"
+#include "hw/chip/stall.h"
+#include "hw/timing/hbm_timing.h"
+
+namespace podsim {
+
+class Hbm : public sc_core::sc_module {
+ public:
+  Hbm(sc_core::sc_module_name name, const HbmConfig& cfg, double clock_period, StallInjector& stalls, ChipLog& log);
+
+  // Reserves HBM for an access issued now; returns when its last byte is done (seconds, on a clock edge).
+  double access(double bytes, double run, HbmClient who, int32_t op, bool write);
+
+ private:
+  HbmTiming m_timing;
+  double m_period;
+  StallInjector& m_stalls;
+  ChipLog& m_log;
+};
+
+}  // namespace podsim

@@ -1,0 +1,69 @@
+// The ICI router of one chip and the links leaving it.
+//
+// Links serialise what crosses them: a chunk occupies its link for bytes / bandwidth from when the link is free,
+// so concurrent transfers sharing a link slow each other down. Forwarding is cut-through: the head reaches the
+// next router one hop latency after it started on the link, and the tail cannot leave a link before it arrived.
+// A lone message over h hops therefore arrives after h * hop_latency + bytes / bandwidth. Routing is
+// dimension-order over the torus (hw/topology/torus.h). One event per chunk per hop; the router's inbox is an
+// ActionQueue, and routers reach each other only through IciLink sinks.
+#pragma once
+
+#include <functional>
+#include <systemc>
+#include <vector>
+
+#include "hw/chip/action_queue.h"
+#include "hw/chip/chip_log.h"
+#include "hw/chip/stall.h"
+#include "hw/ici/message.h"
+#include "hw/topology/torus.h"
+
+namespace podsim {
+
+class IMessageSink {
+ public:
+  virtual ~IMessageSink() = default;
+  // The head of `m` reaches this router at `head_time` (seconds, >= now).
+  virtual void arrive(Message&& m, double head_time) = 0;
+};
+
+struct IciLink {
+  int64_t from = -1, to = -1;
+  int dir = 0;
+  double bandwidth = 0;  // bytes/s
+  double latency = 0;    // seconds per hop
+  double free = 0;       // when the link can start the next chunk
+  IMessageSink* sink = nullptr;
+};
+
+class IciRouter : public sc_core::sc_module, public IMessageSink {
+ public:
+  // Called at the time a message's tail has fully arrived at its destination chip.
+  using Deliver = std::function<void(Message&&)>;
+
+  IciRouter(sc_core::sc_module_name name, int64_t chip, const Torus& torus, MessagePool& pool, ChipLog& log,
+            StallInjector& stalls, Deliver deliver);
+
+  void connect(int dir, IciLink* link) { m_out[dir] = link; }
+  IciLink* link(int dir) const { return m_out[dir]; }
+
+  // Sends `m` (its data is ready in HBM now).
+  void inject(Message&& m);
+  void arrive(Message&& m, double head_time) override;
+
+ private:
+  SC_HAS_PROCESS(IciRouter);
+  void wake() { m_queue.run_due(); }
+  void route(Message&& m);
+
+  int64_t m_chip;
+  const Torus& m_torus;
+  MessagePool& m_pool;
+  ChipLog& m_log;
+  StallInjector& m_stalls;
+  Deliver m_deliver;
+  std::vector<IciLink*> m_out;
+  ActionQueue m_queue;
+};
+
+}  // namespace podsim

@@ -1,0 +1,45 @@
+// What every chip of a simulated pod reads while it runs: the experiment, the plan's programs lowered for the
+// chip, the torus, and how mesh axes map onto it. Shared and read-only during the simulation; chips keep their
+// mutable state (progress, tensors, logs) to themselves.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collectives/i_algorithm.h"
+#include "hw/compiler/exec_program.h"
+#include "hw/ici/message.h"
+#include "hw/topology/torus.h"
+#include "sim/config/experiment.h"
+#include "strategies/plan.h"
+
+namespace podsim {
+
+// The group of chips one collective spans, seen from one member.
+struct CollectiveGroup {
+  GroupShape shape;
+  int64_t rank = 0;
+  std::vector<int> dims;         // torus dimension of each group axis
+  std::vector<int64_t> coords;   // this chip's torus coordinates
+  int64_t chip_of(int64_t rank, const Torus& torus) const;
+};
+
+struct PodContext {
+  const Experiment* exp = nullptr;
+  const Plan* plan = nullptr;
+  std::vector<ExecProgram> programs;                    // per role, lowered
+  std::vector<std::vector<std::vector<int32_t>>> dependents;  // per role, per exec op: ops waiting on it
+  Torus torus{{1, 1}, {true, true}};
+  bool numeric = false;
+  std::vector<bool> traced;  // per chip
+  int64_t result_chip = 0;
+  std::atomic<int64_t> ops_completed{0};  // progress, read by the watchdog thread
+  MessagePool messages;                   // every message in flight
+
+  // The group of `chip` for a collective over mesh `axes` (empty: every mesh axis).
+  CollectiveGroup group(int64_t chip, const std::vector<std::string>& axes) const;
+};
+
+}  // namespace podsim

@@ -1,0 +1,75 @@
+#include <algorithm>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "sim/cli/commands.h"
+#include "sim/common/text.h"
+#include "sim/config/loader.h"
+#include "sim/engine/engine.h"
+
+namespace podsim::cli {
+namespace {
+
+std::string pct(double f) { return strprintf("%.1f %%", 100.0 * f); }
+
+void print_summary(const nlohmann::json& j, const std::string& dir, const std::vector<std::string>& notes) {
+  double T = j["step_time_s"];
+  std::cout << "podsim: " << j["experiment"].get<std::string>() << " — " << j["workload"].get<std::string>()
+            << " on " << j["chips"].get<int64_t>() << " x " << j["hardware"].get<std::string>() << " ("
+            << j["strategy"].get<std::string>() << ")\n";
+  std::cout << "  step time     " << format_time(T) << "  (" << j["cycles"].get<int64_t>() << " cycles at "
+            << format_frequency(j["clock_hz"]) << ")\n";
+  std::cout << "  MFU           " << pct(j["mfu"]) << "  (model " << format_count(j["model_flops"]) << "FLOP; peak "
+            << format_count(j["peak_flops_per_chip"].get<double>()) << "FLOP/s per chip)\n";
+  const auto& b = j["busy_fraction"];
+  std::cout << "  busy          MXU " << pct(b["mxu"]) << "  VPU " << pct(b["vpu"]) << "  HBM " << pct(b["hbm"])
+            << "  ICI " << pct(b["ici"]) << "\n";
+  if (j.contains("memory")) {
+    const auto& m = j["memory"];
+    const auto& a = m["at_peak"];
+    std::cout << "  peak memory   " << format_bytes(m["peak_bytes"]) << " of " << format_bytes(m["capacity_bytes"])
+              << " HBM" << (m["fits"].get<bool>() ? "" : "  ** DOES NOT FIT **") << "  (weights "
+              << format_bytes(a["weights"]) << ", gradients " << format_bytes(a["gradients"]) << ", optimizer "
+              << format_bytes(a["optimizer_state"]) << ", activations " << format_bytes(a["activations"]) << ")\n";
+  }
+  if (j.contains("collectives"))
+    for (const auto& c : j["collectives"])
+      std::cout << "  collective    " << c["kind"].get<std::string>() << " of " << format_bytes(c["bytes_per_chip"])
+                << " per chip: " << format_time(c["time_s"]) << ", algorithm bandwidth "
+                << format_bandwidth(c["algorithm_bandwidth_Bps"]) << "\n";
+  if (j.contains("traffic")) {
+    const auto& t = j["traffic"];
+    std::cout << "  traffic       offered " << pct(t["offered_load"]) << " of a link, accepted "
+              << pct(t["accepted_throughput"]) << ", average latency " << format_time(t["average_latency_s"])
+              << "\n";
+  }
+  std::vector<const nlohmann::json*> ops;
+  for (const auto& o : j["ops"]) ops.push_back(&o);
+  std::stable_sort(ops.begin(), ops.end(), [](const nlohmann::json* a, const nlohmann::json* b) {
+    return (*a)["end_ns"].get<double>() - (*a)["start_ns"].get<double>() >
+           (*b)["end_ns"].get<double>() - (*b)["start_ns"].get<double>();
+  });
+  if (!ops.empty()) std::cout << "  top ops by time:\n";
+  for (size_t i = 0; i < std::min<size_t>(5, ops.size()); ++i) {
+    const auto& o = *ops[i];
+    double d = (o["end_ns"].get<double>() - o["start_ns"].get<double>()) * 1e-9;
+    std::cout << "    " << strprintf("%12s %6.1f %%  ", format_time(d).c_str(), T > 0 ? 100 * d / T : 0.0)
+              << o["name"].get<std::string>() << " (" << o["kind"].get<std::string>() << ", "
+              << o["unit"].get<std::string>() << ")\n";
+  }
+  for (const auto& n : notes) std::cout << "  note: " << n << "\n";
+  std::cout << "  results in " << dir << "/\n";
+}
+
+}  // namespace
+
+int cmd_run(const RunArgs& a) {
+  std::vector<std::string> sets = a.overrides;
+  if (!a.trace_format.empty()) sets.push_back("run.trace.format=" + a.trace_format);
+  Experiment e = load_experiment(a.experiment, {sets});
+  RunOutcome r = run_experiment(e, {a.out, a.force});
+  if (!a.quiet) print_summary(nlohmann::json::parse(r.summary), r.out_dir, r.notes);
+  return 0;
+}
+
+}  // namespace podsim::cli

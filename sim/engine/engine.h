@@ -1,0 +1,65 @@
+// The engine: run(experiment) -> results folder. One elaboration per process (SystemC's rule).
+//
+//   Experiment e = load_experiment("configs/quickstart.yaml");
+//   RunOutcome r = run_experiment(e, {.out_dir = "results/quickstart"});
+//
+// Steps: workload graph -> strategy plan -> lowering per role (hw/compiler) -> memory check -> elaborate the pod
+// (hw/pod) -> sc_start under a wall-clock watchdog -> deadlock check -> summary.json, config.resolved.yaml,
+// host.json, trace, tensors/*.npy, written atomically (sim/engine/output_dir.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/config/experiment.h"
+#include "strategies/plan.h"
+
+namespace podsim {
+
+struct PodContext;
+class Pod;
+
+// Everything decided before the simulation starts.
+struct Prepared {
+  Experiment exp;
+  ModelGraph graph{"step"};
+  Plan plan;
+  std::unique_ptr<PodContext> ctx;
+  std::vector<std::string> notes;  // things the user should know (trace skipped, OOM allowed, ...)
+  Prepared();
+  ~Prepared();
+};
+
+std::unique_ptr<Prepared> prepare(const Experiment& exp);
+
+struct Simulation {
+  std::unique_ptr<Pod> pod;
+  double step_time = 0;  // seconds
+  double wall = 0;       // seconds the simulation took
+  uint64_t activations = 0;
+  Simulation();
+  Simulation(Simulation&&) noexcept;
+  ~Simulation();
+};
+
+// Elaborates and runs the pod. Throws Error(Deadlock) when chips wait on each other forever. Once per process.
+Simulation simulate(Prepared& p);
+
+// summary.json text (deterministic: same experiment and seed give the same bytes).
+std::string summary_json(const Prepared& p, const Simulation& s);
+
+struct RunOptions {
+  std::string out_dir;  // "" -> results/<run.name>
+  bool force = false;
+};
+
+struct RunOutcome {
+  std::string out_dir;
+  std::string summary;  // summary.json text
+  std::vector<std::string> notes;
+};
+
+RunOutcome run_experiment(const Experiment& exp, const RunOptions& opts);
+
+}  // namespace podsim

@@ -1,0 +1,262 @@
+// summary.json: the run's figures. Deterministic (no wall times, no paths that depend on where it ran): the same
+// experiment and seed give the same bytes. docs/outputs.md documents every field.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "hw/pod/pod.h"
+#include "hw/timing/mxu_timing.h"
+#include "sim/engine/engine.h"
+
+namespace podsim {
+namespace {
+
+using J = nlohmann::ordered_json;
+
+double r6(double x) { return std::isfinite(x) ? std::round(x * 1e6) / 1e6 : 0; }
+double ns(double s) { return std::round(s * 1e12) / 1e3; }  // seconds -> ns with ps precision
+
+// Length of the union of intervals.
+double union_length(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  double total = 0, cur_b = 0, cur_e = -1;
+  for (auto [b, e] : v) {
+    if (b > cur_e) {
+      if (cur_e > cur_b) total += cur_e - cur_b;
+      cur_b = b;
+      cur_e = e;
+    } else {
+      cur_e = std::max(cur_e, e);
+    }
+  }
+  if (cur_e > cur_b) total += cur_e - cur_b;
+  return total;
+}
+
+J op_table(const Prepared& p, const Chip& chip) {
+  J ops = J::array();
+  if (chip.role() < 0) return ops;
+  const ExecProgram& ep = p.ctx->programs[chip.role()];
+  const ModelGraph& g = p.plan.programs[chip.role()].graph;
+  const ChipConfig& cfg = p.exp.hardware.chip;
+  for (size_t i = 0; i < ep.ops.size(); ++i) {
+    const ExecOp& e = ep.ops[i];
+    const OpRecord& r = chip.log().ops[i];
+    J o;
+    o["name"] = e.name;
+    o["kind"] = op_kind_name(e.kind);
+    o["unit"] = unit_name(e.unit);
+    o["phase"] = phase_name(e.phase);
+    o["cycles"] = r.busy_cycles;
+    o["start_ns"] = ns(r.start);
+    o["end_ns"] = ns(r.end);
+    o["flops"] = e.flops;
+    o["bytes"] = r.hbm_read + r.hbm_write;
+    o["hbm_read"] = r.hbm_read;
+    o["hbm_write"] = r.hbm_write;
+    o["logical_bytes"] = e.logical_bytes;
+    o["cores"] = e.cores;
+    if (e.members.size() > 1) {
+      J m = J::array();
+      for (OpId id : e.members) m.push_back(g.op(id).name);
+      o["fused"] = m;
+    }
+    if (e.unit == Unit::Mxu) {
+      o["mxu"] = {{"m", e.gemm.m}, {"k", e.gemm.k}, {"n", e.gemm.n}, {"batch", e.gemm.batch},
+                  {"folds", e.gemm.batch * gemm_folds({cfg.mxu.rows, cfg.mxu.cols, true}, e.gemm.k, e.gemm.n)},
+                  {"core_folds", e.gemm.core_folds},
+                  {"folds_per_mxu", ceil_div(e.gemm.core_folds, cfg.mxu.count)},
+                  {"rows_per_fold", e.gemm.rows_per_fold}, {"mxus", static_cast<int64_t>(e.cores) * cfg.mxu.count},
+                  {"split", e.gemm.split}, {"m_tile", e.gemm.m_tile}, {"n_tile", e.gemm.n_tile}};
+    }
+    ops.push_back(o);
+  }
+  return ops;
+}
+
+}  // namespace
+
+std::string summary_json(const Prepared& p, const Simulation& s) {
+  const Experiment& e = p.exp;
+  const ChipConfig& cfg = e.hardware.chip;
+  const auto& chips = s.pod->chips();
+  const double T = s.step_time;
+  J j;
+  j["podsim_version"] = PODSIM_VERSION;
+  j["experiment"] = e.run.name;
+  j["hardware"] = e.hardware.preset;
+  j["workload"] = e.workload;
+  j["strategy"] = e.strategy;
+  j["numeric"] = e.run.numeric;
+  j["seed"] = e.run.seed;
+  j["pod_dims"] = e.hardware.pod.dims;
+  j["chips"] = static_cast<int64_t>(chips.size());
+  int64_t active = 0;
+  for (int32_t r : p.plan.role_of_chip) active += r >= 0;
+  j["active_chips"] = active;
+  j["step_time_s"] = T;
+  j["cycles"] = static_cast<int64_t>(std::llround(T * cfg.clock));
+  j["clock_hz"] = cfg.clock;
+
+  double flops = 0, model_flops = 0;
+  for (const auto& chip : chips) {
+    if (chip->role() < 0) continue;
+    for (const ExecOp& op : p.ctx->programs[chip->role()].ops) {
+      flops += op.flops;
+      model_flops += op.model_flops;
+    }
+  }
+  const double peak = cfg.peak_flops();
+  j["flops"] = flops;
+  j["model_flops"] = model_flops;
+  j["peak_flops_per_chip"] = peak;
+  j["mfu"] = T > 0 ? r6(model_flops / (peak * static_cast<double>(chips.size()) * T)) : 0.0;
+
+  // Busy fractions, averaged over the chips that run a program.
+  double mxu = 0, vpu = 0, hbm = 0, ici = 0, hbm_read = 0, hbm_write = 0, ici_bytes = 0, qwait = 0;
+  J per_mxu = J::array(), per_hbm = J::array(), per_ici = J::array();
+  uint64_t stalls = 0;
+  double stall_s = 0;
+  for (const auto& chip : chips) {
+    const ChipLog& l = chip->log();
+    double cm = T > 0 ? l.mxu_busy / (T * static_cast<double>(cfg.tensorcores)) : 0;
+    per_mxu.push_back(r6(cm));
+    per_hbm.push_back(l.hbm_read + l.hbm_write);
+    double ib = 0, ibusy = 0;
+    for (double b : l.link_bytes) ib += b;
+    for (double b : l.link_busy) ibusy += b;
+    per_ici.push_back(ib);
+    hbm_read += l.hbm_read;
+    hbm_write += l.hbm_write;
+    ici_bytes += ib;
+    qwait = std::max(qwait, l.hbm_queue_wait_max);
+    stalls += chip->stalls().count();
+    stall_s += chip->stalls().total();
+    if (chip->role() < 0) continue;
+    mxu += cm;
+    vpu += T > 0 ? l.vpu_busy / (T * static_cast<double>(cfg.tensorcores)) : 0;
+    hbm += T > 0 ? l.hbm_busy / (T * static_cast<double>(cfg.hbm.channels)) : 0;
+    size_t links = 0;
+    for (int d = 0; d < p.ctx->torus.directions(); ++d) links += p.ctx->torus.neighbor(chip->id(), d) >= 0;
+    ici += (T > 0 && links) ? ibusy / (T * static_cast<double>(links)) : 0;
+  }
+  double n_active = std::max<int64_t>(1, active);
+  j["busy_fraction"] = {{"mxu", r6(mxu / n_active)}, {"vpu", r6(vpu / n_active)}, {"hbm", r6(hbm / n_active)},
+                        {"ici", r6(ici / n_active)}};
+  j["hbm"] = {{"bytes_read", hbm_read},
+              {"bytes_written", hbm_write},
+              {"bytes", hbm_read + hbm_write},
+              {"achieved_bandwidth_Bps", T > 0 ? r6((hbm_read + hbm_write) / (T * n_active)) : 0.0},
+              {"peak_bandwidth_Bps", cfg.hbm.bandwidth},
+              {"max_queue_wait_s", qwait}};
+  j["ici"] = {{"bytes", ici_bytes}, {"link_bandwidth_Bps", e.hardware.ici.link_bandwidth}};
+
+  // Where the result chip's time went.
+  const Chip& rc = *chips[p.plan.result_chip];
+  if (rc.role() >= 0) {
+    const ExecProgram& ep = p.ctx->programs[rc.role()];
+    std::vector<std::pair<double, double>> comp, comm, all;
+    for (size_t i = 0; i < ep.ops.size(); ++i) {
+      const OpRecord& r = rc.log().ops[i];
+      if (r.start < 0) continue;
+      (ep.ops[i].unit == Unit::Ici ? comm : comp).push_back({r.start, r.end});
+      all.push_back({r.start, r.end});
+    }
+    double compute_s = union_length(comp), comm_s = union_length(comm), busy_s = union_length(all);
+    j["time_breakdown"] = {{"compute_s", compute_s},
+                           {"communication_s", comm_s},
+                           {"exposed_communication_s", std::max(0.0, busy_s - compute_s)},
+                           {"idle_s", std::max(0.0, T - busy_s)},
+                           {"idle_fraction", T > 0 ? r6(std::max(0.0, T - busy_s) / T) : 0.0}};
+    const MemoryPlan& m = ep.memory;
+    j["peak_memory_bytes"] = m.peak_bytes;
+    J largest = J::array();
+    for (const auto& t : m.largest_at_peak) largest.push_back({{"name", t.name}, {"role", t.role}, {"bytes", t.bytes}});
+    j["memory"] = {{"peak_bytes", m.peak_bytes},
+                   {"capacity_bytes", cfg.hbm.capacity},
+                   {"fits", m.peak_bytes <= cfg.hbm.capacity},
+                   {"peak_op", m.peak_op >= 0 ? ep.ops[m.peak_op].name : std::string()},
+                   {"at_peak",
+                    {{"weights", m.at_peak.weights},
+                     {"gradients", m.at_peak.gradients},
+                     {"optimizer_state", m.at_peak.optimizer_state},
+                     {"activations", m.at_peak.activations},
+                     {"temporaries", m.at_peak.temporaries}}},
+                   {"largest_at_peak", largest}};
+  } else {
+    j["peak_memory_bytes"] = 0.0;
+  }
+
+  // Communication ops of the result chip: time and algorithm bandwidth (bytes per chip / time).
+  if (rc.role() >= 0) {
+    const ExecProgram& ep = p.ctx->programs[rc.role()];
+    const ModelGraph& g = p.plan.programs[rc.role()].graph;
+    J comms = J::array();
+    for (size_t i = 0; i < ep.ops.size(); ++i) {
+      if (ep.ops[i].unit != Unit::Ici) continue;
+      const Op& op = g.op(ep.ops[i].members.front());
+      if (op.kind == OpKind::Traffic) continue;
+      const OpRecord& r = rc.log().ops[i];
+      double bytes = g.tensor(op.inputs.front()).bytes();
+      double t = r.end - r.start;
+      comms.push_back({{"name", op.name},
+                       {"kind", op_kind_name(op.kind)},
+                       {"algorithm", op.attrs.algorithm},
+                       {"axes", op.attrs.axes},
+                       {"bytes_per_chip", bytes},
+                       {"time_s", t},
+                       {"algorithm_bandwidth_Bps", t > 0 ? r6(bytes / t) : 0.0}});
+    }
+    if (!comms.empty()) j["collectives"] = comms;
+  }
+
+  // Synthetic traffic: offered load, accepted throughput, latency.
+  uint64_t msgs = 0;
+  double tbytes = 0, lat = 0, lat_max = 0;
+  for (const auto& chip : chips) {
+    msgs += chip->log().traffic_messages;
+    tbytes += chip->log().traffic_bytes;
+    lat += chip->log().traffic_latency_sum;
+    lat_max = std::max(lat_max, chip->log().traffic_latency_max);
+  }
+  if (e.workload == "traffic") {
+    double window = e.params.f("workload.duration");
+    double link_bw = e.hardware.ici.link_bandwidth;
+    j["traffic"] = {{"pattern", e.params.s("workload.pattern")},
+                    {"offered_load", e.params.f("workload.rate")},
+                    {"messages", msgs},
+                    {"accepted_throughput", r6(tbytes / (static_cast<double>(chips.size()) * window * link_bw))},
+                    {"average_latency_s", msgs ? lat / static_cast<double>(msgs) : 0.0},
+                    {"max_latency_s", lat_max}};
+  }
+
+  j["ops"] = op_table(p, rc);
+  j["per_chip"] = {{"mxu_busy_fraction", per_mxu}, {"hbm_bytes", per_hbm}, {"ici_bytes", per_ici}};
+
+  // Utilization timeline of the result chip in 100 bins (for report plots).
+  const int bins = 100;
+  std::vector<double> tm(bins, 0), tv(bins, 0), th(bins, 0);
+  double w = T > 0 ? T / bins : 1;
+  auto spread = [&](std::vector<double>& v, double b, double en, double weight) {
+    for (int k = std::max(0, static_cast<int>(b / w)); k < bins && k * w < en; ++k) {
+      double lo = std::max(b, k * w), hi = std::min(en, (k + 1) * w);
+      if (hi > lo) v[k] += (hi - lo) * weight;
+    }
+  };
+  for (const Interval& iv : rc.log().compute)
+    spread(iv.lane < 16 ? tm : tv, iv.begin, iv.end, 1.0 / static_cast<double>(cfg.tensorcores));
+  for (const Interval& iv : rc.log().hbm)
+    if (iv.end > iv.begin) spread(th, iv.begin, iv.end, iv.bytes / (iv.end - iv.begin));
+  J jm = J::array(), jv = J::array(), jh = J::array();
+  for (int k = 0; k < bins; ++k) {
+    jm.push_back(r6(tm[k] / w));
+    jv.push_back(r6(tv[k] / w));
+    jh.push_back(r6(th[k] / w));
+  }
+  j["timeline"] = {{"bin_s", w}, {"mxu_busy", jm}, {"vpu_busy", jv}, {"hbm_Bps", jh}};
+  j["stalls"] = {{"injected", stalls}, {"seconds", stall_s}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace podsim

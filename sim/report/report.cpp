@@ -1,0 +1,152 @@
+#include "sim/report/report.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "sim/common/error.h"
+#include "sim/common/text.h"
+#include "sim/report/plot_script.h"
+
+namespace podsim {
+namespace fs = std::filesystem;
+
+namespace {
+
+nlohmann::json load_summary(const std::string& dir) {
+  SourceLocation w;
+  w.file = dir;
+  std::string path = dir + "/summary.json";
+  std::ifstream f(path);
+  if (!fs::is_directory(dir) || !f)
+    throw Error(Err::NotARunDir, w,
+                "'" + dir + "' is not a podsim run folder (no summary.json); give a folder written by podsim run");
+  try {
+    return nlohmann::json::parse(f);
+  } catch (const std::exception& e) {
+    throw Error(Err::NotARunDir, w, "'" + path + "' is not valid JSON: " + e.what());
+  }
+}
+
+std::string pct(double f) { return strprintf("%6.1f %%", 100 * f); }
+
+void rule(std::ostream& out) { out << std::string(78, '-') << "\n"; }
+
+}  // namespace
+
+void print_report(const std::string& dir, std::ostream& out) {
+  nlohmann::json j = load_summary(dir);
+  double T = j.value("step_time_s", 0.0);
+  out << "Run " << j.value("experiment", std::string("?")) << ": " << j.value("workload", std::string("?")) << " on "
+      << j.value("chips", 0) << " x " << j.value("hardware", std::string("?")) << ", strategy "
+      << j.value("strategy", std::string("?")) << "\n";
+  rule(out);
+  out << strprintf("%-28s %s\n", "step time", format_time(T).c_str());
+  out << strprintf("%-28s %lld\n", "cycles", static_cast<long long>(j.value("cycles", 0LL)));
+  out << strprintf("%-28s %s\n", "MFU", pct(j.value("mfu", 0.0)).c_str());
+  out << strprintf("%-28s %sFLOP (model %sFLOP)\n", "FLOPs", format_count(j.value("flops", 0.0)).c_str(),
+                   format_count(j.value("model_flops", 0.0)).c_str());
+  rule(out);
+  out << "utilization (busy fraction, averaged over active chips)\n";
+  for (const char* u : {"mxu", "vpu", "hbm", "ici"})
+    out << strprintf("  %-26s %s\n", u, pct(j["busy_fraction"].value(u, 0.0)).c_str());
+  out << strprintf("  %-26s %s of %s peak\n", "HBM achieved bandwidth",
+                   format_bandwidth(j["hbm"].value("achieved_bandwidth_Bps", 0.0)).c_str(),
+                   format_bandwidth(j["hbm"].value("peak_bandwidth_Bps", 0.0)).c_str());
+  if (j.contains("time_breakdown")) {
+    const auto& t = j["time_breakdown"];
+    rule(out);
+    out << "time on the result chip\n";
+    out << strprintf("  %-26s %s\n", "compute", format_time(t.value("compute_s", 0.0)).c_str());
+    out << strprintf("  %-26s %s\n", "communication", format_time(t.value("communication_s", 0.0)).c_str());
+    out << strprintf("  %-26s %s\n", "exposed communication",
+                     format_time(t.value("exposed_communication_s", 0.0)).c_str());
+    out << strprintf("  %-26s %s (%s)\n", "idle (bubble)", format_time(t.value("idle_s", 0.0)).c_str(),
+                     pct(t.value("idle_fraction", 0.0)).c_str());
+  }
+  if (j.contains("memory")) {
+    const auto& m = j["memory"];
+    rule(out);
+    out << "memory at the peak (op " << m.value("peak_op", std::string("-")) << ")\n";
+    for (const char* k : {"weights", "gradients", "optimizer_state", "activations", "temporaries"})
+      out << strprintf("  %-26s %s\n", k, format_bytes(m["at_peak"].value(k, 0.0)).c_str());
+    out << strprintf("  %-26s %s of %s%s\n", "total", format_bytes(m.value("peak_bytes", 0.0)).c_str(),
+                     format_bytes(m.value("capacity_bytes", 0.0)).c_str(),
+                     m.value("fits", true) ? "" : "  (DOES NOT FIT)");
+  }
+  if (j.contains("collectives")) {
+    rule(out);
+    out << "collectives\n";
+    for (const auto& c : j["collectives"])
+      out << strprintf("  %-26s %s per chip in %s: %s\n", c.value("kind", std::string()).c_str(),
+                       format_bytes(c.value("bytes_per_chip", 0.0)).c_str(),
+                       format_time(c.value("time_s", 0.0)).c_str(),
+                       format_bandwidth(c.value("algorithm_bandwidth_Bps", 0.0)).c_str());
+  }
+  if (j.contains("traffic")) {
+    const auto& t = j["traffic"];
+    rule(out);
+    out << strprintf("traffic (%s): offered %s, accepted %s, average latency %s\n",
+                     t.value("pattern", std::string()).c_str(), pct(t.value("offered_load", 0.0)).c_str(),
+                     pct(t.value("accepted_throughput", 0.0)).c_str(),
+                     format_time(t.value("average_latency_s", 0.0)).c_str());
+  }
+  std::vector<nlohmann::json> ops(j["ops"].begin(), j["ops"].end());
+  std::stable_sort(ops.begin(), ops.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a.value("end_ns", 0.0) - a.value("start_ns", 0.0) > b.value("end_ns", 0.0) - b.value("start_ns", 0.0);
+  });
+  if (!ops.empty()) {
+    rule(out);
+    out << strprintf("top ops by time %31s %8s %10s %11s\n", "time", "share", "cycles", "HBM bytes");
+    for (size_t i = 0; i < std::min<size_t>(10, ops.size()); ++i) {
+      const auto& o = ops[i];
+      double d = (o.value("end_ns", 0.0) - o.value("start_ns", 0.0)) * 1e-9;
+      std::string name = o.value("name", std::string()) + " (" + o.value("unit", std::string()) + ")";
+      if (name.size() > 36) name = name.substr(0, 33) + "...";
+      out << strprintf("  %-36s %10s %7.1f%% %10lld %11s\n", name.c_str(), format_time(d).c_str(),
+                       T > 0 ? 100 * d / T : 0.0, static_cast<long long>(o.value("cycles", 0LL)),
+                       format_bytes(o.value("bytes", 0.0)).c_str());
+    }
+  }
+}
+
+std::vector<std::string> write_plots(const std::string& dir) {
+  load_summary(dir);  // a clear error before python runs
+  const char* python = "/usr/bin/python3";
+  if (access(python, X_OK) != 0)
+    throw Error(Err::FileUnreadable, "plots need /usr/bin/python3 with matplotlib (Debian: apt-get install "
+                                     "python3-matplotlib); use --no-plots for the tables only");
+  // The script travels inside the binary, so an installed podsim needs no source tree.
+  fs::path script = fs::temp_directory_path() / ("podsim_plot_" + std::to_string(getpid()) + ".py");
+  {
+    std::ofstream f(script);
+    f << kPlotScript;
+  }
+  std::string cmd = std::string(python) + " '" + script.string() + "' '" + dir + "' 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string output;
+  char buf[4096];
+  while (p && fgets(buf, sizeof buf, p)) output += buf;
+  int rc = p ? pclose(p) : -1;
+  std::error_code ec;
+  fs::remove(script, ec);
+  if (rc != 0) {
+    if (output.find("No module named 'matplotlib'") != std::string::npos)
+      throw Error(Err::FileUnreadable, "plots need matplotlib (Debian: apt-get install python3-matplotlib); use "
+                                       "--no-plots for the tables only");
+    throw Error(Err::Internal, "plotting failed: " + output);
+  }
+  std::vector<std::string> files;
+  std::istringstream lines(output);
+  for (std::string l; std::getline(lines, l);)
+    if (!l.empty()) files.push_back(l);
+  return files;
+}
+
+}  // namespace podsim

@@ -1,0 +1,154 @@
+// The command line end to end: subcommands, exit codes, the resolved experiment, run folders.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_util.h"
+
+using namespace podsim::test;
+
+namespace {
+
+const std::string kMatmul = "hardware:\n  preset: tpu-v3\nworkload:\n  model: matmul\n  m: 256\n  k: 512\n  n: 384\n";
+
+}  // namespace
+
+TEST(CliTest, VersionAndHelp) {
+  auto v = run_podsim({"--version"});
+  EXPECT_EQ(v.code, 0);
+  EXPECT_NE(v.out.find("podsim 0."), std::string::npos) << v.out;
+  auto h = run_podsim({"--help"});
+  EXPECT_EQ(h.code, 0);
+  for (const char* cmd : {"run", "validate", "list", "report"}) EXPECT_NE(h.out.find(cmd), std::string::npos) << cmd;
+  auto hr = run_podsim({"run", "--help"});
+  EXPECT_EQ(hr.code, 0);
+  EXPECT_NE(hr.out.find("--set"), std::string::npos);
+  EXPECT_NE(hr.out.find("--force"), std::string::npos);
+}
+
+TEST(CliTest, UsageErrorExitsTwo) {
+  auto r = run_podsim({"run"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("PODSIM-CLI-001"), std::string::npos) << r.err;
+  auto l = run_podsim({"list", "hardwares"});
+  EXPECT_EQ(l.code, 2);
+}
+
+TEST(CliTest, ListHardwareShowsTheSixPresets) {
+  auto r = run_podsim({"list", "hardware"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* p : {"tpu-v2", "tpu-v3", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"})
+    EXPECT_NE(r.out.find(std::string("  ") + p + " "), std::string::npos) << p << "\n" << r.out;
+}
+
+TEST(CliTest, ListOtherRegistries) {
+  auto w = run_podsim({"list", "workloads"});
+  ASSERT_EQ(w.code, 0);
+  for (const char* n : {"matmul", "mlp", "transformer", "collective", "traffic"})
+    EXPECT_NE(w.out.find(n), std::string::npos) << n;
+  auto s = run_podsim({"list", "strategies"});
+  EXPECT_NE(s.out.find("single_device"), std::string::npos);
+  auto c = run_podsim({"list", "collectives"});
+  EXPECT_NE(c.out.find("torus"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("all_reduce (default)"), std::string::npos) << c.out;
+  auto p = run_podsim({"list", "params", "--workload", "matmul"});
+  EXPECT_NE(p.out.find("hardware.chip.mxu.weight_double_buffer"), std::string::npos);
+  EXPECT_NE(p.out.find("workload.m "), std::string::npos);
+  auto e = run_podsim({"list", "errors"});
+  EXPECT_NE(e.out.find("PODSIM-CFG-002  unknown key"), std::string::npos);
+}
+
+TEST(CliTest, ValidatePrintsTheResolvedExperiment) {
+  auto r = run_podsim({"validate", source_dir() + "/configs/quickstart.yaml"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("preset: \"tpu-v3\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("clock: 940MHz"), std::string::npos);
+  EXPECT_NE(r.out.find("tpu-v3.yaml:"), std::string::npos);  // origins
+  EXPECT_NE(r.out.find("weight_double_buffer: true"), std::string::npos);
+  auto quiet = run_podsim({"validate", "--no-origins", source_dir() + "/configs/quickstart.yaml"});
+  EXPECT_EQ(quiet.out.find("#  "), std::string::npos);
+}
+
+TEST(CliTest, MisspelledKeyFailsWithLineAndSuggestion) {
+  std::string text = read_file(source_dir() + "/configs/quickstart.yaml");
+  auto pos = text.find("  heads:");
+  ASSERT_NE(pos, std::string::npos);
+  text.replace(pos, 8, "  haeds:");
+  int line = 1;
+  for (size_t i = 0; i < pos; ++i) line += text[i] == '\n';
+  std::string file = write_file("typo.yaml", text);
+  auto r = run_podsim({"validate", file});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(file + ":" + std::to_string(line) + ":3: error PODSIM-CFG-002"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did you mean 'heads'?"), std::string::npos) << r.err;
+}
+
+TEST(CliTest, RunWritesItsFolder) {
+  std::string exp = write_file("mm.yaml", kMatmul);
+  auto r = run_podsim({"run", exp, "--out", "out"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("step time"), std::string::npos);
+  EXPECT_NE(r.out.find("MFU"), std::string::npos);
+  EXPECT_NE(r.out.find("peak memory"), std::string::npos);
+  for (const char* f : {"summary.json", "config.resolved.yaml", "host.json"})
+    EXPECT_TRUE(exists(test_dir() + "/out/" + f)) << f;
+  auto s = nlohmann::json::parse(read_file(test_dir() + "/out/summary.json"));
+  for (const char* k : {"step_time_s", "cycles", "flops", "mfu", "busy_fraction", "hbm", "peak_memory_bytes", "ops"})
+    EXPECT_TRUE(s.contains(k)) << k;
+  for (const char* k : {"name", "kind", "unit", "cycles", "start_ns", "end_ns", "flops", "bytes"})
+    EXPECT_TRUE(s["ops"][0].contains(k)) << k;
+  // The resolved experiment reruns to the same summary.
+  auto again = run_podsim({"run", test_dir() + "/out/config.resolved.yaml", "--out", "again"});
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(read_file(test_dir() + "/again/summary.json"), read_file(test_dir() + "/out/summary.json"));
+}
+
+TEST(CliTest, DefaultOutputFolderIsResultsRunName) {
+  std::string exp = write_file("named.yaml", kMatmul);
+  auto r = run_podsim({"run", exp});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(exists(test_dir() + "/results/named/summary.json"));
+  auto named = run_podsim({"run", exp, "--set", "run.name=other"});
+  ASSERT_EQ(named.code, 0) << named.err;
+  EXPECT_TRUE(exists(test_dir() + "/results/other/summary.json"));
+}
+
+TEST(CliTest, ExistingFolderIsRefusedUnlessForced) {
+  std::string exp = write_file("mm.yaml", kMatmul);
+  ASSERT_EQ(run_podsim({"run", exp, "--out", "out"}).code, 0);
+  auto again = run_podsim({"run", exp, "--out", "out", "--set", "workload.m=512"});
+  EXPECT_EQ(again.code, 2);
+  EXPECT_NE(again.err.find("PODSIM-IO-002"), std::string::npos);
+  auto before = nlohmann::json::parse(read_file(test_dir() + "/out/summary.json"));
+  EXPECT_EQ(before["ops"][0]["mxu"]["m"], 256);  // untouched
+  auto forced = run_podsim({"run", exp, "--out", "out", "--set", "workload.m=512", "--force"});
+  ASSERT_EQ(forced.code, 0) << forced.err;
+  auto after = nlohmann::json::parse(read_file(test_dir() + "/out/summary.json"));
+  EXPECT_EQ(after["ops"][0]["mxu"]["m"], 512);
+}
+
+TEST(CliTest, FailedRunLeavesNoFolder) {
+  std::string exp = write_file("oom.yaml", "hardware: {preset: tpu-v3}\nworkload: {model: matmul, m: 65536, k: 65536, "
+                                           "n: 65536, dtype: fp32}\n");
+  auto r = run_podsim({"run", exp, "--out", "out"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_FALSE(exists(test_dir() + "/out"));
+  for (const auto& e : std::filesystem::directory_iterator(test_dir()))
+    EXPECT_EQ(e.path().filename().string().find(".out.partial"), std::string::npos) << e.path();
+}
+
+TEST(CliTest, DeadlockWhenAChipNeverJoinsACollective) {
+  std::string file = write_file("exp.yaml", "hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\nworkload:\n  model: matmul\n"
+                                            "  m: 8\n  k: 8\n  n: 8\nstrategy:\n  name: test_missing_member\n");
+  auto r = run_podsim({"run", file, "--plugin", PODSIM_TEST_PLUGIN, "--out", "o"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("error PODSIM-SIM-001: deadlock at simulated time"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("3 chips wait forever"), std::string::npos) << r.err;
+  // The waiting chips name the chip that never joined.
+  EXPECT_NE(r.err.find("chip 0 (x=0,y=0) (0 of 1 ops done): 'all_reduce' (all_reduce) has 6 of 24 transfers done and "
+                       "waits for data from chip 1, chip 3"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(exists(test_dir() + "/o"));
+}

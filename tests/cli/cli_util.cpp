@@ -1,0 +1,70 @@
+#include "tests/cli/cli_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace podsim::test {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+}  // namespace
+
+std::string source_dir() { return PODSIM_SOURCE_DIR; }
+
+std::string test_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "cli";
+  static std::string made;
+  std::string dir = fs::temp_directory_path().string() + "/podsim-cli-" + std::to_string(getpid()) + "-" + name;
+  if (made != dir) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    made = dir;
+  }
+  return dir;
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  std::string path = test_dir() + "/" + name;
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+bool exists(const std::string& path) { return fs::exists(path); }
+
+CliResult run_podsim(const std::vector<std::string>& args, const std::string& cwd) {
+  std::string dir = cwd.empty() ? test_dir() : cwd;
+  std::string out = dir + "/.stdout", err = dir + "/.stderr";
+  std::string cmd = "cd " + quote(dir) + " && " + quote(PODSIM_BINARY);
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += " > " + quote(out) + " 2> " + quote(err);
+  int status = std::system(cmd.c_str());
+  CliResult r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(out);
+  r.err = read_file(err);
+  fs::remove(out);
+  fs::remove(err);
+  return r;
+}
+
+}  // namespace podsim::test

@@ -1,0 +1,248 @@
+// One test per entry of the error catalogue (sim/common/error_ids.def): each provokes the error through the
+// command line, as a user would, and asserts its id, its exit code and where it points. The last test checks
+// that every catalogue id has a test here, so a new entry cannot land without one.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+
+#include "sim/common/error.h"
+#include "tests/cli/cli_util.h"
+
+using namespace podsim;
+using namespace podsim::test;
+
+namespace {
+
+const std::string kHw = "hardware:\n  preset: tpu-v3\n";
+const std::string kMm = "workload:\n  model: matmul\n  m: 64\n  k: 64\n  n: 64\n";
+
+// Runs `validate` (or `run` when `run`) on `text`; expects failure with `id` at "FILE:line:col" (col 0: any).
+CliResult expect_error(const std::string& text, const std::string& id, int line, int col,
+                       std::vector<std::string> extra = {}, bool run = false) {
+  std::string file = write_file("exp.yaml", text);
+  std::vector<std::string> args = {run ? "run" : "validate", file};
+  for (auto& a : extra) args.push_back(a);
+  if (run) args.insert(args.end(), {"--out", test_dir() + "/out"});
+  CliResult r = run_podsim(args);
+  EXPECT_NE(r.code, 0) << r.out;
+  std::string where = file + ":" + std::to_string(line) + ":" + (col ? std::to_string(col) : "");
+  EXPECT_NE(r.err.find(where), std::string::npos) << "expected location " << where << " in: " << r.err;
+  EXPECT_NE(r.err.find("error " + id + ":"), std::string::npos) << r.err;
+  return r;
+}
+
+int exit_of(const std::string& id) {
+  for (const auto& e : error_catalogue())
+    if (e.id == id) return e.exit_code;
+  return -1;
+}
+
+}  // namespace
+
+TEST(ErrorsTest, CFG001_YamlSyntax) {
+  auto r = expect_error(kHw + "workload: {model: matmul\n", "PODSIM-CFG-001", 4, 0);
+  EXPECT_EQ(r.code, exit_of("PODSIM-CFG-001"));
+}
+
+TEST(ErrorsTest, CFG002_UnknownKey) {
+  auto r = expect_error(kHw + kMm + "  dtpye: bf16\n", "PODSIM-CFG-002", 8, 3);
+  EXPECT_NE(r.err.find("did you mean 'dtype'?"), std::string::npos);
+  EXPECT_EQ(r.code, 2);
+}
+
+TEST(ErrorsTest, CFG003_MissingKey) {
+  auto r = expect_error(kHw + "workload:\n  model: matmul\n  m: 64\n  k: 64\n", "PODSIM-CFG-003", 3, 1);
+  EXPECT_NE(r.err.find("'workload.n'"), std::string::npos);
+}
+
+TEST(ErrorsTest, CFG004_WrongType) {
+  auto r = expect_error(kHw + kMm + "run:\n  seed: lots\n", "PODSIM-CFG-004", 9, 9);
+  EXPECT_NE(r.err.find("run.seed expects a whole number, got 'lots'"), std::string::npos);
+}
+
+TEST(ErrorsTest, CFG005_BadUnit) {
+  auto r = expect_error("hardware:\n  preset: tpu-v3\n  ici:\n    hop_latency: 1 second\n" + kMm, "PODSIM-CFG-005", 4,
+                        18);
+  EXPECT_NE(r.err.find("Valid units: ps, ns, us, ms, s, min, h"), std::string::npos) << r.err;
+}
+
+TEST(ErrorsTest, CFG006_OutOfRange) {
+  auto r = expect_error(kHw + "workload:\n  model: matmul\n  m: 0\n  k: 64\n  n: 64\n", "PODSIM-CFG-006", 5, 6);
+  EXPECT_NE(r.err.find("must be from 1 to"), std::string::npos);
+}
+
+TEST(ErrorsTest, CFG007_NotFinite) {
+  expect_error(kHw + kMm + "run:\n  stall:\n    probability: nan\n", "PODSIM-CFG-007", 10, 18);
+}
+
+TEST(ErrorsTest, CFG008_DuplicateKey) {
+  auto r = expect_error(kHw + kMm + "  k: 128\n", "PODSIM-CFG-008", 8, 3);
+  EXPECT_NE(r.err.find("first given at line 6"), std::string::npos);
+}
+
+TEST(ErrorsTest, CFG009_BadChoice) {
+  auto r = expect_error(kHw + kMm + "  dtype: fp16\n", "PODSIM-CFG-009", 8, 10);
+  EXPECT_NE(r.err.find("did you mean 'bf16'?"), std::string::npos) << r.err;
+}
+
+TEST(ErrorsTest, CFG010_UnknownPreset) {
+  auto r = expect_error("hardware:\n  preset: tpu-v7\n" + kMm, "PODSIM-CFG-010", 2, 11);
+  EXPECT_NE(r.err.find("tpu-v"), std::string::npos);
+}
+
+TEST(ErrorsTest, CFG011_UnknownWorkload) {
+  expect_error(kHw + "workload:\n  model: resnet\n", "PODSIM-CFG-011", 4, 10);
+}
+
+TEST(ErrorsTest, CFG012_UnknownStrategy) {
+  auto r = expect_error(kHw + kMm + "strategy:\n  name: pipline\n", "PODSIM-CFG-012", 9, 9);
+  EXPECT_NE(r.err.find("valid:"), std::string::npos) << r.err;
+}
+
+TEST(ErrorsTest, CFG013_UnknownAlgorithm) {
+  auto r = expect_error(kHw + "workload:\n  model: collective\n  op: all_reduce\n  bytes: 1MiB\n  algorithm: rign\n",
+                        "PODSIM-CFG-013", 7, 14);
+  EXPECT_NE(r.err.find("did you mean 'ring'?"), std::string::npos) << r.err;
+}
+
+TEST(ErrorsTest, CFG014_BadOverride) {
+  std::string file = write_file("exp.yaml", kHw + kMm);
+  auto r = run_podsim({"validate", file, "--set", "workload.m:5"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--set workload.m:5: error PODSIM-CFG-014"), std::string::npos) << r.err;
+}
+
+TEST(ErrorsTest, CFG015_LengthMismatch) {
+  expect_error("hardware:\n  preset: tpu-v3\n  pod:\n    dims: [2, 2]\n    wrap: [true, false, true]\n" + kMm,
+               "PODSIM-CFG-015", 5, 11);
+}
+
+TEST(ErrorsTest, CFG016_NotDivisible) {
+  auto r = expect_error(kHw + "workload:\n  model: transformer\n  layers: 1\n  d_model: 100\n  d_ff: 64\n  heads: 3\n"
+                              "  vocab: 32\n  seq_len: 8\n  batch: 2\n",
+                        "PODSIM-CFG-016", 8, 10);
+  EXPECT_NE(r.err.find("heads"), std::string::npos);
+}
+
+TEST(ErrorsTest, CFG017_NotAMapping) {
+  expect_error(kHw + "workload: matmul\n", "PODSIM-CFG-017", 3, 11);
+}
+
+TEST(ErrorsTest, POD001_PodShape) {
+  auto r = expect_error("hardware:\n  preset: tpu-v4\n  pod:\n    dims: [4, 4]\n" + kMm, "PODSIM-POD-001", 4, 11);
+  EXPECT_NE(r.err.find("3 dimensions"), std::string::npos);
+}
+
+TEST(ErrorsTest, POD002_PodTooLarge) {
+  expect_error("hardware:\n  preset: tpu-v4\n  pod:\n    dims: [128, 128, 128]\n" + kMm, "PODSIM-POD-002", 4, 11);
+}
+
+TEST(ErrorsTest, POD003_BadAxes) {
+  auto r = expect_error("hardware:\n  preset: tpu-v3\n  pod: {dims: [2, 2]}\nworkload:\n  model: collective\n"
+                        "  op: all_gather\n  bytes: 1KiB\n  axes: [x, z]\n",
+                        "PODSIM-POD-003", 8, 9);
+  EXPECT_NE(r.err.find("axis 'z'"), std::string::npos);
+}
+
+TEST(ErrorsTest, PLN001_StrategyMismatch) {
+  auto r = expect_error("hardware:\n  preset: tpu-v3\n  pod: {dims: [2, 2]}\nworkload:\n  model: collective\n"
+                        "  op: all_reduce\n  bytes: 1KiB\nstrategy: {name: single_device}\n",
+                        "PODSIM-PLN-001", 5, 10, {}, true);
+  EXPECT_NE(r.err.find("replicate"), std::string::npos);
+}
+
+TEST(ErrorsTest, MEM001_OutOfMemory) {
+  auto r = expect_error(kHw + "workload:\n  model: matmul\n  m: 65536\n  k: 65536\n  n: 65536\n  dtype: fp32\n",
+                        "PODSIM-MEM-001", 4, 10, {}, true);
+  EXPECT_NE(r.err.find("more than the 32.00 GiB"), std::string::npos);
+  EXPECT_FALSE(exists(test_dir() + "/out"));
+}
+
+TEST(ErrorsTest, MEM002_HostMemory) {
+  auto r = expect_error(kHw + "workload:\n  model: matmul\n  m: 65536\n  k: 65536\n  n: 65536\nrun:\n  numeric: true\n",
+                        "PODSIM-MEM-002", 9, 12, {}, true);
+  EXPECT_NE(r.err.find("of this machine's memory"), std::string::npos);
+}
+
+TEST(ErrorsTest, IO001_FileUnreadable) {
+  auto r = run_podsim({"validate", "no/such/file.yaml"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no/such/file.yaml: error PODSIM-IO-001"), std::string::npos) << r.err;
+  auto p = run_podsim({"list", "workloads", "--plugin", "no/such/plugin.so"});
+  EXPECT_EQ(p.code, 2);
+  EXPECT_NE(p.err.find("no/such/plugin.so: error PODSIM-IO-001: cannot load plugin"), std::string::npos) << p.err;
+}
+
+TEST(ErrorsTest, IO002_OutputExists) {
+  std::string file = write_file("exp.yaml", kHw + kMm);
+  ASSERT_EQ(run_podsim({"run", file, "--out", "o"}).code, 0);
+  auto r = run_podsim({"run", file, "--out", "o"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("o: error PODSIM-IO-002"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--force"), std::string::npos);
+}
+
+TEST(ErrorsTest, IO003_OutputUnwritable) {
+  std::string file = write_file("exp.yaml", kHw + kMm);
+  write_file("blocker", "a file where a folder should be");
+  auto r = run_podsim({"run", file, "--out", "blocker/out"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("blocker/out: error PODSIM-IO-003"), std::string::npos) << r.err;
+}
+
+TEST(ErrorsTest, IO004_NotARunDir) {
+  auto r = run_podsim({"report", test_dir()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(test_dir() + ": error PODSIM-IO-004"), std::string::npos) << r.err;
+}
+
+TEST(ErrorsTest, SIM001_Deadlock) {
+  std::string plugin = PODSIM_TEST_PLUGIN;
+  std::string file = write_file("exp.yaml", "hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\n" + kMm +
+                                                "strategy:\n  name: test_recv_without_send\n");
+  auto r = run_podsim({"run", "--plugin", plugin, file, "--out", "o"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find(file + ":10:9: error PODSIM-SIM-001: deadlock at simulated time"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("chip 0 (x=0,y=0)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("waits for a message from chip 1 with tag 7"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists(test_dir() + "/o"));
+}
+
+TEST(ErrorsTest, SIM002_WallLimit) {
+  std::string file = write_file("exp.yaml", "hardware:\n  preset: tpu-v3\n  pod: {dims: [16, 16]}\nworkload:\n"
+                                            "  model: traffic\n  pattern: uniform\n  rate: 0.5\n  message: 256B\n"
+                                            "  duration: 100ms\nrun:\n  max_wall: 300ms\n");
+  auto r = run_podsim({"run", file, "--out", "o"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("error PODSIM-SIM-002: the run exceeded run.max_wall = 300.000 ms"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(exists(test_dir() + "/o"));
+  for (const auto& e : std::filesystem::directory_iterator(test_dir()))
+    EXPECT_EQ(e.path().filename().string().find("partial"), std::string::npos) << e.path();
+}
+
+TEST(ErrorsTest, SIM003_Internal) {
+  // A plugin strategy that breaks the plan contract is caught and reported as an internal error (exit 1).
+  std::string file = write_file("exp.yaml", kHw + kMm + "strategy:\n  name: test_broken_plan\n");
+  auto r = run_podsim({"run", "--plugin", PODSIM_TEST_PLUGIN, file, "--out", "o"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("error PODSIM-SIM-003: strategy 'test_broken_plan' returned an invalid plan"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(ErrorsTest, CLI001_Usage) {
+  auto r = run_podsim({"run", "a.yaml", "--bogus"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("error PODSIM-CLI-001"), std::string::npos) << r.err;
+}
+
+TEST(ErrorsTest, EveryCatalogueEntryHasATestHere) {
+  std::string self = read_file(source_dir() + "/tests/cli/errors_test.cpp");
+  for (const auto& e : error_catalogue()) {
+    std::string id(e.id);
+    std::string name = std::regex_replace(id.substr(7), std::regex("-"), "");  // PODSIM-CFG-001 -> CFG001
+    EXPECT_NE(self.find("TEST(ErrorsTest, " + name + "_"), std::string::npos) << "no test for " << id;
+  }
+}

@@ -1,0 +1,60 @@
+// Helpers for model tests that run whole experiments. SystemC elaborates once per process, so each simulation runs
+// in a forked child (the test process itself never elaborates) and sends its summary.json back through a pipe.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sim/common/error.h"
+#include "sim/config/loader.h"
+#include "sim/engine/engine.h"
+
+namespace podsim::test {
+
+// {"error": id, "message": text} when the run fails with an Error, else the summary.
+inline nlohmann::json simulate_in_child(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  int fds[2];
+  if (pipe(fds) != 0) return {{"error", "pipe"}};
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string out;
+    try {
+      Experiment e = load_experiment_text(yaml, "test.yaml", {sets});
+      std::unique_ptr<Prepared> p = prepare(e);
+      Simulation s = simulate(*p);
+      out = summary_json(*p, s);
+    } catch (const Error& e) {
+      out = nlohmann::json({{"error", std::string(e.id())}, {"message", e.what()}}).dump();
+    } catch (const std::exception& e) {
+      out = nlohmann::json({{"error", "exception"}, {"message", e.what()}}).dump();
+    }
+    size_t off = 0;
+    while (off < out.size()) {
+      ssize_t n = write(fds[1], out.data() + off, out.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string text;
+  char buf[65536];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (text.empty()) return {{"error", "child died"}, {"message", "status " + std::to_string(status)}};
+  return nlohmann::json::parse(text);
+}
+
+inline double op_time(const nlohmann::json& op) {
+  return (op["end_ns"].get<double>() - op["start_ns"].get<double>()) * 1e-9;
+}
+
+}  // namespace podsim::test

@@ -1,0 +1,80 @@
+// An out-of-tree plugin for tests (loaded with --plugin): strategies that build broken or deadlocking plans on
+// purpose, to check that podsim reports them instead of hanging or producing a wrong step time.
+#include "strategies/i_strategy.h"
+
+namespace podsim {
+namespace {
+
+Plan torus_plan(const Experiment& exp, const std::string& name) {
+  Plan p;
+  p.strategy = name;
+  for (size_t d = 0; d < exp.hardware.pod.dims.size(); ++d) {
+    p.mesh.axis_names.push_back(std::string(1, "xyz"[d]));
+    p.mesh.axis_sizes.push_back(exp.hardware.pod.dims[d]);
+    p.mesh.axis_dim.push_back(static_cast<int>(d));
+  }
+  p.role_of_chip.assign(static_cast<size_t>(exp.hardware.pod.chips()), -1);
+  return p;
+}
+
+Program single_op(const std::string& role, OpKind kind, int64_t peer, int64_t tag) {
+  Program prog;
+  prog.role = role;
+  TensorId x = prog.graph.add_tensor({"x", {256}, DType::F32, TensorRole::Input});
+  TensorId y = prog.graph.add_tensor({"y", {256}, DType::F32, TensorRole::Activation});
+  Op op;
+  op.name = role;
+  op.kind = kind;
+  op.phase = Phase::Communication;
+  op.inputs = {x};
+  op.outputs = {y};
+  op.attrs.peer = peer;
+  op.attrs.tag = tag;
+  prog.graph.add_op(op);
+  prog.order = {0};
+  return prog;
+}
+
+// Chip 0 receives from chip 1, which never sends.
+class RecvWithoutSend : public IStrategy {
+ public:
+  Plan plan(const ModelGraph&, const Experiment& exp) const override {
+    Plan p = torus_plan(exp, "test_recv_without_send");
+    p.programs.push_back(single_op("recv", OpKind::Recv, 1, 7));
+    p.role_of_chip[0] = 0;
+    return p;
+  }
+};
+
+// Every chip but the last joins an all-reduce over all chips; the last never does.
+class MissingMember : public IStrategy {
+ public:
+  Plan plan(const ModelGraph&, const Experiment& exp) const override {
+    Plan p = torus_plan(exp, "test_missing_member");
+    p.programs.push_back(single_op("all_reduce", OpKind::AllReduce, -1, 0));
+    std::fill(p.role_of_chip.begin(), p.role_of_chip.end() - 1, 0);
+    return p;
+  }
+};
+
+// A plan whose role table is the wrong size: the engine must refuse it as an internal error.
+class BrokenPlan : public IStrategy {
+ public:
+  Plan plan(const ModelGraph& g, const Experiment& exp) const override {
+    Plan p = torus_plan(exp, "test_broken_plan");
+    Program prog;
+    prog.role = "device";
+    prog.graph = g;
+    prog.order = g.topological_order();
+    p.programs.push_back(prog);
+    p.role_of_chip.assign(p.role_of_chip.size() + 3, 0);
+    return p;
+  }
+};
+
+PODSIM_REGISTER_STRATEGY(RecvWithoutSend, "test_recv_without_send", "Test: a receive with no matching send");
+PODSIM_REGISTER_STRATEGY(MissingMember, "test_missing_member", "Test: a collective one chip never joins");
+PODSIM_REGISTER_STRATEGY(BrokenPlan, "test_broken_plan", "Test: a plan that breaks the contract");
+
+}  // namespace
+}  // namespace podsim

@@ -1,0 +1,190 @@
+// Every differentiable op kind's gradient rule against central finite differences of L = sum(out * R) for a fixed
+// random R. Kernels run in fp32; the reference sums in double. Tolerance: |analytic - numeric| <= 2e-3 +
+// 2e-2 * |numeric| per checked element (h = 1e-2 on inputs of order 1).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "workloads/builder.h"
+#include "workloads/ops/op_kind.h"
+#include "workloads/reference.h"
+
+using namespace podsim;
+
+namespace {
+
+struct Setup {
+  ModelGraph g{"grad"};
+  GraphBuilder b{g, DType::F32};
+  OpId op = -1;
+  TensorId loss_like = -1;  // for the loss op: its scalar output is L itself
+};
+
+// Fills every step input with normal values (positive and away from 0 for ReLU-friendly checks is not needed:
+// inputs are random, and elements within h of a kink are skipped by the caller).
+void randomise(const ModelGraph& g, TensorStore& s, uint64_t seed) {
+  init_step_inputs(g, s, seed);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd(0, 1);
+  for (size_t i = 0; i < g.num_tensors(); ++i) {
+    const TensorInfo& t = g.tensor(static_cast<TensorId>(i));
+    if (g.producer(static_cast<TensorId>(i)) >= 0 || t.dtype == DType::I32) continue;
+    for (float& x : s.get_mut(static_cast<TensorId>(i)).data) x = static_cast<float>(nd(rng));
+  }
+}
+
+double objective(const ModelGraph& g, const Op& op, TensorStore& s, TensorId dy) {
+  run_op(g, op, s);
+  if (dy < 0) return s.get(op.outputs[0]).data[0];  // the loss op: L is its output
+  const Tensor& out = s.get(op.outputs[0]);
+  const Tensor& r = s.get(dy);
+  double l = 0;
+  for (size_t i = 0; i < out.data.size(); ++i) l += static_cast<double>(out.data[i]) * r.data[i];
+  return l;
+}
+
+// Builds the forward op with `make`, applies its gradient rule, and checks every float input's gradient.
+void check_gradients(const std::string& what, const std::function<TensorId(GraphBuilder&)>& make,
+                     bool loss_op = false, double kink = 0) {
+  SCOPED_TRACE(what);
+  ModelGraph g("grad");
+  GraphBuilder b(g, DType::F32);
+  TensorId out = make(b);
+  OpId fwd = g.producer(out);
+  const Op op = g.op(fwd);
+  TensorId dy = -1;
+  std::vector<TensorId> out_grads(op.outputs.size(), -1);
+  if (loss_op) {
+    out_grads[0] = out;
+  } else {
+    dy = g.add_tensor({"R", g.tensor(op.outputs[0]).shape, DType::F32, TensorRole::Input});
+    out_grads[0] = dy;
+  }
+  std::vector<TensorId> grads = find_op_kind(op.kind)->grad(b, op, out_grads);
+  TensorStore s;
+  randomise(g, s, 42);
+  run_reference(g, s);
+  const double h = 1e-2;
+  int checked = 0;
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    TensorId x = op.inputs[i];
+    if (g.tensor(x).dtype == DType::I32) continue;
+    ASSERT_LT(i, grads.size());
+    ASSERT_GE(grads[i], 0) << "no gradient for input " << i;
+    std::vector<float> analytic = s.get(grads[i]).data;
+    std::vector<float>& xs = s.get_mut(x).data;
+    ASSERT_EQ(analytic.size(), xs.size()) << "gradient shape of input " << i;
+    size_t step = std::max<size_t>(1, xs.size() / 40);
+    for (size_t e = 0; e < xs.size(); e += step) {
+      if (kink > 0 && std::fabs(xs[e]) < kink) continue;
+      float saved = xs[e];
+      xs[e] = static_cast<float>(saved + h);
+      double lp = objective(g, op, s, dy);
+      xs[e] = static_cast<float>(saved - h);
+      double lm = objective(g, op, s, dy);
+      xs[e] = saved;
+      double numeric = (lp - lm) / (2 * h);
+      EXPECT_NEAR(analytic[e], numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << "input " << i << " element " << e;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+}  // namespace
+
+TEST(GradientsTest, MatMulPlain) {
+  check_gradients("matmul", [](GraphBuilder& b) { return b.matmul(b.param("a", {5, 7}), b.param("w", {7, 3}), "mm"); });
+}
+
+TEST(GradientsTest, MatMulTransposed) {
+  check_gradients("trans_a", [](GraphBuilder& b) {
+    return b.matmul(b.param("a", {7, 5}), b.param("w", {7, 3}), "mm", true, false);
+  });
+  check_gradients("trans_b", [](GraphBuilder& b) {
+    return b.matmul(b.param("a", {5, 7}), b.param("w", {3, 7}), "mm", false, true);
+  });
+  check_gradients("both", [](GraphBuilder& b) {
+    return b.matmul(b.param("a", {7, 5}), b.param("w", {3, 7}), "mm", true, true);
+  });
+}
+
+TEST(GradientsTest, BatchedMatMul) {
+  check_gradients("batched", [](GraphBuilder& b) {
+    return b.batch_matmul(b.param("a", {3, 4, 5}), b.param("b", {3, 5, 2}), "bmm");
+  });
+  check_gradients("batched trans_b", [](GraphBuilder& b) {
+    return b.batch_matmul(b.param("q", {3, 4, 5}), b.param("k", {3, 6, 5}), "bmm", false, true);
+  });
+}
+
+TEST(GradientsTest, BatchedMatMulWithSharedWeight) {
+  check_gradients("shared", [](GraphBuilder& b) {
+    ModelGraph& g = b.graph();
+    TensorId a = b.param("a", {3, 4, 5});
+    TensorId w = b.param("w", {5, 2});
+    TensorId out = g.add_tensor({"out", {3, 4, 2}, DType::F32, TensorRole::Activation});
+    Op op;
+    op.name = "shared";
+    op.kind = OpKind::MatMul;
+    op.inputs = {a, w};
+    op.outputs = {out};
+    op.attrs.batch = 3;
+    op.attrs.m = 4;
+    op.attrs.k = 5;
+    op.attrs.n = 2;
+    g.add_op(op);
+    return out;
+  });
+}
+
+TEST(GradientsTest, Elementwise) {
+  check_gradients("add", [](GraphBuilder& b) { return b.add(b.param("a", {4, 6}), b.param("c", {4, 6}), "add"); });
+  check_gradients("scale", [](GraphBuilder& b) { return b.scale(b.param("a", {4, 6}), -1.7, "scale"); });
+  check_gradients("bias_add", [](GraphBuilder& b) { return b.bias_add(b.param("x", {4, 6}), b.param("b", {6}), "ba"); });
+  check_gradients("relu", [](GraphBuilder& b) { return b.relu(b.param("x", {5, 8}), "relu"); }, false, 0.02);
+  check_gradients("gelu", [](GraphBuilder& b) { return b.gelu(b.param("x", {5, 8}), "gelu"); });
+}
+
+TEST(GradientsTest, LayerNorm) {
+  check_gradients("layer_norm", [](GraphBuilder& b) {
+    return b.layer_norm(b.param("x", {6, 8}), b.param("gamma", {8}), b.param("beta", {8}), "ln");
+  });
+}
+
+TEST(GradientsTest, Softmax) {
+  check_gradients("softmax", [](GraphBuilder& b) { return b.softmax(b.param("s", {2, 5, 5}), 0.7, false, "sm"); });
+  check_gradients("causal", [](GraphBuilder& b) { return b.softmax(b.param("s", {2, 5, 5}), 0.7, true, "sm"); });
+}
+
+TEST(GradientsTest, Heads) {
+  check_gradients("split", [](GraphBuilder& b) { return b.split_heads(b.param("x", {2 * 3, 4 * 2}), 2, 3, 4, "split"); });
+  check_gradients("merge", [](GraphBuilder& b) { return b.merge_heads(b.param("x", {2 * 4, 3, 2}), 2, 3, 4, "merge"); });
+}
+
+TEST(GradientsTest, Embedding) {
+  check_gradients("embedding", [](GraphBuilder& b) {
+    return b.embedding(b.param("table", {7, 4}), b.input("ids", {9}, DType::I32), "emb");
+  });
+}
+
+TEST(GradientsTest, SoftmaxCrossEntropy) {
+  check_gradients("cross_entropy", [](GraphBuilder& b) {
+    return b.softmax_cross_entropy(b.param("logits", {6, 5}), b.label("labels", {6}), "loss");
+  }, true);
+}
+
+TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
+  // The forward kinds with a gradient rule; a new one must get a finite-difference case above.
+  std::vector<OpKind> covered = {OpKind::MatMul, OpKind::Add, OpKind::Scale, OpKind::BiasAdd, OpKind::Relu,
+                                 OpKind::Gelu, OpKind::LayerNorm, OpKind::Softmax, OpKind::SplitHeads,
+                                 OpKind::MergeHeads, OpKind::Embedding, OpKind::SoftmaxCrossEntropy};
+  for (int k = 0; k <= static_cast<int>(OpKind::Traffic); ++k) {
+    const OpKindDef* d = find_op_kind(static_cast<OpKind>(k));
+    ASSERT_NE(d, nullptr) << "op kind " << k << " has no definition";
+    if (d->grad)
+      EXPECT_NE(std::find(covered.begin(), covered.end(), d->kind), covered.end()) << d->name << " has no check";
+  }
+}

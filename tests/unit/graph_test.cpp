@@ -1,0 +1,120 @@
+// Workload graphs: shapes, op counts per phase, and FLOP counts against hand-computed formulas.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "sim/config/loader.h"
+#include "workloads/i_workload.h"
+#include "workloads/op_def.h"
+#include "workloads/ops/op_kind.h"
+
+using namespace podsim;
+
+namespace {
+
+ModelGraph build(const std::string& workload_yaml) {
+  Experiment e = load_experiment_text("hardware: {preset: tpu-v3}\nworkload:\n" + workload_yaml, "g.yaml");
+  return WorkloadRegistry::instance().make(e.workload)->build(e.params);
+}
+
+double matmul_flops(const ModelGraph& g, Phase phase) {
+  double f = 0;
+  for (const Op& op : g.ops())
+    if (op.kind == OpKind::MatMul && op.phase == phase) f += op_cost(g, op).flops;
+  return f;
+}
+
+std::vector<int64_t> shape(const ModelGraph& g, const std::string& name) {
+  TensorId t = g.find_tensor(name);
+  EXPECT_GE(t, 0) << name;
+  return t >= 0 ? g.tensor(t).shape : std::vector<int64_t>{};
+}
+
+}  // namespace
+
+TEST(GraphTest, MatmulIsOneForwardOp) {
+  ModelGraph g = build("  model: matmul\n  m: 300\n  k: 200\n  n: 100\n");
+  ASSERT_EQ(g.num_ops(), 1u);
+  EXPECT_DOUBLE_EQ(g.total_flops(), 2.0 * 300 * 200 * 100);
+  OpCost c = op_cost(g, g.op(0));
+  EXPECT_EQ(c.unit, Unit::Mxu);
+  EXPECT_DOUBLE_EQ(c.bytes_read, 2.0 * (300 * 200 + 200 * 100));
+  EXPECT_DOUBLE_EQ(c.bytes_written, 2.0 * 300 * 100);
+}
+
+TEST(GraphTest, MlpShapesAndFlops) {
+  const int64_t B = 16, I = 12, H = 24, L = 3, C = 5;
+  ModelGraph g = build("  model: mlp\n  batch: 16\n  input: 12\n  hidden: 24\n  layers: 3\n  classes: 5\n");
+  EXPECT_EQ(shape(g, "fc0.w"), (std::vector<int64_t>{I, H}));
+  EXPECT_EQ(shape(g, "fc2.relu"), (std::vector<int64_t>{B, H}));
+  EXPECT_EQ(shape(g, "out.bias"), (std::vector<int64_t>{B, C}));
+  EXPECT_EQ(shape(g, "fc1.w.grad"), (std::vector<int64_t>{H, H}));
+  EXPECT_EQ(shape(g, "fc1.w.new"), (std::vector<int64_t>{H, H}));
+  double fwd = 2.0 * B * (I * H + (L - 1) * H * H + H * C);
+  EXPECT_DOUBLE_EQ(matmul_flops(g, Phase::Forward), fwd);
+  // Backward: a weight gradient for every layer, an input gradient for every layer but the first (x is data).
+  EXPECT_DOUBLE_EQ(matmul_flops(g, Phase::Backward), 2 * fwd - 2.0 * B * I * H);
+  std::map<Phase, int> per_phase;
+  for (const Op& op : g.ops()) ++per_phase[op.phase];
+  EXPECT_EQ(per_phase[Phase::Forward], 3 * L + 2);       // matmul, bias, relu per layer + out matmul, bias
+  EXPECT_EQ(per_phase[Phase::Loss], 1);
+  EXPECT_EQ(per_phase[Phase::Optimizer], 2 * (L + 1));  // one update per weight and bias
+}
+
+TEST(GraphTest, TransformerFlopsPerLayer) {
+  const int64_t L = 2, D = 64, F = 256, H = 4, V = 100, S = 32, B = 3, T = B * S;
+  ModelGraph g = build("  model: transformer\n  layers: 2\n  d_model: 64\n  d_ff: 256\n  heads: 4\n  vocab: 100\n"
+                       "  seq_len: 32\n  batch: 3\n");
+  // q, k, v and output projections 4 * 2TD^2; scores and context 2 * 2BS^2D; FFN 2 * 2TDF; logits 2TDV.
+  double per_layer = 8.0 * T * D * D + 4.0 * B * S * S * D + 4.0 * T * D * F;
+  double fwd = L * per_layer + 2.0 * T * D * V;
+  EXPECT_DOUBLE_EQ(matmul_flops(g, Phase::Forward), fwd);
+  EXPECT_DOUBLE_EQ(matmul_flops(g, Phase::Backward), 2 * fwd);
+  EXPECT_EQ(shape(g, "layer0.attn.q.heads"), (std::vector<int64_t>{B * H, S, D / H}));
+  EXPECT_EQ(shape(g, "layer1.attn.scores"), (std::vector<int64_t>{B * H, S, S}));
+  EXPECT_EQ(shape(g, "layer1.ffn.gelu"), (std::vector<int64_t>{T, F}));
+  EXPECT_EQ(shape(g, "logits"), (std::vector<int64_t>{T, V}));
+  EXPECT_EQ(shape(g, "embedding.grad"), (std::vector<int64_t>{V, D}));
+  EXPECT_EQ(shape(g, "layer0.ffn.w1.m"), (std::vector<int64_t>{D, F}));  // Adam state by default
+  // Parameters: embedding, unembedding, final LN, and per layer 4 D^2 + 2 D F + F + D + 4 D (LN).
+  double params = 0;
+  for (const auto& t : g.tensors())
+    if (t.role == TensorRole::Parameter) params += static_cast<double>(t.elements());
+  EXPECT_DOUBLE_EQ(params, 2.0 * V * D + 2 * D + L * (4.0 * D * D + 2.0 * D * F + F + D + 4.0 * D));
+}
+
+TEST(GraphTest, EveryOpHasACostAndEveryComputeOpAKernel) {
+  ModelGraph g = build("  model: transformer\n  layers: 1\n  d_model: 16\n  d_ff: 32\n  heads: 2\n  vocab: 10\n"
+                       "  seq_len: 4\n  batch: 2\n");
+  for (const Op& op : g.ops()) {
+    const OpKindDef* d = find_op_kind(op.kind);
+    ASSERT_NE(d, nullptr) << op.name;
+    EXPECT_NE(d->cost, nullptr) << op.name;
+    EXPECT_NE(d->kernel, nullptr) << op.name;
+    OpCost c = op_cost(g, op);
+    EXPECT_GT(c.bytes_read + c.bytes_written, 0) << op.name;
+  }
+}
+
+TEST(GraphTest, TopologicalOrderIsDeterministicAndValid) {
+  ModelGraph g = build("  model: transformer\n  layers: 2\n  d_model: 16\n  d_ff: 32\n  heads: 2\n  vocab: 10\n"
+                       "  seq_len: 4\n  batch: 2\n");
+  auto a = g.topological_order(), b = g.topological_order();
+  EXPECT_EQ(a, b);
+  ASSERT_EQ(a.size(), g.num_ops());
+  std::vector<int> pos(g.num_ops());
+  for (size_t i = 0; i < a.size(); ++i) pos[a[i]] = static_cast<int>(i);
+  for (size_t v = 0; v < g.num_ops(); ++v)
+    for (OpId p : g.predecessors(static_cast<OpId>(v))) EXPECT_LT(pos[p], pos[v]);
+  // Construction order is already topological, so the order keeps it.
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], static_cast<OpId>(i));
+}
+
+TEST(GraphTest, GradientsAccumulateForTensorsUsedTwice) {
+  ModelGraph g = build("  model: transformer\n  layers: 1\n  d_model: 16\n  d_ff: 32\n  heads: 2\n  vocab: 10\n"
+                       "  seq_len: 4\n  batch: 2\n");
+  // The residual stream feeds both the attention block and the residual add: its gradient is a sum.
+  int sums = 0;
+  for (const Op& op : g.ops()) sums += op.kind == OpKind::Add && op.phase == Phase::Backward;
+  EXPECT_GE(sums, 2);
+}

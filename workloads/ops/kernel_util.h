@@ -1,0 +1,51 @@
+// Internal helpers for op kernels and gradient rules in workloads/ops/.
+#pragma once
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "sim/common/error.h"
+#include "workloads/ops/op_kind.h"
+
+namespace podsim::ops {
+
+inline const Tensor& in(const TensorStore& s, const Op& op, size_t i) { return s.get(op.inputs.at(i)); }
+
+// A zero tensor shaped like output `i` of `op`.
+inline Tensor out_like(const ModelGraph& g, const Op& op, size_t i = 0) { return Tensor(g.tensor(op.outputs.at(i)).shape); }
+
+// Stores output `i`, rounding to bf16 when the output tensor is bf16.
+inline void put(const ModelGraph& g, const Op& op, TensorStore& s, Tensor t, size_t i = 0) {
+  if (g.tensor(op.outputs.at(i)).dtype == DType::BF16)
+    for (float& x : t.data) x = round_bf16(x);
+  s.put(op.outputs.at(i), std::move(t));
+}
+
+inline int64_t elements(const ModelGraph& g, TensorId t) { return g.tensor(t).elements(); }
+inline int64_t last_dim(const ModelGraph& g, TensorId t) { return g.tensor(t).shape.back(); }
+
+// Cost of an op on the vector unit: `per` operation counts per element of its largest output.
+inline OpCost vpu_cost(const ModelGraph& g, const Op& op, double simple, double transcendental = 0,
+                       double divide = 0, double reduce = 0, double flops_per_element = -1) {
+  OpCost c;
+  c.unit = Unit::Vpu;
+  double n = 0;
+  for (TensorId t : op.outputs) n = std::max(n, static_cast<double>(elements(g, t)));
+  for (TensorId t : op.inputs) n = std::max(n, static_cast<double>(elements(g, t)));
+  c.vector.elements = n;
+  c.vector.simple = simple;
+  c.vector.transcendental = transcendental;
+  c.vector.divide = divide;
+  c.vector.reduce = reduce;
+  c.flops = n * (flops_per_element >= 0 ? flops_per_element : simple + transcendental + divide + reduce);
+  c.bytes_read = input_bytes(g, op);
+  c.bytes_written = output_bytes(g, op);
+  return c;
+}
+
+inline void check(bool ok, const Op& op, const std::string& what) {
+  if (!ok) throw Error(Err::Internal, "op '" + op.name + "': " + what);
+}
+
+}  // namespace podsim::ops

@@ -1,0 +1,131 @@
+#include "workloads/reference.h"
+
+#include <cmath>
+#include <algorithm>
+#include <limits>
+#include <random>
+
+#include "sim/common/error.h"
+#include "workloads/op_def.h"
+
+namespace podsim {
+namespace {
+
+// Values depend only on (seed, tensor name), never on graph order: a tensor keeps its values when a strategy
+// rebuilds the graph around it.
+uint64_t tensor_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ull ^ (seed * 0x9e3779b97f4a7c15ull);
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+class Rng {
+ public:
+  explicit Rng(uint64_t s) : m_gen(s) {}
+  double uniform() { return static_cast<double>(m_gen() >> 11) * (1.0 / 9007199254740992.0); }
+  // Box-Muller, so values do not depend on the standard library's distribution implementation.
+  double normal() {
+    double u1 = uniform(), u2 = uniform();
+    if (u1 < 1e-300) u1 = 1e-300;
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+
+ private:
+  std::mt19937_64 m_gen;
+};
+
+// How a parameter is used decides its initial values.
+enum class Init { Normal, Ones, Zeros };
+
+Init param_init(const ModelGraph& g, TensorId t, double& std_dev) {
+  std_dev = 0.02;
+  for (OpId c : g.consumers(t)) {
+    const Op& op = g.op(c);
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      if (op.inputs[i] != t) continue;
+      if (op.kind == OpKind::LayerNorm) return i == 1 ? Init::Ones : Init::Zeros;
+      if (op.kind == OpKind::BiasAdd && i == 1) return Init::Zeros;
+      if (op.kind == OpKind::Embedding && i == 0) {
+        std_dev = 1.0;
+        return Init::Normal;
+      }
+      if (op.kind == OpKind::MatMul) {
+        const auto& s = g.tensor(t).shape;
+        std_dev = 1.0 / std::sqrt(static_cast<double>(s.size() >= 2 ? s[s.size() - 2] : s[0]));
+        return Init::Normal;
+      }
+    }
+  }
+  return Init::Normal;
+}
+
+// The exclusive upper bound of integer values a tensor must hold: the rows of the table it indexes, or the
+// classes of the loss it labels.
+int64_t id_range(const ModelGraph& g, TensorId t) {
+  for (OpId c : g.consumers(t)) {
+    const Op& op = g.op(c);
+    if (op.kind == OpKind::Embedding && op.inputs[1] == t) return g.tensor(op.inputs[0]).shape.front();
+    if (op.kind == OpKind::SoftmaxCrossEntropy && op.inputs[1] == t) return g.tensor(op.inputs[0]).shape.back();
+  }
+  return 2;
+}
+
+}  // namespace
+
+void init_step_inputs(const ModelGraph& g, TensorStore& store, uint64_t seed) {
+  store.resize(g.num_tensors());
+  for (size_t i = 0; i < g.num_tensors(); ++i) {
+    TensorId id = static_cast<TensorId>(i);
+    if (g.producer(id) >= 0) continue;
+    const TensorInfo& info = g.tensor(id);
+    Tensor t(info.shape);
+    Rng rng(tensor_seed(seed, info.name));
+    switch (info.role) {
+      case TensorRole::Parameter: {
+        double sd;
+        Init how = param_init(g, id, sd);
+        for (float& x : t.data) x = how == Init::Ones ? 1.0f : how == Init::Zeros ? 0.0f : static_cast<float>(sd * rng.normal());
+        break;
+      }
+      case TensorRole::OptimizerState: break;  // zeros
+      default: {
+        if (info.dtype == DType::I32) {
+          int64_t range = id_range(g, id);
+          for (float& x : t.data) x = static_cast<float>(std::min<int64_t>(range - 1, static_cast<int64_t>(rng.uniform() * range)));
+        } else {
+          for (float& x : t.data) x = static_cast<float>(rng.normal());
+        }
+      }
+    }
+    if (info.dtype == DType::BF16)
+      for (float& x : t.data) x = round_bf16(x);
+    store.put(id, std::move(t));
+  }
+}
+
+void run_reference(const ModelGraph& g, TensorStore& store) {
+  store.resize(g.num_tensors());
+  for (OpId id : g.topological_order()) {
+    const Op& op = g.op(id);
+    if (is_communication(op.kind))
+      throw Error(Err::Internal, "the reference executor runs one device; op '" + op.name + "' communicates");
+    run_op(g, op, store);
+  }
+}
+
+void apply_updates(const ModelGraph& g, TensorStore& store) {
+  for (size_t i = 0; i < g.num_tensors(); ++i) {
+    const TensorInfo& t = g.tensor(static_cast<TensorId>(i));
+    if (t.role == TensorRole::Updated && t.updates >= 0 && store.has(static_cast<TensorId>(i)))
+      store.put(t.updates, store.get(static_cast<TensorId>(i)));
+  }
+}
+
+double step_loss(const ModelGraph& g, const TensorStore& store) {
+  for (size_t i = 0; i < g.num_tensors(); ++i)
+    if (g.tensor(static_cast<TensorId>(i)).role == TensorRole::Loss && store.has(static_cast<TensorId>(i)))
+      return store.get(static_cast<TensorId>(i)).data.at(0);
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace podsim

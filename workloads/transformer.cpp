@@ -1,0 +1,89 @@
+// workload.model: transformer — a decoder-style Transformer training step:
+//   token ids[B*S] -> embedding[vocab, d_model]
+//   per layer (pre-LN):  x = x + Wo . merge(softmax(q k^T / sqrt(d_head), causal) v),  q,k,v = LN1(x) Wq/Wk/Wv
+//                        x = x + W2 . gelu(W1 . LN2(x) + b1) + b2
+//   final LN -> logits = x W_out [d_model, vocab] -> mean softmax cross-entropy against labels[B*S]
+//   -> backward -> optimizer.
+// There is no positional embedding (causal attention still tells positions apart); it would not change the cost
+// figures, which are dominated by the matmuls.
+#include <cmath>
+
+#include "sim/common/text.h"
+#include "workloads/i_workload.h"
+#include "workloads/training.h"
+
+namespace podsim {
+namespace {
+
+class TransformerWorkload : public IWorkload {
+ public:
+  std::vector<ParamSpec> params() const override {
+    std::vector<ParamSpec> p = {
+        ParamSpec::integer("workload.layers", "Transformer layers.").range(1, 10000),
+        ParamSpec::integer("workload.d_model", "Model (embedding) width.").range(1, 1LL << 20),
+        ParamSpec::integer("workload.d_ff", "Feed-forward hidden width.").range(1, 1LL << 22),
+        ParamSpec::integer("workload.heads", "Attention heads; must divide d_model.").range(1, 1LL << 16),
+        ParamSpec::integer("workload.vocab", "Vocabulary size.").range(2, 1LL << 24),
+        ParamSpec::integer("workload.seq_len", "Tokens per sequence.").range(1, 1LL << 20),
+        ParamSpec::integer("workload.batch", "Sequences per step.").range(1, 1LL << 20),
+        ParamSpec::boolean("workload.causal", "Causal attention mask (a decoder).").def("true"),
+    };
+    for (auto& s : training_param_specs("adam", "0.001")) p.push_back(s);
+    return p;
+  }
+
+  void validate(const ParamSet& p) const override {
+    int64_t d = p.i("workload.d_model"), h = p.i("workload.heads");
+    if (d % h != 0)
+      throw Error(Err::NotDivisible, p.where("workload.heads"),
+                  strprintf("workload.d_model = %lld is not divisible by workload.heads = %lld; each head gets "
+                            "d_model / heads features",
+                            static_cast<long long>(d), static_cast<long long>(h)),
+                  "workload.heads");
+  }
+
+  ModelGraph build(const ParamSet& p) const override {
+    const int64_t L = p.i("workload.layers"), D = p.i("workload.d_model"), F = p.i("workload.d_ff");
+    const int64_t H = p.i("workload.heads"), V = p.i("workload.vocab"), S = p.i("workload.seq_len");
+    const int64_t B = p.i("workload.batch"), T = B * S, dh = D / H;
+    const bool causal = p.b("workload.causal");
+    ModelGraph g("transformer");
+    GraphBuilder b(g, training_dtype(p));
+    TensorId ids = b.input("tokens", {T}, DType::I32);
+    TensorId labels = b.label("labels", {T});
+    TensorId x = b.embedding(b.param("embedding", {V, D}), ids, "embed");
+    for (int64_t l = 0; l < L; ++l) {
+      std::string n = "layer" + std::to_string(l);
+      TensorId h = b.layer_norm(x, b.param(n + ".ln1.gamma", {D}), b.param(n + ".ln1.beta", {D}), n + ".ln1");
+      auto proj = [&](const char* what) {
+        std::string name = n + ".attn." + what;
+        return b.split_heads(b.matmul(h, b.param(name + ".w", {D, D}), name), B, S, H, name + ".heads");
+      };
+      TensorId q = proj("q"), k = proj("k"), v = proj("v");
+      TensorId scores = b.batch_matmul(q, k, n + ".attn.scores", false, true);
+      TensorId probs = b.softmax(scores, 1.0 / std::sqrt(static_cast<double>(dh)), causal, n + ".attn.softmax");
+      TensorId ctx = b.merge_heads(b.batch_matmul(probs, v, n + ".attn.context"), B, S, H, n + ".attn.merge");
+      TensorId attn = b.matmul(ctx, b.param(n + ".attn.o.w", {D, D}), n + ".attn.o");
+      x = b.add(x, attn, n + ".attn.residual");
+      TensorId h2 = b.layer_norm(x, b.param(n + ".ln2.gamma", {D}), b.param(n + ".ln2.beta", {D}), n + ".ln2");
+      TensorId f1 = b.bias_add(b.matmul(h2, b.param(n + ".ffn.w1", {D, F}), n + ".ffn.w1"),
+                               b.param(n + ".ffn.b1", {F}), n + ".ffn.b1");
+      TensorId act = b.gelu(f1, n + ".ffn.gelu");
+      TensorId f2 = b.bias_add(b.matmul(act, b.param(n + ".ffn.w2", {F, D}), n + ".ffn.w2"),
+                               b.param(n + ".ffn.b2", {D}), n + ".ffn.b2");
+      x = b.add(x, f2, n + ".ffn.residual");
+    }
+    TensorId hf = b.layer_norm(x, b.param("final_ln.gamma", {D}), b.param("final_ln.beta", {D}), "final_ln");
+    TensorId logits = b.matmul(hf, b.param("unembed", {D, V}), "logits");
+    TensorId loss = b.softmax_cross_entropy(logits, labels, "loss");
+    b.backward(loss);
+    b.optimizer(training_optimizer(p));
+    return g;
+  }
+};
+
+PODSIM_REGISTER_WORKLOAD(TransformerWorkload, "transformer",
+                         "Decoder Transformer (attention, FFN, layer norm, cross-entropy), a training step");
+
+}  // namespace
+}  // namespace podsim
