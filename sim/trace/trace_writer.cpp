@@ -53,15 +53,20 @@ void TraceWriter::check_open(const char* what) const {
   if (m_closed) bug(std::string(what) + " after close()");
 }
 
-TraceWriter::TrackState& TraceWriter::used_track(Track t, const char* what) {
-  if (t == 0 || t >= m_tracks.size()) bug(std::string(what) + " on track " + std::to_string(t) + ", never declared");
+// Messages are built only on failure: these checks run for every slice of a long simulation.
+TraceWriter::TrackState& TraceWriter::used_track(Track t, const char* what, const std::string& name,
+                                                 const char* relation) {
+  if (t == 0 || t >= m_tracks.size()) {
+    std::string subject = name.empty() ? std::string(what) : std::string(what) + " '" + name + "'";
+    bug(subject + relation + std::to_string(t) + ", never declared");
+  }
   return m_tracks[t];
 }
 
-TraceWriter::Track TraceWriter::parent_track(Track parent, const char* what) {
-  const TrackState& p = used_track(parent, what);
-  if (p.kind == Kind::Counter) bug(std::string(what) + " under counter track " + std::to_string(parent));
-  return parent;
+void TraceWriter::check_parent(Track parent, const char* what, const std::string& name) {
+  if (used_track(parent, what, name, " under track ").kind == Kind::Counter) {
+    bug(std::string(what) + " '" + name + "' under counter track " + std::to_string(parent));
+  }
 }
 
 TraceWriter::Track TraceWriter::add_track(Kind kind) {
@@ -82,7 +87,7 @@ TraceWriter::Track TraceWriter::process(const std::string& name, int pid, int ra
 
 TraceWriter::Track TraceWriter::child(Track parent, const std::string& name, int rank) {
   check_open("child()");
-  parent_track(parent, ("child track '" + name + "'").c_str());
+  check_parent(parent, "child track", name);
   Track t = add_track(Kind::Child);
   m_backend->child(t, parent, name, rank);
   return t;
@@ -91,7 +96,7 @@ TraceWriter::Track TraceWriter::child(Track parent, const std::string& name, int
 TraceWriter::Track TraceWriter::counter(Track parent, const std::string& name, const std::string& unit, int rank,
                                         const std::string& share_key) {
   check_open("counter()");
-  parent_track(parent, ("counter track '" + name + "'").c_str());
+  check_parent(parent, "counter track", name);
   Track t = add_track(Kind::Counter);
   m_backend->counter(t, parent, name, unit, rank, share_key);
   return t;
@@ -107,7 +112,7 @@ TraceWriter::Track TraceWriter::global(const std::string& name, int rank) {
 TraceWriter::Track TraceWriter::lane(Track parent, const std::string& name, uint64_t begin_ns, uint64_t end_ns,
                                      int rank) {
   check_open("lane()");
-  parent_track(parent, ("lane '" + name + "'").c_str());
+  check_parent(parent, "lane", name);
   if (end_ns < begin_ns) bug("lane '" + name + "' asked for an interval that ends before it begins");
   LaneGroup& group = m_lanes[std::to_string(parent) + '\0' + name];
   for (size_t i = 0; i < group.lanes.size(); ++i) {
@@ -128,7 +133,7 @@ void TraceWriter::slice(Track t, uint64_t begin_ns, uint64_t end_ns, const std::
                         const std::vector<TraceArg>& args, const std::vector<uint64_t>& flows_out,
                         const std::vector<uint64_t>& flows_in) {
   check_open("slice()");
-  TrackState& track = used_track(t, ("slice '" + name + "'").c_str());
+  TrackState& track = used_track(t, "slice", name);
   auto where = [&] {
     return "slice '" + name + "' [" + std::to_string(begin_ns) + ", " + std::to_string(end_ns) + "] on track " +
            std::to_string(t);

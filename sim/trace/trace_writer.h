@@ -95,8 +95,8 @@ class TraceWriter {
   };
 
   explicit TraceWriter(std::unique_ptr<TraceBackend> backend);
-  TrackState& used_track(Track t, const char* what);
-  Track parent_track(Track parent, const char* what);  // a declared track that may have children
+  TrackState& used_track(Track t, const char* what, const std::string& name = {}, const char* relation = " on track ");
+  void check_parent(Track parent, const char* what, const std::string& name);  // declared and not a counter
   Track add_track(Kind kind);
   void note_flow(uint64_t id, bool out, uint64_t begin_ns, const std::string& slice_name);
   void check_open(const char* what) const;
