@@ -11,7 +11,9 @@
 // JSON can (its hierarchy is only process -> thread, so deeper tracks become threads named by their path).
 //
 // The writer checks what Perfetto's importer would silently get wrong (mis-nested slices, undeclared tracks,
-// counters on slice tracks, reused flow ids) and throws Error(Err::Internal): those are simulator bugs.
+// counters on slice tracks, reused flow ids) and throws Error(Err::Internal): those are simulator bugs. So are
+// non-finite counter values and args, which JSON cannot carry. A rejected call writes nothing.
+// The file is written as the buffer fills, so any call may also throw Error(Err::OutputUnwritable).
 // Timestamps are integer ns of simulated time.
 #pragma once
 
