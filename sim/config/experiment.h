@@ -79,7 +79,7 @@ struct TraceOptions {
   std::vector<int64_t> chips;      // empty: all chips (up to max_chips)
   double from = 0;                 // seconds of simulated time
   double to = -1;                  // < 0: to the end
-  int64_t max_chips = 64;
+  int64_t max_chips = 256;
   int64_t warn_events = 4000000;
 };
 

@@ -128,9 +128,9 @@ std::vector<ParamSpec> run_param_specs() {
           .range(0, 1e6)
           .optional(),
       P::integer("run.trace.max_chips", "Pods with more chips than this write no trace unless run.trace.chips picks "
-                                        "a subset.")
+                                        "a subset (a 16 x 16 pod is traced; a 32 x 32 one is not).")
           .range(1, 1 << 18)
-          .def("64"),
+          .def("256"),
       P::integer("run.trace.warn_events", "Warn before writing a trace with more events than this.")
           .range(1, 1e12)
           .def("4000000"),

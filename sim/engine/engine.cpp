@@ -281,7 +281,9 @@ RunOutcome run_experiment(const Experiment& exp, const RunOptions& opts) {
     h << "{\n  \"wall_s\": " << strprintf("%.6f", s.wall) << ",\n  \"peak_rss_kib\": " << peak_rss_kib()
       << ",\n  \"activations\": " << s.activations << ",\n  \"activations_per_s\": "
       << strprintf("%.0f", s.wall > 0 ? static_cast<double>(s.activations) / s.wall : 0.0)
-      << ",\n  \"trace_events\": " << ts.events << ",\n  \"trace_bytes\": " << ts.bytes << "\n}\n";
+      << ",\n  \"trace\": {\"file\": \"" << ts.file << "\", \"events\": " << ts.events << ", \"slices\": " << ts.slices
+      << ", \"counter_values\": " << ts.counter_values << ", \"flows\": " << ts.flows << ", \"tracks\": " << ts.tracks
+      << ", \"bytes\": " << ts.bytes << "}\n}\n";
   }
   od.commit();
   out.out_dir = od.final_path();
