@@ -50,6 +50,7 @@ struct ChipLog {
   // Synthetic traffic received by this chip (workload.model: traffic).
   uint64_t traffic_messages = 0;
   double traffic_bytes = 0;
+  double traffic_bytes_in_window = 0;  // arrived before the injection window closed
   double traffic_latency_sum = 0;
   double traffic_latency_max = 0;
   double last_delivery = 0;

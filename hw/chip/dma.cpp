@@ -394,6 +394,7 @@ void Dma::deliver(Message&& m) {
   if (m.key.instance == kTrafficInstance) {
     ++m_log.traffic_messages;
     m_log.traffic_bytes += m.bytes;
+    if (now <= m_ctx.traffic_window) m_log.traffic_bytes_in_window += m.bytes;
     double lat = now - m.created;
     m_log.traffic_latency_sum += lat;
     m_log.traffic_latency_max = std::max(m_log.traffic_latency_max, lat);

@@ -37,6 +37,7 @@ struct PodContext {
   int64_t result_chip = 0;
   std::atomic<int64_t> ops_completed{0};  // progress, read by the watchdog thread
   MessagePool messages;                   // every message in flight
+  double traffic_window = 0;              // end of synthetic traffic injection (seconds), 0 when none
 
   // The group of `chip` for a collective over mesh `axes` (empty: every mesh axis).
   CollectiveGroup group(int64_t chip, const std::vector<std::string>& axes) const;

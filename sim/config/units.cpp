@@ -118,7 +118,7 @@ std::string format_quantity(Quantity kind, double value) {
     double back = std::strtod(buf, nullptr) * u.scale;
     if (std::fabs(back - value) > 1e-12 * std::fabs(value)) continue;
     std::string text = std::string(buf) + name;
-    if (best.empty() || text.size() < best.size()) best = text;
+    if (best.empty() || text.size() <= best.size()) best = text;  // ties: the larger unit, listed later
   }
   if (best.empty()) {
     char buf[64];

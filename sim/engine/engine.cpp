@@ -210,6 +210,8 @@ std::unique_ptr<Prepared> prepare(const Experiment& exp) {
   ctx.torus = Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap);
   ctx.result_chip = p->plan.result_chip;
   for (const Program& prog : p->plan.programs) {
+    for (const Op& op : prog.graph.ops())
+      if (op.kind == OpKind::Traffic) ctx.traffic_window = std::max(ctx.traffic_window, op.attrs.duration);
     ctx.programs.push_back(lower(prog.graph, prog.order, exp.hardware.chip));
     const ExecProgram& ep = ctx.programs.back();
     std::vector<std::vector<int32_t>> deps(ep.ops.size());

@@ -216,7 +216,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   double tbytes = 0, lat = 0, lat_max = 0;
   for (const auto& chip : chips) {
     msgs += chip->log().traffic_messages;
-    tbytes += chip->log().traffic_bytes;
+    tbytes += chip->log().traffic_bytes_in_window;
     lat += chip->log().traffic_latency_sum;
     lat_max = std::max(lat_max, chip->log().traffic_latency_max);
   }
@@ -226,6 +226,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
     j["traffic"] = {{"pattern", e.params.s("workload.pattern")},
                     {"offered_load", e.params.f("workload.rate")},
                     {"messages", msgs},
+                    // Bytes that arrived within the injection window, per chip, as a fraction of one link.
                     {"accepted_throughput", r6(tbytes / (static_cast<double>(chips.size()) * window * link_bw))},
                     {"average_latency_s", msgs ? lat / static_cast<double>(msgs) : 0.0},
                     {"max_latency_s", lat_max}};

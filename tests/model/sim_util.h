@@ -15,8 +15,9 @@
 
 namespace podsim::test {
 
-// {"error": id, "message": text} when the run fails with an Error, else the summary.
-inline nlohmann::json simulate_in_child(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+// Runs `body` in a forked child and returns the JSON it produced; {"error": id, "message": text} when it throws.
+template <class Body>
+nlohmann::json in_child(Body body) {
   int fds[2];
   if (pipe(fds) != 0) return {{"error", "pipe"}};
   pid_t pid = fork();
@@ -24,10 +25,7 @@ inline nlohmann::json simulate_in_child(const std::string& yaml, const std::vect
     close(fds[0]);
     std::string out;
     try {
-      Experiment e = load_experiment_text(yaml, "test.yaml", {sets});
-      std::unique_ptr<Prepared> p = prepare(e);
-      Simulation s = simulate(*p);
-      out = summary_json(*p, s);
+      out = body().dump();
     } catch (const Error& e) {
       out = nlohmann::json({{"error", std::string(e.id())}, {"message", e.what()}}).dump();
     } catch (const std::exception& e) {
@@ -51,6 +49,16 @@ inline nlohmann::json simulate_in_child(const std::string& yaml, const std::vect
   waitpid(pid, &status, 0);
   if (text.empty()) return {{"error", "child died"}, {"message", "status " + std::to_string(status)}};
   return nlohmann::json::parse(text);
+}
+
+// Simulates one experiment in a child; the summary, or the error.
+inline nlohmann::json simulate_in_child(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  return in_child([&] {
+    Experiment e = load_experiment_text(yaml, "test.yaml", {sets});
+    std::unique_ptr<Prepared> p = prepare(e);
+    Simulation s = simulate(*p);
+    return nlohmann::json::parse(summary_json(*p, s));
+  });
 }
 
 inline double op_time(const nlohmann::json& op) {

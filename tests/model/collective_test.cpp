@@ -1,0 +1,231 @@
+// Collectives over the simulated torus: uncongested times against the closed forms (scaling book §6: AG = RS = V/W,
+// AR = 2V/W, W the bidirectional link bandwidth, divided by the number of axes; we use the exact ring factor
+// (N-1)/N), contention, and the numbers every chip ends with in numeric mode for every algorithm.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "collectives/reference.h"
+#include "hw/pod/pod.h"
+#include "tests/model/sim_util.h"
+
+using namespace podsim;
+using podsim::test::in_child;
+using podsim::test::simulate_in_child;
+
+namespace {
+
+std::string collective(const std::string& op, const std::string& dims, const std::string& bytes,
+                       const std::string& extra = "", const std::string& preset = "tpu-v3", bool numeric = false) {
+  return "hardware:\n  preset: " + preset + "\n  pod: {dims: " + dims + "}\nworkload:\n  model: collective\n  op: " + op +
+         "\n  bytes: " + bytes + "\n" + extra + "run: {trace: {format: \"off\"}, numeric: " + (numeric ? "true" : "false") +
+         "}\n";
+}
+
+// Step time over the closed form for a collective of `input` bytes per chip.
+double ratio(const nlohmann::json& s, const std::string& op, double input) {
+  double W = 2 * s["ici"]["link_bandwidth_Bps"].get<double>();
+  double N = s["chips"].get<double>();
+  int axes = 0;
+  for (auto d : s["pod_dims"]) axes += d.get<int>() > 1;
+  double V = op == "all_gather" ? input * N : input;
+  double closed = (op == "all_reduce" ? 2 * V / W : V / W) / axes * (N - 1) / N;
+  return s["step_time_s"].get<double>() / closed;
+}
+
+}  // namespace
+
+TEST(CollectiveTest, BidirectionalRingMatchesClosedForms) {
+  for (const char* op : {"all_gather", "reduce_scatter", "all_reduce"}) {
+    double bytes = std::string(op) == "all_gather" ? 64.0 * (1 << 20) : 1024.0 * (1 << 20);
+    auto s = simulate_in_child(collective(op, "[16, 1]", std::string(op) == "all_gather" ? "64MiB" : "1GiB"));
+    ASSERT_FALSE(s.contains("error")) << s.dump();
+    double r = ratio(s, op, bytes);
+    EXPECT_GT(r, 0.99) << op;  // never faster than the links allow
+    EXPECT_LT(r, 1.10) << op;
+  }
+}
+
+TEST(CollectiveTest, TwoDimensionalTorusMatchesClosedFormsDividedByAxes) {
+  for (const char* op : {"all_gather", "reduce_scatter", "all_reduce"}) {
+    bool ag = std::string(op) == "all_gather";
+    auto s = simulate_in_child(collective(op, "[8, 8]", ag ? "16MiB" : "1GiB"));
+    ASSERT_FALSE(s.contains("error")) << s.dump();
+    double r = ratio(s, op, ag ? 16.0 * (1 << 20) : 1024.0 * (1 << 20));
+    EXPECT_GT(r, 0.99) << op;
+    EXPECT_LT(r, 1.10) << op;
+  }
+}
+
+TEST(CollectiveTest, ThreeDimensionalTorusUsesAllAxes) {
+  auto s = simulate_in_child(collective("all_reduce", "[4, 4, 4]", "256MiB", "", "tpu-v4"));
+  ASSERT_FALSE(s.contains("error")) << s.dump();
+  double r = ratio(s, "all_reduce", 256.0 * (1 << 20));
+  EXPECT_GT(r, 0.99);
+  EXPECT_LT(r, 1.10);
+}
+
+TEST(CollectiveTest, RingBaselineIsSlowerOnTwoAxes) {
+  auto torus = simulate_in_child(collective("all_reduce", "[8, 8]", "256MiB"));
+  auto ring = simulate_in_child(collective("all_reduce", "[8, 8]", "256MiB", "  algorithm: ring\n"));
+  ASSERT_FALSE(torus.contains("error") || ring.contains("error"));
+  // The ring all-reduces the whole buffer along each axis in turn, on half of the links at a time: 2 x 2V/W x 7/8
+  // against the torus scheme's 2V/(2W) x 63/64, about 3.5 times as long.
+  double k = ring["step_time_s"].get<double>() / torus["step_time_s"].get<double>();
+  EXPECT_GT(k, 2.8);
+  EXPECT_LT(k, 3.8);
+}
+
+TEST(CollectiveTest, OpenMeshIsSlowerThanTorus) {
+  auto torus = simulate_in_child(collective("all_reduce", "[8, 1]", "256MiB"));
+  auto mesh = simulate_in_child(collective("all_reduce", "[8, 1]", "256MiB"),
+                                {"hardware.pod.wrap=[false, false]"});
+  ASSERT_FALSE(torus.contains("error") || mesh.contains("error"));
+  // Without the wrap link the ring's closing hop crosses the whole line and shares its links.
+  EXPECT_GT(mesh["step_time_s"].get<double>(), 1.5 * torus["step_time_s"].get<double>());
+}
+
+TEST(CollectiveTest, GroupsAlongOneAxisRunConcurrently) {
+  auto rows = simulate_in_child(collective("all_reduce", "[8, 8]", "64MiB", "  axes: [x]\n"));
+  auto one_row = simulate_in_child(collective("all_reduce", "[8, 1]", "64MiB"));
+  ASSERT_FALSE(rows.contains("error") || one_row.contains("error"));
+  // Eight row groups use disjoint links: as fast as a single row.
+  EXPECT_NEAR(rows["step_time_s"].get<double>() / one_row["step_time_s"].get<double>(), 1.0, 0.02);
+}
+
+TEST(CollectiveTest, ContentionRaisesLatencyUnderLoad) {
+  auto light = simulate_in_child(
+      "hardware:\n  preset: tpu-v3\n  pod: {dims: [8, 8]}\nworkload:\n  model: traffic\n  pattern: uniform\n"
+      "  rate: 0.05\n  message: 4KiB\n  duration: 50us\nrun: {trace: {format: \"off\"}}\n");
+  auto heavy = simulate_in_child(
+      "hardware:\n  preset: tpu-v3\n  pod: {dims: [8, 8]}\nworkload:\n  model: traffic\n  pattern: uniform\n"
+      "  rate: 1.5\n  message: 4KiB\n  duration: 50us\nrun: {trace: {format: \"off\"}}\n");
+  ASSERT_FALSE(light.contains("error") || heavy.contains("error"));
+  double zero_load = 4 * 1e-6 + 4096 / 100e9;  // about 4 hops on an 8 x 8 torus
+  double l = light["traffic"]["average_latency_s"].get<double>();
+  double h = heavy["traffic"]["average_latency_s"].get<double>();
+  EXPECT_LT(l, 1.5 * zero_load);
+  EXPECT_GT(h, 2 * l);
+  EXPECT_NEAR(light["traffic"]["accepted_throughput"].get<double>(), 0.05, 0.01);
+  // Uniform traffic saturates an 8 x 8 torus near one link's worth per chip (four links, about four hops): beyond
+  // it, the network accepts less than is offered.
+  EXPECT_LT(heavy["traffic"]["accepted_throughput"].get<double>(), 1.35);
+}
+
+// ---- numerics -------------------------------------------------------------------------------------------------
+
+namespace {
+
+// Runs a numeric collective and compares every chip's output with collectives/reference.h's expected result.
+nlohmann::json check_numerics(const std::string& yaml) {
+  return in_child([&] {
+    Experiment e = load_experiment_text(yaml, "test.yaml");
+    std::unique_ptr<Prepared> p = prepare(e);
+    Simulation s = simulate(*p);
+    const ModelGraph& g = p->plan.programs[0].graph;
+    const Op& op = g.op(0);
+    auto& chips = s.pod->chips();
+    CollectiveGroup grp0 = p->ctx->group(0, op.attrs.axes);
+    double worst = 0;
+    int64_t checked = 0;
+    // Check every group: members in rank order.
+    std::vector<bool> seen(chips.size(), false);
+    for (size_t c = 0; c < chips.size(); ++c) {
+      if (seen[c]) continue;
+      CollectiveGroup grp = p->ctx->group(static_cast<int64_t>(c), op.attrs.axes);
+      std::vector<int64_t> members;
+      std::vector<std::vector<float>> in;
+      for (int64_t r = 0; r < grp.shape.size(); ++r) {
+        int64_t chip = grp.chip_of(r, p->ctx->torus);
+        members.push_back(chip);
+        seen[chip] = true;
+        in.push_back(chips[chip]->store().get(op.inputs[0]).data);
+      }
+      CollectiveRequest req;
+      req.kind = collective_of(op.kind);
+      req.group = grp.shape;
+      req.elements = g.tensor(op.inputs[0]).elements();
+      req.shift = op.attrs.shift;
+      req.root = op.attrs.root;
+      auto want = expected_result(req, in);
+      for (size_t r = 0; r < members.size(); ++r) {
+        const auto& got = chips[members[r]]->store().get(op.outputs[0]).data;
+        if (got.size() != want[r].size()) return nlohmann::json({{"error", "size"}, {"chip", members[r]}});
+        for (size_t i = 0; i < got.size(); ++i) {
+          worst = std::max(worst, std::fabs(got[i] - want[r][i]) / (1.0 + std::fabs(want[r][i])));
+          ++checked;
+        }
+      }
+    }
+    (void)grp0;
+    return nlohmann::json({{"worst", worst}, {"checked", checked}});
+  });
+}
+
+}  // namespace
+
+// fp32 tolerance: every element within 1e-5 relative of the exact (double) result; inputs are normal(0, 1).
+constexpr double kTol = 1e-5;
+
+TEST(CollectiveNumericsTest, AllReduceEqualsTheExactSumOnEveryChipForEveryAlgorithm) {
+  for (const char* algo : {"torus", "ring"}) {
+    for (const char* dims : {"[4, 2]", "[3, 1]", "[2, 2]"}) {
+      auto r = check_numerics(collective("all_reduce", dims, "96KiB", std::string("  algorithm: ") + algo + "\n",
+                                         "tpu-v3", true));
+      ASSERT_FALSE(r.contains("error")) << r.dump();
+      EXPECT_LT(r["worst"].get<double>(), kTol) << algo << " " << dims;
+      EXPECT_GT(r["checked"].get<int64_t>(), 0);
+    }
+  }
+  auto r3 = check_numerics(collective("all_reduce", "[2, 2, 2]", "96KiB", "", "tpu-v4", true));
+  ASSERT_FALSE(r3.contains("error")) << r3.dump();
+  EXPECT_LT(r3["worst"].get<double>(), kTol);
+}
+
+TEST(CollectiveNumericsTest, EveryCollectiveDeliversTheRightData) {
+  for (const char* op : {"reduce_scatter", "all_gather", "all_to_all", "collective_permute", "broadcast"}) {
+    for (const char* algo : {"", "ring"}) {
+      if (std::string(algo) == "ring" && (std::string(op) == "all_to_all" || std::string(op) == "collective_permute"))
+        continue;
+      std::string extra = std::string(algo).empty() ? "" : std::string("  algorithm: ") + algo + "\n";
+      if (std::string(op) == "broadcast") extra += "  root: 5\n";
+      if (std::string(op) == "collective_permute") extra += "  shift: 3\n";
+      auto r = check_numerics(collective(op, "[4, 2]", "64KiB", extra, "tpu-v3", true));
+      ASSERT_FALSE(r.contains("error")) << op << " " << r.dump();
+      EXPECT_LT(r["worst"].get<double>(), kTol) << op << " " << algo;
+    }
+  }
+}
+
+TEST(CollectiveNumericsTest, GroupsAlongOneAxisReduceOnlyTheirRow) {
+  auto r = check_numerics(collective("all_reduce", "[4, 2]", "32KiB", "  axes: [x]\n", "tpu-v3", true));
+  ASSERT_FALSE(r.contains("error")) << r.dump();
+  EXPECT_LT(r["worst"].get<double>(), kTol);
+}
+
+TEST(CollectiveNumericsTest, AllToAllDeliversEveryChunkToTheRightChip) {
+  // Each chip's input block j holds (chip * 1000 + j): after the all-to-all, chip r's block i must hold i * 1000 + r.
+  auto r = in_child([] {
+    Experiment e = load_experiment_text(collective("all_to_all", "[4, 2]", "8KiB", "", "tpu-v3", true), "t.yaml");
+    std::unique_ptr<Prepared> p = prepare(e);
+    // Replace the random inputs before the simulation starts: the chips initialise their inputs in their constructor.
+    Simulation s;
+    s.pod = std::make_unique<Pod>(*p->ctx);
+    const ModelGraph& g = p->plan.programs[0].graph;
+    const int64_t n = g.tensor(0).elements(), B = n / 8;
+    for (auto& chip : s.pod->chips()) {
+      auto& data = chip->store().get_mut(0).data;
+      for (int64_t i = 0; i < n; ++i) data[i] = static_cast<float>(chip->id() * 1000 + i / B);
+    }
+    sc_core::sc_start();
+    int64_t wrong = 0;
+    for (auto& chip : s.pod->chips()) {
+      const auto& out = chip->store().get(1).data;
+      for (int64_t i = 0; i < n; ++i) wrong += out[i] != static_cast<float>((i / B) * 1000 + chip->id());
+    }
+    return nlohmann::json({{"wrong", wrong}, {"elements", n * 8}});
+  });
+  ASSERT_FALSE(r.contains("error")) << r.dump();
+  EXPECT_EQ(r["wrong"].get<int64_t>(), 0);
+  EXPECT_EQ(r["elements"].get<int64_t>(), 8 * 2048);
+}

@@ -1,0 +1,72 @@
+// Units contend for HBM: an HBM-bound vector op slows down when an MXU op streams its operands at the same time,
+// and it lands on the memory side of the roofline. The workload is registered by this test binary only.
+#include <gtest/gtest.h>
+
+#include "tests/model/sim_util.h"
+#include "workloads/builder.h"
+#include "workloads/i_workload.h"
+
+using namespace podsim;
+using podsim::test::op_time;
+using podsim::test::simulate_in_child;
+
+namespace {
+
+// A big elementwise add (HBM-bound) and, when workload.with_matmul, an independent GEMV-like matmul whose weights
+// stream from HBM at the same time (the sequencer overlaps them: different units, no dependency).
+class ContentionWorkload : public IWorkload {
+ public:
+  std::vector<ParamSpec> params() const override {
+    return {ParamSpec::boolean("workload.with_matmul", "Also run an independent matmul.").def("false")};
+  }
+  ModelGraph build(const ParamSet& p) const override {
+    ModelGraph g("contention");
+    GraphBuilder b(g, DType::BF16);
+    TensorId x = b.input("x", {64 << 20}, DType::BF16);
+    TensorId y = b.input("y", {64 << 20}, DType::BF16);
+    if (p.b("workload.with_matmul")) b.matmul(b.input("a", {64, 8192}, DType::BF16), b.param("w", {8192, 8192}), "mm");
+    b.add(x, y, "add");
+    return g;
+  }
+};
+
+PODSIM_REGISTER_WORKLOAD(ContentionWorkload, "test_contention", "Test: an HBM-bound add, optionally with a matmul");
+
+const char* kYaml = "hardware: {preset: tpu-v3}\nworkload: {model: test_contention}\nrun: {trace: {format: \"off\"}}\n";
+
+const nlohmann::json& op_named(const nlohmann::json& s, const std::string& name) {
+  for (const auto& o : s["ops"])
+    if (o["name"] == name) return o;
+  static nlohmann::json none;
+  return none;
+}
+
+}  // namespace
+
+TEST(ContentionTest, MemoryBoundOpRunsAtHbmSpeed) {
+  auto s = simulate_in_child(kYaml);
+  ASSERT_FALSE(s.contains("error")) << s.dump();
+  const auto& add = op_named(s, "add");
+  double bytes = add["bytes"].get<double>();
+  EXPECT_DOUBLE_EQ(bytes, 3.0 * 2 * (64 << 20));  // read x and y, write the sum, bf16
+  double hbm_time = bytes / 900e9;
+  EXPECT_NEAR(op_time(add) / hbm_time, 1.0, 0.05);
+  // Its vector work would take a fraction of that: the op sits on the memory side of the roofline.
+  double compute = add["cycles"].get<double>() / s["clock_hz"].get<double>();
+  EXPECT_LT(compute, 0.3 * op_time(add));
+}
+
+TEST(ContentionTest, ConcurrentMatmulSlowsTheMemoryBoundOp) {
+  auto alone = simulate_in_child(kYaml);
+  auto shared = simulate_in_child(kYaml, {"workload.with_matmul=true"});
+  ASSERT_FALSE(alone.contains("error") || shared.contains("error"));
+  const auto& a = op_named(alone, "add");
+  const auto& b = op_named(shared, "add");
+  const auto& mm = op_named(shared, "mm");
+  // The two ops overlap in time...
+  EXPECT_LT(mm["start_ns"].get<double>(), b["end_ns"].get<double>());
+  EXPECT_LT(b["start_ns"].get<double>(), mm["end_ns"].get<double>());
+  // ...and share HBM, so the add takes longer than alone, while its own work is unchanged.
+  EXPECT_EQ(a["cycles"], b["cycles"]);
+  EXPECT_GT(op_time(b), 1.1 * op_time(a));
+}
