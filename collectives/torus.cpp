@@ -11,6 +11,7 @@
 // n / size elements, rank = x + X·(y + Y·z) over the group's axes); the rotated orders keep that layout by
 // exchanging strided block sets (collectives/ring_steps.h).
 #include <algorithm>
+#include <cmath>
 
 #include "collectives/ring_steps.h"
 #include "sim/common/error.h"
@@ -85,6 +86,20 @@ Schedule ring_family_schedule(const CollectiveRequest& req, int64_t rank, bool r
   const int64_t want = 2 * std::max<int64_t>(1, rotate ? static_cast<int64_t>(axes.size()) : 1);
   const int64_t chunk = req.chunk_elements;
   Schedule s;
+  // Reserve what the rings will add (each phase: n - 1 steps of chunked sends and receives), so the task table is
+  // allocated once: for a large pod these tables are most of the simulator's memory.
+  {
+    double per_part = 0, data = static_cast<double>(n) / static_cast<double>(std::max<int64_t>(1, want));
+    for (int a : axes) {
+      double d = static_cast<double>(g.dims[a]);
+      double chunks = chunk > 0 ? std::ceil(data / d / static_cast<double>(chunk)) + 1 : 1;
+      per_part += (d - 1) * chunks * 2;
+      data /= d;
+    }
+    size_t estimate = static_cast<size_t>(per_part * 2 * static_cast<double>(want)) + 8;
+    s.tasks.reserve(estimate);
+    s.deps.reserve(estimate * 2);
+  }
   switch (req.kind) {
     case CollectiveKind::AllReduce: {
       s.output_elements = n;
