@@ -8,6 +8,7 @@
 #include "sim/cli/commands.h"
 #include "sim/common/error.h"
 #include "sim/common/plugins.h"
+#include "sim/engine/output_dir.h"
 
 using namespace podsim;
 
@@ -88,5 +89,6 @@ int sc_main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 1);
+  podsim::install_interrupt_cleanup();  // before any other thread starts
   return sc_core::sc_elab_and_sim(argc, argv);
 }

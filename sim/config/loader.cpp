@@ -99,7 +99,7 @@ std::vector<std::pair<std::string, YAML::Node>> mapping_entries(const YAML::Node
                 path);
   std::map<std::string, SourceLocation> seen;
   for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node& k = it->first;
+    const YAML::Node k = it->first;  // a copy: the iterator hands out temporaries
     SourceLocation kw = node_location(file, k);
     if (!k.IsScalar())
       throw Error(Err::WrongType, kw, "keys must be plain words" + (path.empty() ? "" : " under '" + path + "'"), path);

@@ -1,12 +1,14 @@
 #include "sim/engine/output_dir.h"
 
-#include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <thread>
 
 #include "sim/common/error.h"
 
@@ -15,35 +17,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-char g_partial[4096];  // the partial folder a signal must remove
+// The partial folder of the run in progress, for the watchdog and the interrupt thread.
+std::mutex g_mutex;
+std::string g_partial;
 
-// Recursive delete with plain system calls only, for the signal handler.
-void remove_tree(const char* path) {
-  DIR* d = opendir(path);
-  if (d) {
-    while (struct dirent* e = readdir(d)) {
-      if (std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
-      char child[4096];
-      size_t n = std::strlen(path);
-      if (n + 1 + std::strlen(e->d_name) + 1 > sizeof child) continue;
-      std::memcpy(child, path, n);
-      child[n] = '/';
-      std::strcpy(child + n + 1, e->d_name);
-      struct stat st;
-      if (lstat(child, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(child);
-      else unlink(child);
-    }
-    closedir(d);
-  }
-  rmdir(path);
-}
-
-void on_signal(int sig) {
-  if (g_partial[0]) remove_tree(g_partial);
-  const char msg[] = "podsim: interrupted; removed the partial output folder\n";
-  ssize_t ignored = write(2, msg, sizeof msg - 1);
-  (void)ignored;
-  _exit(128 + sig);
+void remove_partial_locked() {
+  if (g_partial.empty()) return;
+  std::error_code ec;
+  fs::remove_all(g_partial, ec);
+  g_partial.clear();
 }
 
 SourceLocation at(const std::string& path) {
@@ -55,8 +37,47 @@ SourceLocation at(const std::string& path) {
 }  // namespace
 
 void abandon_partial_output() {
-  if (g_partial[0]) remove_tree(g_partial);
-  g_partial[0] = 0;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  remove_partial_locked();
+}
+
+namespace {
+
+int g_signal_pipe[2] = {-1, -1};
+
+// The only thing a handler may safely do here: hand the signal number to the cleanup thread.
+void forward_signal(int sig) {
+  unsigned char b = static_cast<unsigned char>(sig);
+  ssize_t ignored = write(g_signal_pipe[1], &b, 1);
+  (void)ignored;
+}
+
+}  // namespace
+
+void install_interrupt_cleanup() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (pipe(g_signal_pipe) != 0) return;
+    std::thread([] {
+      unsigned char sig = 0;
+      while (read(g_signal_pipe[0], &sig, 1) != 1) {
+      }
+      {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        if (!g_partial.empty()) {
+          remove_partial_locked();
+          std::fprintf(stderr, "podsim: interrupted; removed the partial output folder\n");
+        }
+      }
+      std::fflush(stderr);
+      _exit(128 + sig);
+    }).detach();
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  });
 }
 
 OutputDir::OutputDir(const std::string& final_path, bool force) : m_final(final_path), m_force(force) {
@@ -91,21 +112,17 @@ OutputDir::OutputDir(const std::string& final_path, bool force) : m_final(final_
     fs::remove_all(m_partial, ec);
     throw Error(Err::OutputUnwritable, at(m_final), "cannot write into '" + parent.string() + "': permission denied");
   }
-  std::strncpy(g_partial, m_partial.c_str(), sizeof g_partial - 1);
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGHUP, &sa, nullptr);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_partial = m_partial;
 }
 
 OutputDir::~OutputDir() {
+  std::lock_guard<std::mutex> lock(g_mutex);
   if (!m_committed) {
     std::error_code ec;
     fs::remove_all(m_partial, ec);
   }
-  g_partial[0] = 0;
+  g_partial.clear();
 }
 
 void OutputDir::commit() {
@@ -117,10 +134,13 @@ void OutputDir::commit() {
     fs::rename(m_final, trash, ec);
     if (ec) throw Error(Err::OutputUnwritable, at(m_final), "cannot replace '" + m_final + "': " + ec.message());
   }
-  fs::rename(m_partial, m_final, ec);
-  if (ec) throw Error(Err::OutputUnwritable, at(m_final), "cannot create '" + m_final + "': " + ec.message());
-  m_committed = true;
-  g_partial[0] = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    fs::rename(m_partial, m_final, ec);
+    if (ec) throw Error(Err::OutputUnwritable, at(m_final), "cannot create '" + m_final + "': " + ec.message());
+    m_committed = true;
+    g_partial.clear();
+  }
   if (!trash.empty()) fs::remove_all(trash, ec);
 }
 

@@ -1,7 +1,7 @@
 // A run's output folder, written atomically: everything goes to a hidden ".<name>.partial-<pid>" sibling that is
 // renamed to the final name only when the run succeeded. A failed or interrupted run leaves nothing that looks
-// complete (SIGINT/SIGTERM also remove the partial folder; after SIGKILL it stays hidden and a later run of the
-// same name removes it).
+// complete (SIGINT/SIGTERM/SIGHUP also remove the partial folder when install_interrupt_cleanup() ran; after
+// SIGKILL it stays hidden and a later run of the same name removes it).
 #pragma once
 
 #include <string>
@@ -31,5 +31,10 @@ class OutputDir {
 
 // Removes the partial folder of the run in progress (if any); for the watchdog, which ends the process.
 void abandon_partial_output();
+
+// Call once at the start of main(): on SIGINT, SIGTERM or SIGHUP a cleanup thread removes the partial folder of the
+// run in progress and ends the process with status 128 + signal. The handler only writes the signal number to a
+// pipe the thread reads: removing a folder allocates, and the signal may have interrupted an allocation.
+void install_interrupt_cleanup();
 
 }  // namespace podsim
