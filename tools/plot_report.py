@@ -34,20 +34,35 @@ def timeline(s, out):
     plt.close(fig)
 
 
+def _unit(nbytes):
+    for name, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return name, scale
+    return "B", 1
+
+
 def memory(s, out):
+    """A stacked horizontal bar of what is live at the peak, scaled to the peak (not the capacity, which would
+    flatten a small model to nothing); the capacity is drawn only when the peak comes within reach of it."""
     m = s.get("memory")
-    fig, ax = plt.subplots(figsize=(6, 3.6))
+    fig, ax = plt.subplots(figsize=(8, 2.8))
     if m:
         parts = m["at_peak"]
         names = ["weights", "gradients", "optimizer_state", "activations", "temporaries"]
-        vals = [parts[n] / 2**30 for n in names]
-        bottom = 0
-        for n, v in zip(names, vals):
-            ax.bar(["peak"], [v], bottom=bottom, label="%s %.2f GiB" % (n.replace("_", " "), v))
-            bottom += v
-        ax.axhline(m["capacity_bytes"] / 2**30, color="red", linestyle="--", label="HBM capacity")
-        ax.set_ylabel("GiB")
-        ax.set_title("memory at the peak (op %s)" % (m["peak_op"] or "-"))
+        peak = max(sum(parts[n] for n in names), 1.0)
+        cap = m["capacity_bytes"]
+        uname, scale = _unit(max(peak, cap) if peak > 0.5 * cap else peak)
+        left = 0.0
+        for n in names:
+            v = parts[n] / scale
+            ax.barh(["HBM"], [v], left=left, label="%s %.2f %s" % (n.replace("_", " "), v, uname))
+            left += v
+        if peak > 0.5 * cap:
+            ax.axvline(cap / scale, color="red", linestyle="--", label="capacity %.2f %s" % (cap / scale, uname))
+        ax.set_xlabel(uname)
+        cu, cs = _unit(cap)
+        ax.set_title("memory at the peak (op %s): %.2f %s of %.2f %s HBM (%.1f %%)"
+                     % (m["peak_op"] or "-", peak / scale, uname, cap / cs, cu, 100 * peak / cap), fontsize=10)
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -55,20 +70,34 @@ def memory(s, out):
 
 
 def heatmap(s, out):
+    """Busy fraction per chip on the torus, one panel per unit kind. A 3-D pod is drawn as its z-planes stacked
+    vertically (row y + Y*z), with white lines between planes."""
     dims = s["pod_dims"] or [1, 1]
-    vals = s["per_chip"]["mxu_busy_fraction"]
+    pc = s["per_chip"]
     x = dims[0]
     y = dims[1] if len(dims) > 1 else 1
     z = dims[2] if len(dims) > 2 else 1
-    fig, axes = plt.subplots(1, z, figsize=(min(4 * z, 16), 3.8), squeeze=False)
-    for k in range(z):
-        grid = [[100 * vals[xi + x * (yi + y * k)] for xi in range(x)] for yi in range(y)]
-        ax = axes[0][k]
-        im = ax.imshow(grid, origin="lower", vmin=0, vmax=100, cmap="viridis")
+    panels = [("MXU", "mxu_busy_fraction"), ("VPU", "vpu_busy_fraction"), ("HBM", "hbm_busy_fraction"),
+              ("ICI links", "ici_busy_fraction")]
+    panels = [(t, k) for t, k in panels if k in pc]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels) + 1, 3.6 if z == 1 else 6), squeeze=False)
+    im = None
+    for ax, (title, key) in zip(axes[0], panels):
+        vals = pc[key]
+        grid = [[100 * vals[xi + x * (yi + y * k)] for xi in range(x)] for k in range(z) for yi in range(y)]
+        im = ax.imshow(grid, origin="lower", vmin=0, vmax=100, cmap="viridis", aspect="auto" if z > 1 else "equal")
+        mean = 100 * sum(vals) / max(len(vals), 1)
+        ax.set_title("%s busy %% (mean %.1f)" % (title, mean), fontsize=10)
         ax.set_xlabel("x")
-        ax.set_ylabel("y")
-        ax.set_title("z = %d" % k if z > 1 else "MXU busy % per chip")
-    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="MXU busy %")
+        if ax is axes[0][0]:
+            ax.set_ylabel("y" if z == 1 else "y + %d z" % y)
+        else:
+            ax.set_yticklabels([])
+        for k in range(1, z):
+            ax.axhline(k * y - 0.5, color="white", linewidth=0.8)
+    fig.suptitle("%s: busy fraction per chip on the %s pod" % (s["experiment"], " x ".join(map(str, dims))),
+                 fontsize=11)
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="busy %")
     fig.savefig(out, dpi=110)
     plt.close(fig)
 

@@ -97,7 +97,9 @@ class CollectiveWorkload : public IWorkload {
                   strprintf("workload.bytes = %.0f is not a whole number of %d-byte elements", bytes, elem),
                   "workload.bytes");
     int64_t n = static_cast<int64_t>(bytes / elem), g = group_size(p);
-    bool split = kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::AllToAll;
+    // all_reduce too: every algorithm reduces one block per chip of the group (the torus scheme reduce-scatters).
+    bool split = kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::AllToAll ||
+                 kind == CollectiveKind::AllReduce;
     if (split && n % g != 0)
       throw Error(Err::NotDivisible, p.where("workload.bytes"),
                   strprintf("%s splits each chip's %lld elements into %lld blocks (one per chip of the group); "

@@ -115,7 +115,8 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
 
   // Busy fractions, averaged over the chips that run a program.
   double mxu = 0, vpu = 0, hbm = 0, ici = 0, hbm_read = 0, hbm_write = 0, ici_bytes = 0, qwait = 0;
-  J per_mxu = J::array(), per_hbm = J::array(), per_ici = J::array();
+  J per_mxu = J::array(), per_vpu = J::array(), per_hbm_busy = J::array(), per_ici_busy = J::array();
+  J per_hbm = J::array(), per_ici = J::array();
   uint64_t stalls = 0;
   double stall_s = 0;
   for (const auto& chip : chips) {
@@ -127,6 +128,14 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
     for (double b : l.link_bytes) ib += b;
     for (double b : l.link_busy) ibusy += b;
     per_ici.push_back(ib);
+    double cv = T > 0 ? l.vpu_busy / (T * static_cast<double>(cfg.tensorcores)) : 0;
+    double ch = T > 0 ? l.hbm_busy / (T * static_cast<double>(cfg.hbm.channels)) : 0;
+    size_t links = 0;
+    for (int d = 0; d < p.ctx->torus.directions(); ++d) links += p.ctx->torus.neighbor(chip->id(), d) >= 0;
+    double ci = (T > 0 && links) ? ibusy / (T * static_cast<double>(links)) : 0;
+    per_vpu.push_back(r6(cv));
+    per_hbm_busy.push_back(r6(ch));
+    per_ici_busy.push_back(r6(ci));
     hbm_read += l.hbm_read;
     hbm_write += l.hbm_write;
     ici_bytes += ib;
@@ -135,11 +144,9 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
     stall_s += chip->stalls().total();
     if (chip->role() < 0) continue;
     mxu += cm;
-    vpu += T > 0 ? l.vpu_busy / (T * static_cast<double>(cfg.tensorcores)) : 0;
-    hbm += T > 0 ? l.hbm_busy / (T * static_cast<double>(cfg.hbm.channels)) : 0;
-    size_t links = 0;
-    for (int d = 0; d < p.ctx->torus.directions(); ++d) links += p.ctx->torus.neighbor(chip->id(), d) >= 0;
-    ici += (T > 0 && links) ? ibusy / (T * static_cast<double>(links)) : 0;
+    vpu += cv;
+    hbm += ch;
+    ici += ci;
   }
   double n_active = std::max<int64_t>(1, active);
   j["busy_fraction"] = {{"mxu", r6(mxu / n_active)}, {"vpu", r6(vpu / n_active)}, {"hbm", r6(hbm / n_active)},
@@ -233,7 +240,9 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   }
 
   j["ops"] = op_table(p, rc);
-  j["per_chip"] = {{"mxu_busy_fraction", per_mxu}, {"hbm_bytes", per_hbm}, {"ici_bytes", per_ici}};
+  j["per_chip"] = {{"mxu_busy_fraction", per_mxu}, {"vpu_busy_fraction", per_vpu},
+                   {"hbm_busy_fraction", per_hbm_busy}, {"ici_busy_fraction", per_ici_busy},
+                   {"hbm_bytes", per_hbm},         {"ici_bytes", per_ici}};
 
   // Utilization timeline of the result chip in 100 bins (for report plots).
   const int bins = 100;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <set>
 
@@ -239,11 +240,19 @@ TraceStats export_trace(const Prepared& p, const Simulation& s, const std::strin
   TracePlan plan = collect(p, s, detail_of(opt.detail), window_of(p, s));
   if (plan.chips.empty()) return out;
   out = stats_of(plan);
-  if (static_cast<int64_t>(out.events) > opt.warn_events)
+  if (static_cast<int64_t>(out.events) > opt.warn_events) {
+    // Said now, before the (long) write, and repeated in the run's notes.
+    std::cerr << strprintf("podsim: warning: writing a trace of %llu events (%llu slices, %llu counter values, "
+                           "%llu flows); this may take a while\n",
+                           static_cast<unsigned long long>(out.events), static_cast<unsigned long long>(out.slices),
+                           static_cast<unsigned long long>(out.counter_values),
+                           static_cast<unsigned long long>(out.flows))
+              << std::flush;
     out.notes.push_back(strprintf("the trace holds %llu events (more than run.trace.warn_events = %lld); the "
                                   "Perfetto UI struggles above about 4 million: narrow it with run.trace.chips, "
                                   "run.trace.from/to or run.trace.detail",
                                   static_cast<unsigned long long>(out.events), static_cast<long long>(opt.warn_events)));
+  }
   const bool json = opt.format == "json";
   std::string name = std::string("trace.") + (json ? "json" : "pftrace") + (opt.compress ? ".gz" : "");
   std::string path = dir + "/" + name;

@@ -123,6 +123,11 @@ TEST(ErrorsTest, CFG016_NotDivisible) {
                               "  vocab: 32\n  seq_len: 8\n  batch: 2\n",
                         "PODSIM-CFG-016", 8, 10);
   EXPECT_NE(r.err.find("heads"), std::string::npos);
+  // An all-reduce over 3 x 3 chips of 1 KiB (256 fp32 elements) cannot split into one block per chip.
+  auto a = expect_error("hardware:\n  preset: tpu-v3\n  pod:\n    dims: [3, 3]\n"
+                        "workload:\n  model: collective\n  op: all_reduce\n  bytes: 1KiB\n",
+                        "PODSIM-CFG-016", 8, 10);
+  EXPECT_NE(a.err.find("divisible by 36"), std::string::npos) << a.err;
 }
 
 TEST(ErrorsTest, CFG017_NotAMapping) {
