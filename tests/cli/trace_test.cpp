@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "tests/cli/cli_util.h"
+#include "tests/common/perfetto_check.h"
 
 using namespace podsim::test;
 using nlohmann::json;
@@ -22,47 +23,10 @@ const char* kNoEngine =
     "npm could not fetch Perfetto's trace processor, so the traces were NOT checked by Perfetto; see "
     "tools/perfetto_check/check";
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-struct Check {
-  int rc = -1;
-  bool no_engine = false;
-  json summary;
-  std::vector<std::string> stats;  // import problems
-  std::vector<json> rows;          // rows of every query, in order
-  std::string output;
-};
+using Check = PerfettoCheck;
 
 Check check(const std::string& trace, const std::vector<std::string>& sql = {}) {
-  std::string cmd = source_dir() + "/tools/perfetto_check/check " + shell_quote(trace);
-  for (const auto& s : sql) {
-    cmd += ' ';
-    cmd += shell_quote(s);
-  }
-  std::string err = test_dir() + "/check.err";
-  cmd += " 2>" + err;
-  Check c;
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return c;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) c.output.append(buf, n);
-  int st = pclose(f);
-  c.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::string errors = read_file(err);
-  c.no_engine = c.rc == 2 && errors.find("npm pack failed") != std::string::npos;
-  c.output += errors;
-  std::istringstream lines(c.output);
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("{", 0) == 0) c.summary = json::parse(line)["summary"];
-    if (line.rfind("STAT ", 0) == 0) c.stats.push_back(line.substr(5));
-    if (line.rfind("ROW ", 0) == 0) c.rows.push_back(json::parse(line.substr(4)));
-  }
-  return c;
+  return perfetto_check(trace, sql, test_dir() + "/check.err");
 }
 
 json host(const std::string& dir) { return json::parse(read_file(dir + "/host.json")); }

@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "tests/common/perfetto_check.h"
 #include "tests/unit/trace_fixtures.h"
 
 using namespace podsim;
@@ -22,7 +23,6 @@ using nlohmann::json;
 
 namespace {
 
-const std::string kCheck = std::string(PODSIM_SOURCE_DIR) + "/tools/perfetto_check/check";
 
 // Queries whose rows the tests compare as "pid|name" or "src|dst" pairs.
 const char* kTracksByChip =
@@ -35,19 +35,7 @@ const char* kFlows =
     "select so.name src, si.name dst from flow f join slice so on so.id = f.slice_out "
     "join slice si on si.id = f.slice_in order by so.ts";
 
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-struct CheckResult {
-  int rc = -1;
-  json summary;
-  std::vector<std::string> stats;
-  std::vector<json> rows;  // of all queries, in order
-  std::string output, errors;
-};
+using CheckResult = PerfettoCheck;
 
 class TraceCheckTest : public ::testing::Test {
  protected:
@@ -62,21 +50,8 @@ class TraceCheckTest : public ::testing::Test {
 
   // Runs the checker; sets m_skip when its engine could not be fetched.
   CheckResult check(const std::string& trace, const std::vector<std::string>& sql = {}) {
-    std::string cmd = kCheck + " " + shell_quote(trace);
-    for (const std::string& s : sql) {
-      cmd += ' ';  // appended piecewise: `" " + std::string` trips a false -Wrestrict in GCC 12
-      cmd += shell_quote(s);
-    }
-    CheckResult r;
-    std::tie(r.rc, r.output) = run(cmd + " 2>" + path("check.err"));
-    r.errors = read_file(path("check.err"));
-    if (r.rc == 2 && r.errors.find("npm pack failed") != std::string::npos) m_skip = true;
-    std::istringstream lines(r.output);
-    for (std::string line; std::getline(lines, line);) {
-      if (line.rfind("{", 0) == 0) r.summary = json::parse(line)["summary"];
-      if (line.rfind("STAT ", 0) == 0) r.stats.push_back(line.substr(5));
-      if (line.rfind("ROW ", 0) == 0) r.rows.push_back(json::parse(line.substr(4)));
-    }
+    CheckResult r = perfetto_check(trace, sql, path("check.err"));
+    if (r.no_engine) m_skip = true;
     return r;
   }
 
@@ -85,7 +60,7 @@ class TraceCheckTest : public ::testing::Test {
                            const std::vector<std::string>& sql = {}) {
     CheckResult r = check(trace, sql);
     if (m_skip) return r;
-    EXPECT_EQ(r.rc, 0) << trace << "\n" << r.output << r.errors;
+    EXPECT_EQ(r.rc, 0) << trace << "\n" << r.output;
     EXPECT_TRUE(r.stats.empty()) << trace << "\n" << r.output;
     EXPECT_EQ(r.summary.value("slices", -1), int64_t(tally.slices)) << trace;
     EXPECT_EQ(r.summary.value("counter_values", -1), int64_t(tally.counter_values)) << trace;
@@ -196,7 +171,7 @@ TEST_F(TraceCheckTest, TruncatedTracesFail) {
     std::filesystem::resize_file(trace, std::filesystem::file_size(trace) - 3);
     CheckResult r = check(trace);
     if (m_skip) GTEST_SKIP() << kNoEngine;
-    EXPECT_EQ(r.rc, 1) << trace << "\n" << r.output << r.errors;
-    EXPECT_FALSE(r.stats.empty()) << "the check failed without naming an import problem:\n" << r.output << r.errors;
+    EXPECT_EQ(r.rc, 1) << trace << "\n" << r.output;
+    EXPECT_FALSE(r.stats.empty()) << "the check failed without naming an import problem:\n" << r.output;
   }
 }
