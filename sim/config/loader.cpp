@@ -53,37 +53,53 @@ std::vector<Override> parse_overrides(const std::vector<std::string>& raw) {
   return out;
 }
 
+YAML::Node load_yaml_text(const std::string& text, const std::string& label);
+
 YAML::Node load_yaml_file(const std::string& path, const std::string& what) {
-  std::ifstream in(path);
-  if (!in) {
+  std::error_code rec;
+  // Regular files and pipes (`podsim run <(...)`); a device such as /dev/zero named as a preset or experiment would
+  // never end, and a folder is no file.
+  const fs::file_type type = fs::status(path, rec).type();
+  const bool regular = type == fs::file_type::regular || type == fs::file_type::fifo;
+  std::ifstream in;
+  if (regular) in.open(path);
+  if (!regular || !in) {
     SourceLocation w;
     w.file = path;
+    std::error_code ec;  // the throwing fs::exists fails on names the OS rejects (too long, ...)
     throw Error(Err::FileUnreadable, w, "cannot open " + what + " '" + path + "': " +
-                                            (fs::exists(path) ? "permission denied or not a file" : "no such file"));
+                                            (fs::exists(path, ec) ? "permission denied or not a file" : "no such file"));
   }
   std::stringstream ss;
   ss << in.rdbuf();
-  try {
-    return YAML::Load(ss.str());
-  } catch (const YAML::ParserException& e) {
-    SourceLocation w;
-    w.file = path;
-    w.line = e.mark.line + 1;
-    w.column = e.mark.column + 1;
-    throw Error(Err::YamlSyntax, w, "YAML syntax error: " + e.msg);
-  }
+  return load_yaml_text(ss.str(), path);
 }
 
+// One YAML document; a second one (after '---') is an error rather than silently ignored.
 YAML::Node load_yaml_text(const std::string& text, const std::string& label) {
+  SourceLocation w;
+  w.file = label;
+  std::vector<YAML::Node> docs;
   try {
-    return YAML::Load(text);
+    docs = YAML::LoadAll(text);
   } catch (const YAML::ParserException& e) {
-    SourceLocation w;
-    w.file = label;
     w.line = e.mark.line + 1;
     w.column = e.mark.column + 1;
-    throw Error(Err::YamlSyntax, w, "YAML syntax error: " + e.msg);
+    // yaml-cpp stops nesting deeper than a fixed limit with the bare message "bad file".
+    std::string msg = e.msg == "bad file" ? "nesting too deep or malformed" : e.msg;
+    throw Error(Err::YamlSyntax, w, "YAML syntax error: " + msg);
   }
+  if (docs.size() > 1) {
+    const YAML::Mark m = docs[1].Mark();
+    if (!m.is_null()) {
+      w.line = m.line + 1;
+      w.column = m.column + 1;
+    }
+    throw Error(Err::YamlSyntax, w,
+                strprintf("the file holds %zu YAML documents (separated by '---'); an experiment is one document",
+                          docs.size()));
+  }
+  return docs.empty() ? YAML::Node() : docs.front();
 }
 
 // Checks that `node` is a mapping whose keys are unique plain scalars; returns the keys in order.
@@ -181,11 +197,14 @@ std::string exe_dir() {
 }
 
 std::string find_preset(const std::string& name) {
+  // The error_code overloads: a name the OS rejects (e.g. longer than NAME_MAX, found by tools/fuzz) is simply not
+  // found, instead of an uncaught std::filesystem::filesystem_error.
+  std::error_code ec;
   if (name.find('/') != std::string::npos || (name.size() > 5 && name.substr(name.size() - 5) == ".yaml"))
-    return fs::exists(name) ? name : "";
+    return fs::is_regular_file(name, ec) ? name : "";  // not a device or a folder
   for (const auto& d : preset_dirs()) {
     fs::path p = fs::path(d) / (name + ".yaml");
-    if (fs::exists(p)) return p.string();
+    if (fs::exists(p, ec)) return p.string();
   }
   return "";
 }
@@ -531,13 +550,38 @@ Experiment load_experiment_text(const std::string& yaml, const std::string& labe
 
 // ---- resolved YAML ---------------------------------------------------------------------------------------------
 
+// A quantity spelled so that it reads back to exactly `v`. format_quantity (for people) rounds to 12 digits, so a
+// capacity of 1234567890123B was written as "1177375.68867MiB": another value, and not a whole number of bytes, so
+// the resolved file did not load (found by tools/fuzz). Use its spelling when exact, else the shortest exact one.
+static std::string exact_quantity(Quantity kind, double v) {
+  auto exact = [&](const std::string& t) {
+    QuantityParse q = parse_quantity(kind, t);
+    return q.value && *q.value == v;
+  };
+  std::string best = format_quantity(kind, v);
+  if (exact(best)) return best;
+  best = strprintf("%.17g%s", v, base_unit(kind));  // always exact
+  for (const auto& unit : units_of(kind)) {
+    QuantityParse scale = parse_quantity(kind, "1" + unit);
+    for (int digits = 12; digits <= 17 && scale.value; ++digits) {
+      std::string t = strprintf("%.*g", digits, v / *scale.value) + unit;
+      if (t.size() < best.size() && exact(t)) best = t;
+    }
+  }
+  return best;
+}
+
 static std::string yaml_scalar(const ParamSpec& spec, const ParamValue& v) {
+  if (spec.is_quantity()) return exact_quantity(spec.quantity_kind(), std::get<double>(v.data));
   std::string t = value_text(spec, v.data);
   if (spec.type == ParamType::String) {
+    // Double-quoted, with control characters escaped: a raw line break inside quotes folds into a space when the
+    // file is read back (found by tools/fuzz with a multi-line hardware.description).
     std::string q = "\"";
     for (char c : t) {
       if (c == '"' || c == '\\') q += '\\';
-      q += c;
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) q += strprintf("\\x%02x", static_cast<unsigned char>(c));
+      else q += c;
     }
     return q + "\"";
   }

@@ -268,7 +268,16 @@ ParamData parse_param_text(const ParamSpec& spec, const std::string& text, const
 std::string value_text(const ParamSpec& spec, const ParamData& data) {
   switch (spec.type) {
     case ParamType::Int: return std::to_string(std::get<int64_t>(data));
-    case ParamType::Float: return strprintf("%.12g", std::get<double>(data));
+    case ParamType::Float: {
+      // The shortest spelling that reads back to the same double, so config.resolved.yaml reproduces the run.
+      double v = std::get<double>(data);
+      std::string t;
+      for (int digits = 12; digits <= 17; ++digits) {
+        t = strprintf("%.*g", digits, v);
+        if (std::strtod(t.c_str(), nullptr) == v) break;
+      }
+      return t;
+    }
     case ParamType::Bool: return std::get<bool>(data) ? "true" : "false";
     case ParamType::String: case ParamType::Choice: return std::get<std::string>(data);
     case ParamType::IntList: {

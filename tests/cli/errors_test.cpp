@@ -43,6 +43,12 @@ int exit_of(const std::string& id) {
 TEST(ErrorsTest, CFG001_YamlSyntax) {
   auto r = expect_error(kHw + "workload: {model: matmul\n", "PODSIM-CFG-001", 4, 0);
   EXPECT_EQ(r.code, exit_of("PODSIM-CFG-001"));
+  // A second document is not silently ignored; the error points at it.
+  auto m = expect_error(kHw + kMm + "---\nrun: {seed: 3}\n", "PODSIM-CFG-001", 9, 1);
+  EXPECT_NE(m.err.find("2 YAML documents"), std::string::npos) << m.err;
+  // Nesting deeper than the YAML parser takes is a syntax error, not a crash.
+  auto d = expect_error("a: " + std::string(600, '[') + std::string(600, ']') + "\n", "PODSIM-CFG-001", 1, 0);
+  EXPECT_NE(d.err.find("nesting too deep"), std::string::npos) << d.err;
 }
 
 TEST(ErrorsTest, CFG002_UnknownKey) {
@@ -89,6 +95,9 @@ TEST(ErrorsTest, CFG009_BadChoice) {
 TEST(ErrorsTest, CFG010_UnknownPreset) {
   auto r = expect_error("hardware:\n  preset: tpu-v7\n" + kMm, "PODSIM-CFG-010", 2, 11);
   EXPECT_NE(r.err.find("tpu-v"), std::string::npos);
+  // A preset path that is a device or a folder is no preset (reading /dev/zero would never end).
+  expect_error("hardware:\n  preset: /dev/zero\n" + kMm, "PODSIM-CFG-010", 2, 11);
+  expect_error("hardware:\n  preset: /tmp/\n" + kMm, "PODSIM-CFG-010", 2, 11);
 }
 
 TEST(ErrorsTest, CFG011_UnknownWorkload) {
@@ -177,6 +186,11 @@ TEST(ErrorsTest, IO001_FileUnreadable) {
   auto p = run_podsim({"list", "workloads", "--plugin", "no/such/plugin.so"});
   EXPECT_EQ(p.code, 2);
   EXPECT_NE(p.err.find("no/such/plugin.so: error PODSIM-IO-001: cannot load plugin"), std::string::npos) << p.err;
+  for (const char* not_a_file : {"/dev/zero", "/tmp"}) {
+    auto d = run_podsim({"validate", not_a_file});
+    EXPECT_EQ(d.code, 2) << not_a_file;
+    EXPECT_NE(d.err.find("PODSIM-IO-001"), std::string::npos) << d.err;
+  }
 }
 
 TEST(ErrorsTest, IO002_OutputExists) {

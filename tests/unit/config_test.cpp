@@ -106,6 +106,14 @@ TEST(ConfigTest, ResolvedYamlRoundTrips) {
   EXPECT_EQ(resolved_yaml(again, false), resolved_yaml(e, false));
 }
 
+TEST(ConfigTest, ResolvedYamlKeepsEveryDigit) {
+  // 13+ significant digits and byte counts that are no round number of MiB read back as the same values.
+  Experiment e = load(kBase, {"run.stall.probability=0.1234567890123", "hardware.chip.hbm.capacity=1234567890123B"});
+  Experiment again = load_experiment_text(resolved_yaml(e), "exp.yaml");
+  EXPECT_EQ(again.params.f("run.stall.probability"), 0.1234567890123);
+  EXPECT_EQ(again.params.f("hardware.chip.hbm.capacity"), 1234567890123.0);
+}
+
 // ---- one test per error kind ---------------------------------------------------------------------------------
 
 TEST(ConfigErrorTest, YamlSyntax) {
