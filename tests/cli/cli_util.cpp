@@ -55,7 +55,10 @@ CliResult run_podsim(const std::vector<std::string>& args, const std::string& cw
   std::string dir = cwd.empty() ? test_dir() : cwd;
   std::string out = dir + "/.stdout", err = dir + "/.stderr";
   std::string cmd = "cd " + quote(dir) + " && " + quote(PODSIM_BINARY);
-  for (const auto& a : args) cmd += " " + quote(a);
+  for (const auto& a : args) {
+    cmd += ' ';  // appended piecewise: `" " + std::string` trips a false -Wrestrict in GCC 12
+    cmd += quote(a);
+  }
   cmd += " > " + quote(out) + " 2> " + quote(err);
   int status = std::system(cmd.c_str());
   CliResult r;
