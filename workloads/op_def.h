@@ -37,6 +37,14 @@ struct OpCost {
 };
 
 OpCost op_cost(const ModelGraph& g, const Op& op);
+
+// The GEMM a MatMul op performs, derived from its tensors: `batch` independent products of M x K @ K x N. An
+// operand that every batch entry shares (a weight) is flagged; the compiler and the MXU model read only this.
+struct GemmDims {
+  int64_t batch = 1, m = 0, k = 0, n = 0;
+  bool a_shared = false, b_shared = false;
+};
+GemmDims gemm_dims(const ModelGraph& g, const Op& op);  // throws Error(Internal) for other kinds
 inline double op_flops(const ModelGraph& g, const Op& op) { return op_cost(g, op).flops; }
 
 // Executes one compute op on real tensors: reads its inputs from `store` and puts its outputs there.

@@ -44,7 +44,7 @@ std::vector<std::vector<OpId>> fuse(const ModelGraph& g, const std::vector<OpId>
 }
 
 void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, ExecOp& e) {
-  const OpAttrs& a = op.attrs;
+  const GemmDims a = gemm_dims(g, op);
   const TensorInfo& ia = g.tensor(op.inputs[0]);
   const TensorInfo& ib = g.tensor(op.inputs[1]);
   const TensorInfo& ic = g.tensor(op.outputs[0]);
@@ -52,8 +52,7 @@ void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, ExecO
   const int64_t cores = chip.tensorcores;
   int64_t batch = a.batch, m = a.m, k = a.k, n = a.n;
   int64_t n_blocks = ceil_div(n, shape.cols);
-  bool a_shared = a.batch > 1 && ia.shape.size() == 2;
-  bool b_shared = a.batch > 1 && ib.shape.size() == 2;
+  const bool a_shared = a.a_shared, b_shared = a.b_shared;
   const char* split = "none";
   int used = 1;
   if (cores > 1 && batch >= cores) {

@@ -4,6 +4,7 @@
 // batch == 1 and both operands are rank 2.
 #include <Eigen/Core>
 
+#include "sim/common/error.h"
 #include "workloads/ops/op_kind.h"
 
 namespace podsim {
@@ -14,7 +15,7 @@ using MapC = Eigen::Map<const RowMat>;
 using Map = Eigen::Map<RowMat>;
 
 OpCost cost(const ModelGraph& g, const Op& op) {
-  const OpAttrs& a = op.attrs;
+  const GemmDims a = gemm_dims(g, op);
   OpCost c;
   c.unit = Unit::Mxu;
   c.flops = 2.0 * static_cast<double>(a.batch) * static_cast<double>(a.m) * static_cast<double>(a.k) *
@@ -100,6 +101,23 @@ std::vector<TensorId> grad(GraphBuilder& bld, const Op& op, const std::vector<Te
   }
   return out;
 }
+
+}  // namespace
+
+GemmDims gemm_dims(const ModelGraph& g, const Op& op) {
+  if (op.kind != OpKind::MatMul) throw Error(Err::Internal, "gemm_dims of non-matmul op '" + op.name + "'");
+  const OpAttrs& a = op.attrs;
+  GemmDims d;
+  d.batch = a.batch;
+  d.m = a.m;
+  d.k = a.k;
+  d.n = a.n;
+  d.a_shared = a.batch > 1 && g.tensor(op.inputs[0]).shape.size() == 2;
+  d.b_shared = a.batch > 1 && g.tensor(op.inputs[1]).shape.size() == 2;
+  return d;
+}
+
+namespace {
 
 const bool registered = register_op_kind({OpKind::MatMul, "matmul", Unit::Mxu, cost, kernel, grad});
 
