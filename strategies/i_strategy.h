@@ -1,4 +1,4 @@
-// A strategy plugin turns one logical training step into per-role SPMD programs (strategies/plan.h). One file per
+// A strategy plugin turns one logical training step into per-role SPMD programs (plan/plan.h). One file per
 // strategy under strategies/, registered by name:
 //
 //   PODSIM_REGISTER_STRATEGY(DataParallel, "data_parallel", "Replicate weights, shard batch, all-reduce grads");
@@ -12,7 +12,7 @@
 
 #include "sim/common/registry.h"
 #include "sim/config/experiment.h"
-#include "strategies/plan.h"
+#include "plan/plan.h"
 
 namespace podsim {
 

@@ -11,7 +11,7 @@
 namespace podsim {
 
 enum class OpKind : uint8_t {
-  // Matrix unit. C[b] = op(A[b]) @ op(B[b]) for b < batch; A or B may be shared across the batch (rank 2).
+  // Matrix unit: a contraction given by an einsum equation (workloads/einsum.h), e.g. "bsd,dhe->bshe".
   MatMul,
   // Elementwise on the vector unit.
   Add,          // out = a + b (same shape)
@@ -28,8 +28,6 @@ enum class OpKind : uint8_t {
   Softmax,        // over the last dimension of [G, S, S] scores, with scale alpha and optional causal mask
   SoftmaxGrad,    // inputs (dy, y) -> dx, including the scale alpha
   // Data movement.
-  SplitHeads,     // [B*S, H*D] -> [B*H, S, D]; attrs: batch (B), seq (S), heads (H)
-  MergeHeads,     // [B*H, S, D] -> [B*S, H*D]
   Embedding,      // inputs (table[V, D], ids[T] int32) -> out[T, D]
   EmbeddingGrad,  // inputs (dy[T, D], ids[T]) -> dtable[V, D] (scatter-add)
   // Loss.
@@ -53,18 +51,15 @@ const char* phase_name(Phase p);
 
 // Attributes; each kind documents which fields it reads.
 struct OpAttrs {
-  // MatMul: per-batch dims and transposes of the operands as stored.
-  int64_t batch = 1, m = 0, k = 0, n = 0;
-  bool trans_a = false, trans_b = false;
+  // MatMul: the einsum equation; sizes come from the tensors' shapes.
+  std::string equation;
   // Scale, Softmax(Grad) scale, learning rate of updates.
   double alpha = 1.0;
   // Adam and LayerNorm.
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-5;
   int64_t step = 1;
-  // Softmax.
+  // Softmax (a causal mask over the last two dimensions).
   bool causal = false;
-  // Split/MergeHeads: B, S, H.
-  int64_t seq = 0, heads = 0;
   // Communication: mesh axes of the group, algorithm (empty: the collective's default), permute shift and
   // broadcast root (rank in the group); Send/Recv peer as an absolute device id, and a tag pairing them.
   std::vector<std::string> axes;

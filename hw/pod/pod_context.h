@@ -13,18 +13,12 @@
 #include "hw/ici/message.h"
 #include "hw/topology/torus.h"
 #include "sim/config/experiment.h"
-#include "strategies/plan.h"
+#include "plan/plan.h"
 
 namespace podsim {
 
-// The group of chips one collective spans, seen from one member.
-struct CollectiveGroup {
-  GroupShape shape;
-  int64_t rank = 0;
-  std::vector<int> dims;         // torus dimension of each group axis
-  std::vector<int64_t> coords;   // this chip's torus coordinates
-  int64_t chip_of(int64_t rank, const Torus& torus) const;
-};
+// The group of chips one collective spans, seen from one member (plan/mesh.h).
+using CollectiveGroup = MeshGroup;
 
 struct PodContext {
   const Experiment* exp = nullptr;

@@ -202,7 +202,7 @@ std::unique_ptr<Prepared> prepare(const Experiment& exp) {
   if (!w || !st) throw Error(Err::Internal, "workload or strategy vanished from the registry");
   p->graph = w->build(exp.params);
   p->plan = st->plan(p->graph, p->exp);
-  validate_plan(p->plan, exp.hardware.pod.chips());
+  validate_plan(p->plan, p->graph, exp.hardware.pod.chips());
   PodContext& ctx = *p->ctx;
   ctx.exp = &p->exp;
   ctx.plan = &p->plan;

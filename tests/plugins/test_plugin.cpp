@@ -8,11 +8,7 @@ namespace {
 Plan torus_plan(const Experiment& exp, const std::string& name) {
   Plan p;
   p.strategy = name;
-  for (size_t d = 0; d < exp.hardware.pod.dims.size(); ++d) {
-    p.mesh.axis_names.push_back(std::string(1, "xyz"[d]));
-    p.mesh.axis_sizes.push_back(exp.hardware.pod.dims[d]);
-    p.mesh.axis_dim.push_back(static_cast<int>(d));
-  }
+  p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap));
   p.role_of_chip.assign(static_cast<size_t>(exp.hardware.pod.chips()), -1);
   return p;
 }

@@ -70,10 +70,12 @@ TEST(GraphTest, TransformerFlopsPerLayer) {
   double fwd = L * per_layer + 2.0 * T * D * V;
   EXPECT_DOUBLE_EQ(matmul_flops(g, Phase::Forward), fwd);
   EXPECT_DOUBLE_EQ(matmul_flops(g, Phase::Backward), 2 * fwd);
-  EXPECT_EQ(shape(g, "layer0.attn.q.heads"), (std::vector<int64_t>{B * H, S, D / H}));
-  EXPECT_EQ(shape(g, "layer1.attn.scores"), (std::vector<int64_t>{B * H, S, S}));
-  EXPECT_EQ(shape(g, "layer1.ffn.gelu"), (std::vector<int64_t>{T, F}));
-  EXPECT_EQ(shape(g, "logits"), (std::vector<int64_t>{T, V}));
+  EXPECT_EQ(shape(g, "layer0.attn.q"), (std::vector<int64_t>{B, S, H, D / H}));
+  EXPECT_EQ(shape(g, "layer0.attn.q.w"), (std::vector<int64_t>{D, H, D / H}));
+  EXPECT_EQ(shape(g, "layer0.attn.o.w"), (std::vector<int64_t>{H, D / H, D}));
+  EXPECT_EQ(shape(g, "layer1.attn.scores"), (std::vector<int64_t>{B, H, S, S}));
+  EXPECT_EQ(shape(g, "layer1.ffn.gelu"), (std::vector<int64_t>{B, S, F}));
+  EXPECT_EQ(shape(g, "logits"), (std::vector<int64_t>{B, S, V}));
   EXPECT_EQ(shape(g, "embedding.grad"), (std::vector<int64_t>{V, D}));
   EXPECT_EQ(shape(g, "layer0.ffn.w1.m"), (std::vector<int64_t>{D, F}));  // Adam state by default
   // Parameters: embedding, unembedding, final LN, and per layer 4 D^2 + 2 D F + F + D + 4 D (LN).

@@ -1,4 +1,4 @@
-// Softmax over the last dimension of attention scores [G, S, S]: y = softmax(alpha * x), with an optional causal
+// Softmax over the last dimension of attention scores [..., S, S]: y = softmax(alpha * x), with an optional causal
 // mask (query i sees keys j <= i). Its gradient: dx = alpha * y * (dy - sum(dy * y)).
 #include <limits>
 
