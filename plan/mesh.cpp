@@ -232,6 +232,14 @@ MeshGroup Mesh::group(int64_t chip, const std::vector<std::string>& axes) const 
   return g;
 }
 
+std::vector<int64_t> Mesh::members(int64_t chip, const std::vector<std::string>& axes) const {
+  Torus t(m_dims, m_wrap);
+  MeshGroup g = group(chip, axes);
+  std::vector<int64_t> out;
+  for (int64_t r = 0; r < g.shape.size(); ++r) out.push_back(g.chip_of(r, t));
+  return out;
+}
+
 std::string Mesh::describe() const {
   std::vector<std::string> parts;
   for (const auto& a : m_axes) {

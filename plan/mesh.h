@@ -70,8 +70,9 @@ class Mesh {
   int64_t index(int64_t chip, const std::vector<std::string>& axes) const;
   int64_t size(const std::vector<std::string>& axes) const;  // product of the axes' sizes
 
-  // The group of `chip` over `axes` (empty: every axis).
+  // The group of `chip` over `axes` (empty: every axis), and its chips in rank order.
   MeshGroup group(int64_t chip, const std::vector<std::string>& axes) const;
+  std::vector<int64_t> members(int64_t chip, const std::vector<std::string>& axes) const;
 
   // "data 4 (y:4/8) x model 16 (x, y:2)".
   std::string describe() const;

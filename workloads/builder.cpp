@@ -114,11 +114,13 @@ TensorId GraphBuilder::layer_norm(TensorId x, TensorId gamma, TensorId beta, con
   int64_t d = xi.shape.back();
   if (m_g.tensor(gamma).shape != std::vector<int64_t>{d} || m_g.tensor(beta).shape != std::vector<int64_t>{d})
     shape_error(name, "gamma and beta must be [" + std::to_string(d) + "]");
-  int64_t rows = xi.elements() / d;
+  // Per-row statistics, shaped like x without its last dimension.
+  std::vector<int64_t> rows(xi.shape.begin(), xi.shape.end() - 1);
+  if (rows.empty()) rows = {1};
   TensorRole role = m_phase == Phase::Backward ? TensorRole::Gradient : TensorRole::Activation;
   TensorId y = m_g.add_tensor({name, xi.shape, xi.dtype, role});
-  TensorId mean = m_g.add_tensor({name + ".mean", {rows}, DType::F32, role});
-  TensorId rstd = m_g.add_tensor({name + ".rstd", {rows}, DType::F32, role});
+  TensorId mean = m_g.add_tensor({name + ".mean", rows, DType::F32, role});
+  TensorId rstd = m_g.add_tensor({name + ".rstd", rows, DType::F32, role});
   Op op;
   op.name = name;
   op.kind = OpKind::LayerNorm;
@@ -161,6 +163,7 @@ TensorId GraphBuilder::softmax_cross_entropy(TensorId logits, TensorId labels, c
   op.name = name;
   op.kind = OpKind::SoftmaxCrossEntropy;
   op.phase = Phase::Loss;
+  op.attrs.count = li.elements() / li.shape.back();  // the mean's denominator: every row of the step
   op.inputs = {logits, labels};
   op.outputs = {loss, probs};
   m_g.add_op(op);

@@ -28,6 +28,7 @@ enum class OpKind : uint8_t {
   Softmax,        // over the last dimension of [G, S, S] scores, with scale alpha and optional causal mask
   SoftmaxGrad,    // inputs (dy, y) -> dx, including the scale alpha
   // Data movement.
+  Slice,          // a piece of one dimension: the device's shard (attrs.axes), or a static pad/crop; zero-fills
   Embedding,      // inputs (table[V, D], ids[T] int32) -> out[T, D]
   EmbeddingGrad,  // inputs (dy[T, D], ids[T]) -> dtable[V, D] (scatter-add)
   // Loss.
@@ -62,12 +63,24 @@ struct OpAttrs {
   bool causal = false;
   // Communication: mesh axes of the group, algorithm (empty: the collective's default), permute shift and
   // broadcast root (rank in the group); Send/Recv peer as an absolute device id, and a tag pairing them.
+  // all_gather / reduce_scatter gather or scatter tensor dimension `dim`; all_to_all splits `dim` and concatenates
+  // `dim2`. Slice: the dimension it cuts, and the mesh axes whose index picks the piece (none: from index 0).
   std::vector<std::string> axes;
+  int64_t dim = 0, dim2 = 0;
   std::string algorithm;
   int64_t shift = 1;
   int64_t root = 0;
   int64_t peer = -1;
   int64_t tag = 0;
+  // Means over rows (cross-entropy): the global row count to divide by (0: the rows the op sees), and the
+  // dimensions of the first input a partitioned op holds padded shards of (rows at or past `global` are padding).
+  struct Padded {
+    int dim = 0;
+    int64_t global = 0;
+    std::vector<std::string> axes;
+  };
+  int64_t count = 0;
+  std::vector<Padded> padded;
   // Traffic: pattern (uniform, transpose, neighbor), injection rate (fraction of one link's bandwidth each chip
   // offers), message size in bytes, and injection window in seconds.
   std::string pattern;

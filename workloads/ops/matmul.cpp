@@ -4,6 +4,9 @@
 // result into the output's order by copies in the numeric kernel only: layouts cost no simulated time (XLA
 // assigns layouts so that dots need no transposes).
 #include <Eigen/Core>
+#include <algorithm>
+#include <limits>
+#include <optional>
 
 #include "sim/common/error.h"
 #include "workloads/einsum.h"
@@ -130,6 +133,114 @@ std::vector<TensorId> grad(GraphBuilder& bld, const Op& op, const std::vector<Te
   return out;
 }
 
+// ---- partitioning (GSPMD's dot rule) ------------------------------------------------------------------------------
+// Each letter of the equation gets the mesh axes that split it, the same in every tensor that has it: a batch or
+// free letter splits the output too; a contracting letter split over axes leaves the output partial over them.
+// Candidates for each letter are what the operands and the wanted output already use, or nothing; the rule picks
+// the assignment (an axis used by one letter at most) with the least estimated cost: bytes the operands and the
+// output must move to get there, plus the local FLOPs at the compute-to-communication exchange rate.
+
+using LetterAxes = std::vector<std::vector<std::string>>;  // per letter (c - 'a')
+
+LetterAxes letters_of(const ShardSpec& s, const std::string& letters) {
+  LetterAxes out(26);
+  for (size_t d = 0; d < letters.size() && d < s.dims.size(); ++d) out[letters[d] - 'a'] = s.dims[d];
+  return out;
+}
+
+ShardSpec spec_of(const LetterAxes& la, const std::string& letters) {
+  ShardSpec s = ShardSpec::replicated(letters.size());
+  for (size_t d = 0; d < letters.size(); ++d) s.dims[d] = la[letters[d] - 'a'];
+  return s;
+}
+
+// Bytes a device receives to turn `from` into `to` (both settled): every dimension whose split changes, other than
+// a whole dimension becoming split (a local slice), is gathered first.
+double reshard_bytes(const ShardSpec& from, const ShardSpec& to, double global_bytes, const Mesh& m) {
+  ShardSpec mid = from;
+  double cost = 0;
+  for (size_t d = 0; d < from.dims.size(); ++d) {
+    if (from.dims[d] == to.dims[d] || from.dims[d].empty()) continue;
+    int64_t p = m.size(from.dims[d]);
+    mid.dims[d].clear();
+    cost += global_bytes / static_cast<double>(sharding::pieces(mid, m)) * static_cast<double>(p - 1) /
+            static_cast<double>(p);
+  }
+  return cost;
+}
+
+OpSharding partition(const OpShardingQuery& q) {
+  const Einsum e = Einsum::parse(q.op.attrs.equation);
+  const ShardSpec A = sharding::settled(q.in[0]), B = sharding::settled(q.in[1]);
+  const std::optional<ShardSpec> want =
+      !q.want.empty() && q.want[0] && !q.want[0]->is_partial() ? q.want[0] : std::nullopt;
+  const LetterAxes la = letters_of(A, e.lhs), lb = letters_of(B, e.rhs);
+  const LetterAxes lw = want ? letters_of(*want, e.out) : LetterAxes(26);
+  const double a_bytes = sharding::tensor_bytes(q.g, q.op.inputs[0]);
+  const double b_bytes = sharding::tensor_bytes(q.g, q.op.inputs[1]);
+  const double o_bytes = sharding::tensor_bytes(q.g, q.op.outputs[0]);
+  const std::vector<int64_t> sz = e.sizes(q.g.tensor(q.op.inputs[0]).shape, q.g.tensor(q.op.inputs[1]).shape);
+  const double flops = 2.0 * static_cast<double>(Einsum::product(sz, e.batch + e.lfree + e.contract + e.rfree));
+
+  std::string all = e.batch + e.lfree + e.rfree + e.contract;
+  std::vector<std::vector<std::vector<std::string>>> options(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    auto& o = options[i];
+    auto add = [&](const std::vector<std::string>& axes) {
+      if (std::find(o.begin(), o.end(), axes) == o.end()) o.push_back(axes);
+    };
+    const int c = all[i] - 'a';
+    add(la[c]);  // empty when the lhs does not have or split the letter
+    add(lb[c]);
+    add(lw[c]);
+    add({});
+  }
+  LetterAxes best_axes;
+  double best_cost = std::numeric_limits<double>::infinity();
+  std::vector<size_t> pick(all.size(), 0);
+  for (;;) {
+    LetterAxes cur(26);
+    std::vector<std::string> used;
+    bool valid = true;
+    for (size_t i = 0; i < all.size() && valid; ++i) {
+      const auto& axes = options[i][pick[i]];
+      for (const auto& a : axes) {
+        if (std::find(used.begin(), used.end(), a) != used.end()) valid = false;
+        used.push_back(a);
+      }
+      cur[all[i] - 'a'] = axes;
+    }
+    if (valid) {
+      const ShardSpec ra = spec_of(cur, e.lhs), rb = spec_of(cur, e.rhs), ro = spec_of(cur, e.out);
+      std::vector<std::string> partial;
+      for (char c : e.contract) partial.insert(partial.end(), cur[c - 'a'].begin(), cur[c - 'a'].end());
+      double cost = reshard_bytes(A, ra, a_bytes, q.mesh) + reshard_bytes(B, rb, b_bytes, q.mesh);
+      const double out_local = o_bytes / static_cast<double>(sharding::pieces(ro, q.mesh));
+      if (!partial.empty()) {
+        const double p = static_cast<double>(q.mesh.size(partial));
+        cost += (want ? 1.0 : 2.0) * out_local * (p - 1) / p;  // a reduce-scatter into the wanted split, or an all-reduce
+      }
+      if (want) cost += reshard_bytes(ro, *want, o_bytes, q.mesh);
+      cost += flops / static_cast<double>(q.mesh.size(used)) / q.flops_per_comm_byte;
+      if (cost < best_cost - 1e-9) {
+        best_cost = cost;
+        best_axes = cur;
+      }
+    }
+    size_t i = 0;
+    while (i < all.size() && ++pick[i] == options[i].size()) pick[i++] = 0;
+    if (i == all.size()) break;
+  }
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  r.in = {spec_of(best_axes, e.lhs), spec_of(best_axes, e.rhs)};
+  ShardSpec out = spec_of(best_axes, e.out);
+  for (char c : e.contract) out.partial.insert(out.partial.end(), best_axes[c - 'a'].begin(), best_axes[c - 'a'].end());
+  std::sort(out.partial.begin(), out.partial.end());
+  r.out = {out};
+  return r;
+}
+
 }  // namespace
 
 GemmDims gemm_dims(const ModelGraph& g, const Op& op) {
@@ -146,7 +257,7 @@ GemmDims gemm_dims(const ModelGraph& g, const Op& op) {
 
 namespace {
 
-const bool registered = register_op_kind({OpKind::MatMul, "matmul", Unit::Mxu, cost, kernel, grad});
+const bool registered = register_op_kind({OpKind::MatMul, "matmul", Unit::Mxu, cost, kernel, grad, partition});
 
 }  // namespace
 }  // namespace podsim

@@ -52,10 +52,31 @@ void softmax_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   ops::put(g, op, s, std::move(dx));
 }
 
+// ---- partitioning: any leading dimension may be split; the softmax dimension stays whole, and so does the query
+// dimension of a causal mask (the mask compares the two positions) ----
+OpSharding softmax_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  ShardSpec x = sharding::unsplit_last(q.in[0], q.op.attrs.causal ? 2 : 1);
+  r.in = {x};
+  r.out = {x};
+  return r;
+}
+
+OpSharding softmax_grad_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  ShardSpec y = sharding::unsplit_last(q.in[1], 1);
+  r.in = {y, y};
+  r.out = {y};
+  return r;
+}
+
 const bool registered =
-    register_op_kind({OpKind::Softmax, "softmax", Unit::Vpu, softmax_cost, softmax_kernel, softmax_grad}) &&
+    register_op_kind(
+        {OpKind::Softmax, "softmax", Unit::Vpu, softmax_cost, softmax_kernel, softmax_grad, softmax_rule}) &&
     register_op_kind({OpKind::SoftmaxGrad, "softmax_grad", Unit::Vpu, softmax_grad_cost, softmax_grad_kernel,
-                      nullptr});
+                      nullptr, softmax_grad_rule});
 
 }  // namespace
 }  // namespace podsim
