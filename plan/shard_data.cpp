@@ -139,7 +139,9 @@ void assemble_results(const Plan& plan, const ModelGraph& logical,
       if (plan.role_of_chip[c] == static_cast<int32_t>(r)) members.push_back(c);
     if (members.empty()) continue;
     const bool has_result_chip = plan.role_of_chip[plan.result_chip] == static_cast<int32_t>(r);
-    for (const TensorBinding& b : plan.programs[r].results) {
+    std::vector<TensorBinding> bound = plan.programs[r].inputs;
+    bound.insert(bound.end(), plan.programs[r].results.begin(), plan.programs[r].results.end());
+    for (const TensorBinding& b : bound) {
       if (out.has(b.logical)) continue;
       if (b.spec.per_device || b.spec.is_replicated()) {
         const TensorStore* s = store_of(has_result_chip ? plan.result_chip : members.front());

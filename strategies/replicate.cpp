@@ -9,7 +9,7 @@ namespace {
 
 class Replicate : public IStrategy {
  public:
-  Plan plan(const ModelGraph& g, const Experiment& exp) const override {
+  std::optional<Plan> place(const ModelGraph& g, const Experiment& exp) const override {
     Plan p;
     p.strategy = "replicate";
     p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap));

@@ -8,7 +8,7 @@ namespace {
 
 class SingleDevice : public IStrategy {
  public:
-  Plan plan(const ModelGraph& g, const Experiment& exp) const override {
+  std::optional<Plan> place(const ModelGraph& g, const Experiment& exp) const override {
     for (const Op& op : g.ops())
       if (is_communication(op.kind))
         throw Error(Err::StrategyMismatch, exp.params.where("workload.model"),

@@ -7,6 +7,7 @@
 #include "hw/timing/vpu_timing.h"
 #include "sim/common/error.h"
 #include "sim/common/text.h"
+#include "plan/shard_data.h"
 #include "workloads/reference.h"
 
 namespace podsim {
@@ -49,9 +50,10 @@ Chip::Chip(sc_core::sc_module_name name, int64_t id, PodContext& ctx)
     m_state.assign(n, 0);
     for (size_t i = 0; i < n; ++i) m_pending[i] = static_cast<int32_t>(m_prog->ops[i].deps.size());
     if (ctx.numeric) {
+      // The pod fills the store with this chip's inputs (hw/pod/pod.h); kernels that depend on where the chip
+      // sits in the mesh ask the store.
       m_store.resize(m_program->graph.num_tensors());
-      // Chip 0 draws exactly the reference executor's inputs; other chips get their own values.
-      init_step_inputs(m_program->graph, m_store, ctx.exp->run.seed + static_cast<uint64_t>(id) * 0x9e3779b9ull);
+      m_store.set_device(std::make_shared<MeshDevice>(ctx.plan->mesh, id));
     }
     SC_METHOD(kick);  // runs once at time 0
   }

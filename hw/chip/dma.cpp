@@ -148,6 +148,11 @@ void Dma::start_collective(Running& r, const Op& op) {
   r.req.chunk_elements = std::max<int64_t>(1, static_cast<int64_t>(m_ctx.exp->hardware.ici.chunk) / r.req.elem_bytes);
   r.req.shift = op.attrs.shift;
   r.req.root = op.attrs.root;
+  // An all-reduce of a count the group does not divide runs on the count padded with zeros (its blocks are
+  // equal), and the padding is dropped at the end.
+  const int64_t group = r.req.group.size();
+  if (r.req.kind == CollectiveKind::AllReduce && group > 1 && r.req.elements % group != 0)
+    r.req.elements = (r.req.elements + group - 1) / group * group;
   std::string algo_name = op.attrs.algorithm.empty() ? default_algorithm(r.req.kind) : op.attrs.algorithm;
   std::unique_ptr<ICollectiveAlgorithm> algo = CollectiveRegistry::instance().make(algo_name);
   if (!algo) throw Error(Err::Internal, "collective algorithm '" + algo_name + "' is not registered");
@@ -173,8 +178,9 @@ void Dma::start_collective(Running& r, const Op& op) {
   if (m_ctx.numeric) {
     const Tensor& data = m_store.get(op.inputs.front());
     r.buf[0] = data.data;
+    r.buf[0].resize(static_cast<size_t>(r.req.elements), 0.0f);
     int64_t out = r.sched.output_elements;
-    r.buf[1] = out == r.req.elements ? data.data : std::vector<float>(static_cast<size_t>(out), 0.0f);
+    r.buf[1] = out == r.req.elements ? r.buf[0] : std::vector<float>(static_cast<size_t>(out), 0.0f);
     r.buf[2].assign(static_cast<size_t>(r.sched.scratch_elements), 0.0f);
   }
   m_instance_op[r.instance] = r.op;
@@ -459,6 +465,8 @@ void Dma::finish_op(Running& r) {
     const Op& gop = m_graph->op(m_prog->ops[op].members.front());
     TensorId out = gop.outputs.front();
     Tensor t(m_graph->tensor(out).shape);
+    if (r.kind == OpKind::AllReduce && static_cast<int64_t>(r.buf[1].size()) > t.elements())
+      r.buf[1].resize(static_cast<size_t>(t.elements()));  // drop the padding
     if (static_cast<int64_t>(r.buf[1].size()) != t.elements())
       throw Error(Err::Internal, "collective '" + gop.name + "' produced " + std::to_string(r.buf[1].size()) +
                                      " elements for an output of " + std::to_string(t.elements()));

@@ -23,6 +23,7 @@ using CollectiveGroup = MeshGroup;
 struct PodContext {
   const Experiment* exp = nullptr;
   const Plan* plan = nullptr;
+  const ModelGraph* logical = nullptr;  // the logical step the plan's bindings refer to
   std::vector<ExecProgram> programs;                    // per role, lowered
   std::vector<std::vector<std::vector<int32_t>>> dependents;  // per role, per exec op: ops waiting on it
   Torus torus{{1, 1}, {true, true}};

@@ -102,7 +102,8 @@ struct Experiment {
   std::string source_file;  // the experiment file ("" when built in code)
   HardwareConfig hardware;
   std::string workload;     // workload.model
-  std::string strategy;     // strategy.name after resolving "auto"
+  std::string strategy;     // strategy.name after resolving "auto"; a composition as "data_parallel+spmd"
+  std::vector<std::string> strategies;  // the strategies, resolved, in the order listed
   RunConfig run;
   ParamSet params;          // every parameter, with where it came from
   std::vector<ParamSpec> specs;  // the declarations behind `params`, in declaration order

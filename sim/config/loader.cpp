@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int64_t kMaxChips = 262144;
-const std::vector<std::string> kSections = {"hardware", "workload", "strategy", "run"};
+const std::vector<std::string> kSections = {"hardware", "workload", "strategy", "mesh", "run"};
 
 struct Override {
   std::string path;
@@ -367,7 +367,7 @@ Experiment load(const YAML::Node& root, const std::string& file, const std::stri
     return file_location(file);
   };
 
-  std::string model, strategy = "auto", preset;
+  std::string model, preset;
   SourceLocation model_w, strategy_w, preset_w;
   if (!selector("workload", "model", model, model_w))
     throw Error(Err::MissingKey, section_where("workload"),
@@ -377,7 +377,44 @@ Experiment load(const YAML::Node& root, const std::string& file, const std::stri
     throw Error(Err::MissingKey, section_where("hardware"),
                 "missing required key 'hardware.preset' (one of the presets in `podsim list hardware`, or a preset "
                 "file)", "hardware.preset");
-  selector("strategy", "name", strategy, strategy_w);
+  // strategy.name: one name, or a list of strategies composed in one experiment (each owning its mesh axes).
+  std::vector<std::string> strategy_names = {"auto"};
+  {
+    std::optional<YAML::Node> node;
+    for (const auto& o : overrides)
+      if (o.path == "strategy.name") {
+        try {
+          node = YAML::Load(o.value);
+        } catch (const YAML::Exception& ex) {
+          throw Error(Err::WrongType, o.where, "strategy.name: cannot read '" + o.value + "': " + ex.msg,
+                      "strategy.name");
+        }
+        strategy_w = o.where;
+      }
+    if (!node && section.count("strategy"))
+      if (auto found = child(section["strategy"], "name")) {
+        node = *found;
+        strategy_w = node_location(file, *node);
+      }
+    if (node) {
+      strategy_names.clear();
+      if (node->IsScalar()) {
+        strategy_names.push_back(node->Scalar());
+      } else if (node->IsSequence() && node->size() > 0) {
+        for (size_t i = 0; i < node->size(); ++i) {
+          if (!(*node)[i].IsScalar())
+            throw Error(Err::WrongType, strategy_w, "strategy.name lists strategy names, e.g. [data_parallel, spmd]",
+                        "strategy.name");
+          strategy_names.push_back((*node)[i].Scalar());
+        }
+      } else {
+        throw Error(Err::WrongType, strategy_w,
+                    "strategy.name expects a strategy name or a list of them, e.g. data_parallel or "
+                    "[data_parallel, spmd]",
+                    "strategy.name");
+      }
+    }
+  }
 
   const auto* wl = WorkloadRegistry::instance().find(model);
   if (!wl)
@@ -387,14 +424,27 @@ Experiment load(const YAML::Node& root, const std::string& file, const std::stri
   std::unique_ptr<IWorkload> workload = wl->make();
   std::vector<std::string> strategies = StrategyRegistry::instance().names();
   strategies.insert(strategies.begin(), "auto");
-  if (std::find(strategies.begin(), strategies.end(), strategy) == strategies.end())
-    throw Error(Err::UnknownStrategy, strategy_w,
-                "unknown strategy '" + strategy + "' (" + suggestion(strategy, strategies) + ")", "strategy.name");
-  std::string resolved_strategy = strategy == "auto" ? workload->default_strategy() : strategy;
-  std::unique_ptr<IStrategy> strat = StrategyRegistry::instance().make(resolved_strategy);
-  if (!strat) throw Error(Err::Internal, "workload '" + model + "' names unknown default strategy " + resolved_strategy);
+  for (const std::string& strategy : strategy_names) {
+    if (std::find(strategies.begin(), strategies.end(), strategy) == strategies.end())
+      throw Error(Err::UnknownStrategy, strategy_w,
+                  "unknown strategy '" + strategy + "' (" + suggestion(strategy, strategies) + ")", "strategy.name");
+    if ((strategy == "auto" || strategy == "single_device" || strategy == "replicate") && strategy_names.size() > 1)
+      throw Error(Err::UnknownStrategy, strategy_w,
+                  "strategy '" + strategy + "' places the whole step by itself and cannot be composed with others; "
+                  "compose sharding strategies such as [data_parallel, spmd]",
+                  "strategy.name");
+    if (std::count(strategy_names.begin(), strategy_names.end(), strategy) > 1)
+      throw Error(Err::UnknownStrategy, strategy_w, "strategy '" + strategy + "' is listed twice", "strategy.name");
+  }
+  std::vector<std::string> resolved_strategies = strategy_names;
+  if (resolved_strategies.front() == "auto") resolved_strategies = {workload->default_strategy()};
+  std::vector<std::unique_ptr<IStrategy>> strats;
+  for (const std::string& s : resolved_strategies) {
+    strats.push_back(StrategyRegistry::instance().make(s));
+    if (!strats.back()) throw Error(Err::Internal, "workload '" + model + "' names unknown default strategy " + s);
+  }
 
-  L.schema = experiment_schema(model, strategy);
+  L.schema = experiment_schema(model, strategy_names);
 
   // Defaults.
   for (const auto& spec : L.schema.specs()) {
@@ -469,7 +519,8 @@ Experiment load(const YAML::Node& root, const std::string& file, const std::stri
   Experiment e;
   e.source_file = file;
   e.workload = model;
-  e.strategy = resolved_strategy;
+  e.strategies = resolved_strategies;
+  e.strategy = join(resolved_strategies, "+");
   validate_hardware(e, L);
   if (!L.values.has("run.name")) {
     SourceLocation dw;
@@ -480,7 +531,7 @@ Experiment load(const YAML::Node& root, const std::string& file, const std::stri
   e.params = L.values;
   e.specs = L.schema.specs();
   workload->validate(e.params);
-  strat->validate(e.params);
+  for (const auto& st : strats) st->validate(e.params);
   return e;
 }
 
@@ -518,23 +569,31 @@ std::vector<PresetInfo> list_presets() {
   return out;
 }
 
-Schema experiment_schema(const std::string& workload, const std::string& strategy) {
+Schema experiment_schema(const std::string& workload, const std::vector<std::string>& strategy) {
   Schema s;
   s.add_all(hardware_param_specs());
   std::vector<std::string> models = WorkloadRegistry::instance().names();
   s.add(ParamSpec::choice("workload.model", models, "The workload family; `podsim list workloads` describes each."));
   std::unique_ptr<IWorkload> w = WorkloadRegistry::instance().make(workload);
-  std::string resolved = strategy;
+  std::vector<std::string> resolved = strategy;
   if (w) {
     s.add_all(w->params());
-    if (strategy == "auto") resolved = w->default_strategy();
+    if (!resolved.empty() && resolved.front() == "auto") resolved = {w->default_strategy()};
   }
   std::vector<std::string> strategies = StrategyRegistry::instance().names();
   strategies.insert(strategies.begin(), "auto");
-  s.add(ParamSpec::choice("strategy.name", strategies,
-                          "How the step is placed on the pod; auto picks the workload's default.")
+  s.add(ParamSpec::choice_list("strategy.name", strategies,
+                               "How the step is placed on the pod: one strategy, or a list composed in one experiment "
+                               "(each owning its mesh axes); auto picks the workload's default.")
+            .one_or_more()
+            .length(1, 8)
             .def("auto"));
-  if (auto st = StrategyRegistry::instance().make(resolved)) s.add_all(st->params());
+  // Parameters of composed strategies may be shared (declared identically by several); the first declaration wins.
+  for (const std::string& name : resolved)
+    if (auto st = StrategyRegistry::instance().make(name))
+      for (auto& spec : st->params())
+        if (!s.find(spec.path)) s.add(spec);
+  s.add_all(mesh_param_specs());
   s.add_all(run_param_specs());
   return s;
 }

@@ -96,6 +96,27 @@ std::vector<ParamSpec> hardware_param_specs() {
   };
 }
 
+std::vector<ParamSpec> mesh_param_specs() {
+  using P = ParamSpec;
+  return {
+      P::text_list("mesh.axes", "Names of the logical device mesh's axes, outermost first (e.g. [data, model]); each "
+                                "strategy owns some (docs/strategies.md). [] lets a single strategy take every chip "
+                                "on its axis.")
+          .length(0, 8)
+          .def("[]"),
+      P::int_list("mesh.shape", "Size of each mesh axis; the sizes multiply to the chip count.")
+          .range(1, 1 << 18)
+          .length(0, 8)
+          .def("[]"),
+      P::text_list("mesh.placement",
+                   "Where each axis lies on the torus, one entry per axis (\"\" = automatic): the torus dimensions it "
+                   "spans, fastest first, each with the number of its coordinates it takes: \"x\", \"x,z\", \"y:8\". "
+                   "[] places every axis automatically (the last axis innermost, filling x, then y, then z).")
+          .length(0, 8)
+          .def("[]"),
+  };
+}
+
 std::vector<ParamSpec> run_param_specs() {
   using P = ParamSpec;
   using Q = Quantity;
@@ -104,6 +125,10 @@ std::vector<ParamSpec> run_param_specs() {
                           "file's name without .yaml.")
           .optional(),
       P::boolean("run.numeric", "Execute every op on real tensors as it is simulated and write tensors/*.npy.")
+          .def("false"),
+      P::boolean("run.dump_activations", "Numeric mode: also write every forward activation to tensors/.")
+          .def("false"),
+      P::boolean("run.dump_shards", "Numeric mode: also write each chip's own shards to tensors/chip<id>/.")
           .def("false"),
       P::integer("run.seed", "Seed for parameter initialisation, inputs and stall injection.")
           .range(0, 9.2e18)

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* kCollective = "hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 2]}\nworkload:\n  model: collective\n"
-                          "  op: all_reduce\n  bytes: 256KiB\nrun:\n  numeric: true\n  seed: 7\n";
+                          "  op: all_reduce\n  bytes: 256KiB\nrun:\n  numeric: true\n  dump_shards: true\n  seed: 7\n";
 const char* kTraining = "hardware: {preset: tpu-v5e}\nworkload: {model: transformer, layers: 2, d_model: 64, d_ff: 128, "
                         "heads: 4, vocab: 50, seq_len: 8, batch: 2}\nrun: {numeric: true, seed: 11}\n";
 

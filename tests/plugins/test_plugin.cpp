@@ -34,7 +34,7 @@ Program single_op(const std::string& role, OpKind kind, int64_t peer, int64_t ta
 // Chip 0 receives from chip 1, which never sends.
 class RecvWithoutSend : public IStrategy {
  public:
-  Plan plan(const ModelGraph&, const Experiment& exp) const override {
+  std::optional<Plan> place(const ModelGraph&, const Experiment& exp) const override {
     Plan p = torus_plan(exp, "test_recv_without_send");
     p.programs.push_back(single_op("recv", OpKind::Recv, 1, 7));
     p.role_of_chip[0] = 0;
@@ -45,7 +45,7 @@ class RecvWithoutSend : public IStrategy {
 // Every chip but the last joins an all-reduce over all chips; the last never does.
 class MissingMember : public IStrategy {
  public:
-  Plan plan(const ModelGraph&, const Experiment& exp) const override {
+  std::optional<Plan> place(const ModelGraph&, const Experiment& exp) const override {
     Plan p = torus_plan(exp, "test_missing_member");
     p.programs.push_back(single_op("all_reduce", OpKind::AllReduce, -1, 0));
     std::fill(p.role_of_chip.begin(), p.role_of_chip.end() - 1, 0);
@@ -56,7 +56,7 @@ class MissingMember : public IStrategy {
 // A plan whose role table is the wrong size: the engine must refuse it as an internal error.
 class BrokenPlan : public IStrategy {
  public:
-  Plan plan(const ModelGraph& g, const Experiment& exp) const override {
+  std::optional<Plan> place(const ModelGraph& g, const Experiment& exp) const override {
     Plan p = torus_plan(exp, "test_broken_plan");
     Program prog;
     prog.role = "device";

@@ -136,9 +136,11 @@ std::vector<TensorId> grad(GraphBuilder& bld, const Op& op, const std::vector<Te
 // ---- partitioning (GSPMD's dot rule) ------------------------------------------------------------------------------
 // Each letter of the equation gets the mesh axes that split it, the same in every tensor that has it: a batch or
 // free letter splits the output too; a contracting letter split over axes leaves the output partial over them.
-// Candidates for each letter are what the operands and the wanted output already use, or nothing; the rule picks
-// the assignment (an axis used by one letter at most) with the least estimated cost: bytes the operands and the
-// output must move to get there, plus the local FLOPs at the compute-to-communication exchange rate.
+// When the operands' shardings agree (each letter split alike wherever it is split, no axis on two letters), the
+// op runs on them as they are, as GSPMD does: a contraction over a split batch gives a partial result (the
+// data-parallel gradient). Otherwise candidates for each letter are what the operands and the wanted output use,
+// or nothing, and the rule picks the assignment (an axis used by one letter at most) with the least estimated
+// cost: bytes the operands and the output must move, plus the local FLOPs at the compute-to-communication rate.
 
 using LetterAxes = std::vector<std::vector<std::string>>;  // per letter (c - 'a')
 
@@ -183,6 +185,23 @@ OpSharding partition(const OpShardingQuery& q) {
   const double flops = 2.0 * static_cast<double>(Einsum::product(sz, e.batch + e.lfree + e.contract + e.rfree));
 
   std::string all = e.batch + e.lfree + e.rfree + e.contract;
+  LetterAxes best_axes;
+  {  // The operands' own shardings, when they agree.
+    LetterAxes natural(26);
+    std::vector<std::string> used;
+    bool agree = true;
+    for (char ch : all) {
+      const auto &x = la[ch - 'a'], &y = lb[ch - 'a'];
+      const auto& axes = x.empty() ? y : x;
+      if (!x.empty() && !y.empty() && x != y) agree = false;
+      for (const auto& a : axes) {
+        if (std::find(used.begin(), used.end(), a) != used.end()) agree = false;
+        used.push_back(a);
+      }
+      natural[ch - 'a'] = axes;
+    }
+    if (agree) best_axes = natural;
+  }
   std::vector<std::vector<std::vector<std::string>>> options(all.size());
   for (size_t i = 0; i < all.size(); ++i) {
     auto& o = options[i];
@@ -195,10 +214,10 @@ OpSharding partition(const OpShardingQuery& q) {
     add(lw[c]);
     add({});
   }
-  LetterAxes best_axes;
   double best_cost = std::numeric_limits<double>::infinity();
   std::vector<size_t> pick(all.size(), 0);
-  for (;;) {
+  const bool agreed = !best_axes.empty();
+  while (!agreed) {
     LetterAxes cur(26);
     std::vector<std::string> used;
     bool valid = true;
