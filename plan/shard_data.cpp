@@ -107,6 +107,45 @@ Tensor concat(const std::vector<const Tensor*>& parts, size_t dim) {
   return out;
 }
 
+std::vector<float> pack_collective(const Op& op, const Tensor& x, int64_t n) {
+  size_t split = 0;
+  if (op.kind == OpKind::ReduceScatter) split = static_cast<size_t>(op.attrs.dim);
+  else if (op.kind == OpKind::AllToAll) split = static_cast<size_t>(op.attrs.dim);
+  else return x.data;
+  if (split == 0 || n <= 1) return x.data;
+  std::vector<float> out;
+  out.reserve(x.data.size());
+  for (int64_t r = 0; r < n; ++r) {
+    Tensor b = block_of(x, split, r, n);
+    out.insert(out.end(), b.data.begin(), b.data.end());
+  }
+  return out;
+}
+
+Tensor unpack_collective(const Op& op, std::vector<float> flat, const std::vector<int64_t>& out_shape, int64_t n) {
+  Tensor out;
+  out.shape = out_shape;
+  size_t join = 0;
+  if (op.kind == OpKind::AllGather) join = static_cast<size_t>(op.attrs.dim);
+  else if (op.kind == OpKind::AllToAll) join = static_cast<size_t>(op.attrs.dim2);
+  if (join == 0 || n <= 1) {
+    out.data = std::move(flat);
+    return out;
+  }
+  // The flat result holds n equal blocks, each a tensor of the output's shape with `join` divided by n.
+  std::vector<int64_t> part = out_shape;
+  part[join] /= n;
+  const int64_t per = static_cast<int64_t>(flat.size()) / n;
+  std::vector<Tensor> parts(static_cast<size_t>(n));
+  std::vector<const Tensor*> ptrs;
+  for (int64_t r = 0; r < n; ++r) {
+    parts[r].shape = part;
+    parts[r].data.assign(flat.begin() + r * per, flat.begin() + (r + 1) * per);
+    ptrs.push_back(&parts[r]);
+  }
+  return concat(ptrs, join);
+}
+
 void bind_inputs(const Plan& plan, const ModelGraph& logical, const TensorStore& logical_values, int64_t chip,
                  TensorStore& store, uint64_t seed) {
   const int32_t role = plan.role_of_chip.at(static_cast<size_t>(chip));

@@ -36,6 +36,13 @@ void bind_inputs(const Plan& plan, const ModelGraph& logical, const TensorStore&
 void assemble_results(const Plan& plan, const ModelGraph& logical,
                       const std::function<const TensorStore*(int64_t chip)>& store_of, TensorStore& out);
 
+// Collectives along a tensor dimension run as the flat collectives of the library (collectives/i_algorithm.h,
+// where block r of a buffer belongs to rank r) on a rearranged buffer: pack_collective turns a device's input
+// into that buffer (the dimension's N parts outermost), unpack_collective turns the flat result into the local
+// output tensor of shape `out_shape`. Identity for dimension 0 and for all-reduce.
+std::vector<float> pack_collective(const Op& op, const Tensor& input, int64_t group);
+Tensor unpack_collective(const Op& op, std::vector<float> flat, const std::vector<int64_t>& out_shape, int64_t group);
+
 // A device's index along mesh axes, for the kernels of a partitioned program (workloads/tensor.h).
 class MeshDevice : public DeviceIndex {
  public:

@@ -69,11 +69,11 @@ class TransformerWorkload : public IWorkload {
       TensorId attn = b.einsum(ctx, b.param(n + ".attn.o.w", {H, dh, D}), "bshe,hed->bsd", n + ".attn.o");
       x = b.add(x, attn, n + ".attn.residual");
       TensorId h2 = b.layer_norm(x, b.param(n + ".ln2.gamma", {D}), b.param(n + ".ln2.beta", {D}), n + ".ln2");
-      TensorId f1 = b.bias_add(b.einsum(h2, b.param(n + ".ffn.w1", {D, F}), "bsd,df->bsf", n + ".ffn.w1"),
-                               b.param(n + ".ffn.b1", {F}), n + ".ffn.b1");
+      TensorId f1 = b.bias_add(b.einsum(h2, b.param(n + ".ffn.w1", {D, F}), "bsd,df->bsf", n + ".ffn.up"),
+                               b.param(n + ".ffn.b1", {F}), n + ".ffn.up.bias");
       TensorId act = b.gelu(f1, n + ".ffn.gelu");
-      TensorId f2 = b.bias_add(b.einsum(act, b.param(n + ".ffn.w2", {F, D}), "bsf,fd->bsd", n + ".ffn.w2"),
-                               b.param(n + ".ffn.b2", {D}), n + ".ffn.b2");
+      TensorId f2 = b.bias_add(b.einsum(act, b.param(n + ".ffn.w2", {F, D}), "bsf,fd->bsd", n + ".ffn.down"),
+                               b.param(n + ".ffn.b2", {D}), n + ".ffn.down.bias");
       x = b.add(x, f2, n + ".ffn.residual");
     }
     TensorId hf = b.layer_norm(x, b.param("final_ln.gamma", {D}), b.param("final_ln.beta", {D}), "final_ln");

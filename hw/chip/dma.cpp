@@ -5,6 +5,7 @@
 #include <set>
 
 #include "hw/chip/sim_time.h"
+#include "plan/shard_data.h"
 #include "sim/common/error.h"
 #include "sim/common/text.h"
 
@@ -177,7 +178,7 @@ void Dma::start_collective(Running& r, const Op& op) {
   }
   if (m_ctx.numeric) {
     const Tensor& data = m_store.get(op.inputs.front());
-    r.buf[0] = data.data;
+    r.buf[0] = pack_collective(op, data, r.req.group.size());  // a dimension's parts outermost (plan/shard_data.h)
     r.buf[0].resize(static_cast<size_t>(r.req.elements), 0.0f);
     int64_t out = r.sched.output_elements;
     r.buf[1] = out == r.req.elements ? r.buf[0] : std::vector<float>(static_cast<size_t>(out), 0.0f);
@@ -470,7 +471,7 @@ void Dma::finish_op(Running& r) {
     if (static_cast<int64_t>(r.buf[1].size()) != t.elements())
       throw Error(Err::Internal, "collective '" + gop.name + "' produced " + std::to_string(r.buf[1].size()) +
                                      " elements for an output of " + std::to_string(t.elements()));
-    t.data = std::move(r.buf[1]);
+    t = unpack_collective(gop, std::move(r.buf[1]), t.shape, r.req.group.size());
     m_store.put(out, std::move(t));
   }
   if (r.instance) m_instance_op.erase(r.instance);

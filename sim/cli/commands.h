@@ -39,6 +39,14 @@ struct ReportArgs {
 };
 int cmd_report(const ReportArgs& a);
 
+struct CompareArgs {
+  std::string run_a, run_b;  // b is the reference
+  double tolerance = 1e-5;
+  bool brief = false;
+};
+// Exit 0: every tensor within the tolerance; 1: some differ or are missing; 2: a folder is not a numeric run.
+int cmd_compare(const CompareArgs& a);
+
 // Regenerates docs/config.md or docs/errors.md text (printed to stdout).
 int cmd_docs(const std::string& what);
 

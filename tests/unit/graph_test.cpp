@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "sim/config/loader.h"
 #include "workloads/i_workload.h"
@@ -83,6 +84,17 @@ TEST(GraphTest, TransformerFlopsPerLayer) {
   for (const auto& t : g.tensors())
     if (t.role == TensorRole::Parameter) params += static_cast<double>(t.elements());
   EXPECT_DOUBLE_EQ(params, 2.0 * V * D + 2 * D + L * (4.0 * D * D + 2.0 * D * F + F + D + 4.0 * D));
+}
+
+TEST(GraphTest, TensorNamesAreUnique) {
+  // Sharding annotations and tensors/*.npy address tensors by name.
+  for (const char* w : {"  model: transformer\n  layers: 2\n  d_model: 16\n  d_ff: 32\n  heads: 2\n  vocab: 10\n"
+                        "  seq_len: 4\n  batch: 2\n",
+                        "  model: mlp\n  batch: 4\n  input: 3\n  hidden: 5\n  layers: 3\n  classes: 2\n"}) {
+    ModelGraph g = build(w);
+    std::set<std::string> names;
+    for (const auto& t : g.tensors()) EXPECT_TRUE(names.insert(t.name).second) << "two tensors named " << t.name;
+  }
 }
 
 TEST(GraphTest, EveryOpHasACostAndEveryComputeOpAKernel) {
