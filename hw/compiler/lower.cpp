@@ -7,6 +7,8 @@
 #include "hw/compiler/memory_plan.h"
 #include "hw/compiler/tiling.h"
 #include "hw/timing/mxu_timing.h"
+#include "sim/common/error.h"
+#include "sim/common/text.h"
 
 namespace podsim {
 namespace {
@@ -123,6 +125,13 @@ void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, const
   ti.cmem = chip.cmem;
   ti.mxu_cols = shape.cols;
   GemmTiling t = tile_gemm(ti);
+  if (!t.tiles)
+    throw Error(Err::OutOfRange,
+                strprintf("hardware.chip.vmem.capacity = %s is too small for matmul '%s': its smallest tile (%lld x "
+                          "%lld outputs, K in slices of %lld) needs %s of VMEM; choose at least that",
+                          format_bytes(chip.vmem).c_str(), op.name.c_str(), static_cast<long long>(t.m_tile),
+                          static_cast<long long>(t.n_tile), static_cast<long long>(t.k_tile),
+                          format_bytes(t.footprint).c_str()));
   e.cores = used;
   GemmWork& w = e.gemm;
   w.batch = a.batch;
