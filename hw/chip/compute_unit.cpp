@@ -34,11 +34,13 @@ int64_t share(int64_t total, int64_t groups, int64_t g) { return (total * (g + 1
 }  // namespace
 
 int64_t ComputeUnit::group_cycles(int g) const {
-  // An MXU op with an epilogue: the VPU works on tile group g while the MXU computes group g + 1, so a group takes
-  // the longer of the two, and the last group's epilogue runs after the MXU is done.
+  // An MXU op with an epilogue: the VPU works on group g - 1's results while the MXU computes group g, so a group
+  // takes the longer of the two, and the last group's epilogue runs after the MXU is done.
   int64_t G = m_job.groups;
-  int64_t c = std::max(share(m_job.cycles, G, g), share(m_job.vpu_cycles, G, g));
-  if (g == G - 1 && m_job.vpu_cycles > 0) c += share(m_job.vpu_cycles, G, g);
+  int64_t c = share(m_job.cycles, G, g);
+  if (m_job.vpu_cycles <= 0) return c;
+  if (g > 0) c = std::max(c, share(m_job.vpu_cycles, G, g - 1));
+  if (g == G - 1) c += share(m_job.vpu_cycles, G, g);
   return c;
 }
 
