@@ -31,6 +31,8 @@ enum class OpKind : uint8_t {
   Slice,          // a piece of one dimension: the device's shard (attrs.axes), or a static pad/crop; zero-fills
   Embedding,      // inputs (table[V, D], ids[T] int32) -> out[T, D]
   EmbeddingGrad,  // inputs (dy[T, D], ids[T]) -> dtable[V, D] (scatter-add)
+  MemoryStream,   // HBM microbenchmark traffic: out = x; attrs.pattern read | write | copy | gather, attrs.message_bytes
+                  // the request size (workload.model: memory)
   // Loss.
   SoftmaxCrossEntropy,      // inputs (logits[T, V], labels[T]) -> (loss[1], probs[T, V]); mean over T
   SoftmaxCrossEntropyGrad,  // inputs (probs, labels) -> dlogits = (probs - onehot) / T

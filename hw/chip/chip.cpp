@@ -84,14 +84,17 @@ void Chip::dispatch(int32_t op) {
       MxuShape shape{m_cfg.mxu.rows, m_cfg.mxu.cols, m_cfg.mxu.weight_double_buffer};
       int64_t folds_per_mxu = ceil_div(e.gemm.core_folds, m_cfg.mxu.count);
       int64_t cycles = mxu_cycles(shape, folds_per_mxu, e.gemm.rows_per_fold);
+      int64_t epilogue = vpu_cycles(m_cfg.vpu, e.core_vector);
       for (int c = 0; c < e.cores; ++c)
-        m_mxu[c]->submit({op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run});
+        m_mxu[c]->submit({op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run, e.read_pattern,
+                          e.write_pattern, epilogue});
       break;
     }
     case Unit::Vpu: {
       int64_t cycles = vpu_cycles(m_cfg.vpu, e.core_vector);
       for (int c = 0; c < e.cores; ++c)
-        m_vpu[c]->submit({op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run});
+        m_vpu[c]->submit({op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run, e.read_pattern,
+                          e.write_pattern, 0});
       break;
     }
     case Unit::Ici:

@@ -19,6 +19,7 @@
 #include "sim/common/npy.h"
 #include "sim/common/text.h"
 #include "sim/config/loader.h"
+#include "sim/config/model_params.h"
 #include "sim/engine/output_dir.h"
 #include "sim/engine/trace_export.h"
 #include "plan/shard_data.h"
@@ -210,6 +211,7 @@ long peak_rss_kib() {
 std::unique_ptr<Prepared> prepare(const Experiment& exp) {
   auto p = std::make_unique<Prepared>();
   p->exp = exp;
+  read_model_params(p->exp);
   p->ctx = std::make_unique<PodContext>();
   std::unique_ptr<IWorkload> w = WorkloadRegistry::instance().make(exp.workload);
   if (!w) throw Error(Err::Internal, "workload vanished from the registry");
@@ -227,7 +229,7 @@ std::unique_ptr<Prepared> prepare(const Experiment& exp) {
   for (const Program& prog : p->plan.programs) {
     for (const Op& op : prog.graph.ops())
       if (op.kind == OpKind::Traffic) ctx.traffic_window = std::max(ctx.traffic_window, op.attrs.duration);
-    ctx.programs.push_back(lower(prog.graph, prog.order, exp.hardware.chip));
+    ctx.programs.push_back(lower(prog.graph, prog.order, p->exp.hardware.chip, {p->exp.run.fusion != "none"}));
     const ExecProgram& ep = ctx.programs.back();
     std::vector<std::vector<int32_t>> deps(ep.ops.size());
     for (size_t i = 0; i < ep.ops.size(); ++i)

@@ -11,7 +11,7 @@ namespace {
 
 using ops::in;
 
-OpCost ce_cost(const ModelGraph& g, const Op& op) { return ops::vpu_cost(g, op, 4, 2, 1, 2); }
+OpCost ce_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 4, 2, 1, 2)); }
 
 // For each local row: whether it is a real row (not padding of an unevenly split dimension).
 std::vector<uint8_t> real_rows(const Op& op, const std::vector<int64_t>& shape, const TensorStore& s) {
@@ -66,7 +66,7 @@ std::vector<TensorId> ce_grad(GraphBuilder& b, const Op& op, const std::vector<T
           -1};
 }
 
-OpCost ce_grad_cost(const ModelGraph& g, const Op& op) { return ops::vpu_cost(g, op, 2); }
+OpCost ce_grad_cost(const ModelGraph& g, const Op& op) { return ops::elementwise(ops::vpu_cost(g, op, 2)); }
 
 void ce_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& probs = in(s, op, 0);

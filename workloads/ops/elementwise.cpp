@@ -57,8 +57,8 @@ std::vector<TensorId> bias_add_grad(GraphBuilder& b, const Op& op, const std::ve
   return {dy[0], db};
 }
 
-// ---- bias gradient: sum over rows (a reduction, not fusible) ----
-OpCost bias_grad_cost(const ModelGraph& g, const Op& op) { return ops::vpu_cost(g, op, 1); }
+// ---- bias gradient: sum over rows (a reduction: fuses as one, never as an elementwise op) ----
+OpCost bias_grad_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 1)); }
 void bias_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& dy = in(s, op, 0);
   Tensor o = ops::out_like(g, op);

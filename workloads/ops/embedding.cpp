@@ -17,6 +17,7 @@ OpCost emb_cost(const ModelGraph& g, const Op& op) {
   // Only the gathered rows are read, each a separate run.
   c.bytes_read = static_cast<double>(out.elements()) * dtype_bytes(table.dtype) + g.tensor(op.inputs[1]).bytes();
   c.read_run = row;
+  c.pattern = HbmPattern::Gather;
   return c;
 }
 
@@ -52,6 +53,7 @@ OpCost emb_grad_cost(const ModelGraph& g, const Op& op) {
   c.vector.elements = static_cast<double>(dy.elements());
   c.flops = c.vector.elements;
   c.read_run = static_cast<double>(dy.shape.back()) * dtype_bytes(dy.dtype);
+  c.write_pattern = HbmPattern::Gather;  // rows scatter-added at the ids' places
   return c;
 }
 

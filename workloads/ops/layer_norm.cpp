@@ -7,7 +7,7 @@ namespace {
 
 using ops::in;
 
-OpCost ln_cost(const ModelGraph& g, const Op& op) { return ops::vpu_cost(g, op, 7, 0, 0, 2); }
+OpCost ln_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 7, 0, 0, 2)); }
 
 void ln_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& x = in(s, op, 0);
@@ -53,7 +53,7 @@ std::vector<TensorId> ln_grad(GraphBuilder& b, const Op& op, const std::vector<T
   return {dx, dgamma, dbeta};
 }
 
-OpCost ln_grad_cost(const ModelGraph& g, const Op& op) { return ops::vpu_cost(g, op, 12, 0, 0, 2); }
+OpCost ln_grad_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 12, 0, 0, 2)); }
 
 void ln_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& dy = in(s, op, 0);

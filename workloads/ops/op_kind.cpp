@@ -49,6 +49,16 @@ const char* unit_name(Unit u) {
   return "?";
 }
 
+const char* hbm_pattern_name(HbmPattern p) {
+  switch (p) {
+    case HbmPattern::Stream: return "stream";
+    case HbmPattern::Strided: return "strided";
+    case HbmPattern::Gather: return "gather";
+    case HbmPattern::ReadModifyWrite: return "read_modify_write";
+  }
+  return "?";
+}
+
 const char* op_kind_name(OpKind k) {
   if (const OpKindDef* d = find_op_kind(k)) return d->name;
   return "unregistered";

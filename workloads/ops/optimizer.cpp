@@ -11,6 +11,7 @@ using ops::in;
 OpCost sgd_cost(const ModelGraph& g, const Op& op) {
   OpCost c = ops::vpu_cost(g, op, 2);
   c.fusible = true;
+  c.pattern = c.write_pattern = HbmPattern::ReadModifyWrite;
   return c;
 }
 
@@ -26,6 +27,7 @@ void sgd_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
 OpCost adam_cost(const ModelGraph& g, const Op& op) {
   OpCost c = ops::vpu_cost(g, op, 12, 1, 1);
   c.fusible = true;
+  c.pattern = c.write_pattern = HbmPattern::ReadModifyWrite;
   return c;
 }
 

@@ -9,7 +9,7 @@ namespace {
 
 using ops::in;
 
-OpCost softmax_cost(const ModelGraph& g, const Op& op) { return ops::vpu_cost(g, op, 4, 1, 1, 2); }
+OpCost softmax_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 4, 1, 1, 2)); }
 
 void softmax_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& x = in(s, op, 0);
@@ -36,7 +36,7 @@ std::vector<TensorId> softmax_grad(GraphBuilder& b, const Op& op, const std::vec
                  TensorRole::Gradient, a)};
 }
 
-OpCost softmax_grad_cost(const ModelGraph& g, const Op& op) { return ops::vpu_cost(g, op, 4, 0, 0, 1); }
+OpCost softmax_grad_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 4, 0, 0, 1)); }
 
 void softmax_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& dy = in(s, op, 0);
