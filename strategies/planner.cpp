@@ -10,6 +10,15 @@
 namespace podsim {
 namespace {
 
+std::vector<std::unique_ptr<IStrategy>> make_strategies(const Experiment& exp) {
+  std::vector<std::unique_ptr<IStrategy>> strategies;
+  for (const auto& name : exp.strategies) {
+    strategies.push_back(StrategyRegistry::instance().make(name));
+    if (!strategies.back()) throw Error(Err::Internal, "strategy '" + name + "' vanished from the registry");
+  }
+  return strategies;
+}
+
 Mesh layout_mesh(const Experiment& exp, const std::vector<std::unique_ptr<IStrategy>>& strategies) {
   const ParamSet& p = exp.params;
   const Torus torus(exp.hardware.pod.dims, exp.hardware.pod.wrap);
@@ -25,6 +34,13 @@ Mesh layout_mesh(const Experiment& exp, const std::vector<std::unique_ptr<IStrat
     }
   std::vector<std::string> names = p.strings("mesh.axes");
   std::vector<int64_t> sizes = p.ints("mesh.shape");
+  if (owned.empty()) {  // strategies that place the step themselves
+    if (!names.empty() || !sizes.empty())
+      throw Error(Err::BadMesh, p.where(names.empty() ? "mesh.shape" : "mesh.axes"),
+                  "strategy '" + exp.strategy + "' places the step by itself and uses no mesh; drop the mesh section",
+                  names.empty() ? "mesh.shape" : "mesh.axes");
+    return Mesh::torus_axes(torus);
+  }
   if (names.empty() && sizes.empty()) {
     if (owned.size() != 1)
       throw Error(Err::BadMesh, p.where("strategy.name"),
@@ -84,23 +100,16 @@ void add_spec(Annotations& specs, const ModelGraph& g, TensorId t, const ShardSp
   it->second = merged;
 }
 
+Mesh plan_mesh(const Experiment& exp) { return layout_mesh(exp, make_strategies(exp)); }
+
 Plan make_plan(const ModelGraph& g, const Experiment& exp) {
-  std::vector<std::unique_ptr<IStrategy>> strategies;
-  for (const auto& name : exp.strategies) {
-    strategies.push_back(StrategyRegistry::instance().make(name));
-    if (!strategies.back()) throw Error(Err::Internal, "strategy '" + name + "' vanished from the registry");
-  }
+  std::vector<std::unique_ptr<IStrategy>> strategies = make_strategies(exp);
+  Mesh mesh = layout_mesh(exp, strategies);
   if (strategies.size() == 1)
-    if (std::optional<Plan> placed = strategies.front()->place(g, exp)) {
-      if (!exp.params.strings("mesh.axes").empty())
-        throw Error(Err::BadMesh, exp.params.where("mesh.axes"),
-                    "strategy '" + exp.strategy + "' places the step by itself and uses no mesh; drop the mesh section",
-                    "mesh.axes");
-      return *placed;
-    }
+    if (std::optional<Plan> placed = strategies.front()->place(g, exp)) return *placed;
   Plan plan;
   plan.strategy = exp.strategy;
-  plan.mesh = layout_mesh(exp, strategies);
+  plan.mesh = mesh;
   Annotations specs;
   PartitionInput in{g, plan.mesh};
   for (const auto& s : strategies) s->annotate(g, exp, plan.mesh, specs);

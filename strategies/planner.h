@@ -11,6 +11,9 @@
 namespace podsim {
 
 Plan make_plan(const ModelGraph& g, const Experiment& exp);
+// The mesh the experiment's strategies run on; throws Error(BadMesh) with the mesh section's location when it
+// cannot be laid out (the loader calls it, so `podsim validate` reports it).
+Mesh plan_mesh(const Experiment& exp);
 
 // Adds `spec` to the annotation of `t`, merging dimension by dimension with what is there (axes appended after
 // those already splitting the dimension). Throws Error(BadSharding) when an axis would split the tensor twice.

@@ -12,8 +12,9 @@
 #include <sstream>
 
 #include "sim/common/text.h"
+#include "sim/config/model_params.h"
 #include "sim/config/param_yaml.h"
-#include "strategies/i_strategy.h"
+#include "strategies/planner.h"
 #include "workloads/i_workload.h"
 
 #ifndef PODSIM_SOURCE_DIR
@@ -529,9 +530,11 @@ Experiment load(const YAML::Node& root, const std::string& file, const std::stri
   }
   build_typed(e, L.values);
   e.params = L.values;
+  read_model_params(e);
   e.specs = L.schema.specs();
   workload->validate(e.params);
   for (const auto& st : strats) st->validate(e.params);
+  plan_mesh(e);
   return e;
 }
 

@@ -1,6 +1,6 @@
 // The chip-model parameters beyond the core hardware description: HBM device timings, the MXU's accumulator
 // capacity and run.fusion. read_model_params() copies them from the experiment's ParamSet into its typed structs;
-// prepare() (sim/engine/engine.h) calls it, so every run and test that goes through the engine has them.
+// the loader (sim/config/loader.h) calls it for every experiment it builds.
 #pragma once
 
 #include "sim/config/experiment.h"

@@ -19,7 +19,6 @@
 #include "sim/common/npy.h"
 #include "sim/common/text.h"
 #include "sim/config/loader.h"
-#include "sim/config/model_params.h"
 #include "sim/engine/output_dir.h"
 #include "sim/engine/trace_export.h"
 #include "plan/shard_data.h"
@@ -211,7 +210,6 @@ long peak_rss_kib() {
 std::unique_ptr<Prepared> prepare(const Experiment& exp) {
   auto p = std::make_unique<Prepared>();
   p->exp = exp;
-  read_model_params(p->exp);
   p->ctx = std::make_unique<PodContext>();
   std::unique_ptr<IWorkload> w = WorkloadRegistry::instance().make(exp.workload);
   if (!w) throw Error(Err::Internal, "workload vanished from the registry");

@@ -166,6 +166,45 @@ TEST(ErrorsTest, PLN001_StrategyMismatch) {
   EXPECT_NE(r.err.find("replicate"), std::string::npos);
 }
 
+TEST(ErrorsTest, PLN002_BadMesh) {
+  const std::string pod = "hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 2]}\n";
+  const std::string mlp = "workload: {model: mlp, batch: 8, input: 4, hidden: 8, layers: 1, classes: 2}\n";
+  // The axes make 6 devices on 8 chips.
+  auto r = expect_error(pod + mlp + "strategy: {name: [data_parallel, spmd]}\nmesh:\n  axes: [data, model]\n"
+                        "  shape: [3, 2]\n", "PODSIM-PLN-002", 8, 10);
+  EXPECT_NE(r.err.find("multiply to the chip count"), std::string::npos) << r.err;
+  EXPECT_EQ(r.code, exit_of("PODSIM-PLN-002"));
+  // A composition without a mesh section says what to add.
+  auto c = expect_error(pod + mlp + "strategy: {name: [data_parallel, spmd]}\n", "PODSIM-PLN-002", 5, 18);
+  EXPECT_NE(c.err.find("mesh.axes and mesh.shape"), std::string::npos) << c.err;
+  // A placement that does not fit the torus.
+  auto p = expect_error(pod + mlp + "strategy: {name: data_parallel}\nmesh: {axes: [data], shape: [8], "
+                        "placement: [\"x:3\"]}\n", "PODSIM-PLN-002", 6, 0);
+  EXPECT_NE(p.err.find("does not divide"), std::string::npos) << p.err;
+  // single_device uses no mesh.
+  expect_error(pod + mlp + "strategy: {name: single_device}\nmesh: {axes: [data], shape: [8]}\n", "PODSIM-PLN-002",
+               6, 0);
+}
+
+TEST(ErrorsTest, PLN003_BadSharding) {
+  const std::string pod = "hardware:\n  preset: tpu-v3\n  pod: {dims: [2, 2]}\n";
+  const std::string mlp = "workload: {model: mlp, batch: 8, input: 4, hidden: 8, layers: 1, classes: 2}\n";
+  // One entry for a rank-2 tensor, found when the step is built.
+  auto r = expect_error(pod + mlp + "strategy:\n  name: spmd\n  scheme: none\n  shard: [\"fc0.w = [model]\"]\n",
+                        "PODSIM-PLN-003", 8, 10, {}, true);
+  EXPECT_NE(r.err.find("one entry per dimension"), std::string::npos) << r.err;
+  EXPECT_EQ(r.code, exit_of("PODSIM-PLN-003"));
+  EXPECT_FALSE(exists(test_dir() + "/out"));
+  // Unreadable text is found by validate.
+  auto t = expect_error(pod + mlp + "strategy:\n  name: spmd\n  shard: [\"fc0.w = [model\"]\n", "PODSIM-PLN-003", 7,
+                        10);
+  EXPECT_NE(t.err.find("expected ',' or ']'"), std::string::npos) << t.err;
+  // A pattern matching nothing is an error, not a silent no-op.
+  auto n = expect_error(pod + mlp + "strategy:\n  name: spmd\n  shard: [\"fc9.w = [-, model]\"]\n",
+                        "PODSIM-PLN-003", 7, 10, {}, true);
+  EXPECT_NE(n.err.find("matches no tensor"), std::string::npos) << n.err;
+}
+
 TEST(ErrorsTest, MEM001_OutOfMemory) {
   auto r = expect_error(kHw + "workload:\n  model: matmul\n  m: 65536\n  k: 65536\n  n: 65536\n  dtype: fp32\n",
                         "PODSIM-MEM-001", 4, 10, {}, true);
