@@ -1,15 +1,13 @@
-// The DMA engines of one chip: they execute its communication ops over ICI.
-//  - Collectives: the op's algorithm (collectives/) gives this chip's schedule; sends read their region from HBM
-//    and inject a message, receives wait for theirs and land it (writing HBM on arrival; a reduction reads and
-//    writes HBM again), copies move data within HBM. Tasks start when their dependencies are done, so chunks of a
-//    ring pipeline through it. In numeric mode messages carry the real data and reductions run in the order the
-//    schedule performs them.
-//  - Point-to-point Send/Recv ops (paired by peer and tag).
-//  - Synthetic traffic: Poisson injection of packets to destinations drawn from a pattern.
-// Injection has backpressure: a message is launched (read from HBM, then put on its first link) only when the link
-// will be free within the time the message itself takes to serialise, so concurrent flows out of a chip share a
-// link chunk by chunk (round robin between flows) instead of one of them reserving it far ahead, and HBM reads
-// happen just in time. Messages wait in a queue per outgoing direction meanwhile.
+// The DMA engines of one chip: they execute its communication ops over ICI. One class, its jobs in their own files:
+//  - dma_collective.cpp: collectives. The op's algorithm (collectives/) gives this chip's schedule; sends read
+//    their region from HBM and inject a message, receives wait for theirs and land it (writing HBM on arrival; a
+//    reduction reads and writes HBM again), copies move data within HBM. Tasks start when their dependencies are
+//    done, so chunks of a ring pipeline through it. In numeric mode messages carry the real data and reductions
+//    run in the order the schedule performs them (dma_numerics.h).
+//  - dma_p2p.cpp: point-to-point Send/Recv ops (paired by peer and tag).
+//  - dma_traffic.cpp: synthetic traffic, Poisson injection of packets to destinations drawn from a pattern.
+//  - link_injector.h: injection onto the links, with backpressure and round robin between flows.
+//  - dma.cpp: starting ops, routing arrivals to the op that waits for them, finishing ops, deadlock reports.
 // A message whose receive is ready when it arrives lands in place (a reduction reads the local data and writes the
 // sum as it streams in); one that arrives early is staged in HBM and moved or reduced from there later.
 #pragma once
@@ -27,6 +25,7 @@
 
 #include "hw/chip/action_queue.h"
 #include "hw/chip/hbm.h"
+#include "hw/chip/link_injector.h"
 #include "hw/ici/router.h"
 #include "hw/pod/pod_context.h"
 #include "workloads/tensor.h"
@@ -51,6 +50,11 @@ class Dma : public sc_core::sc_module {
  private:
   SC_HAS_PROCESS(Dma);
   void wake() { m_queue.run_due(); }
+
+  // Message keys of point-to-point transfers and synthetic traffic (collectives use their instance).
+  static constexpr uint64_t kP2pInstance = 0x7032702070327032ull;
+  static constexpr uint64_t kTrafficInstance = 0x7472616666696321ull;
+  static uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
 
   struct Running {
     int32_t op = -1;
@@ -87,12 +91,9 @@ class Dma : public sc_core::sc_module {
   void complete_recv(Running& r, int32_t task, Message&& m, bool staged);
   void finish_op(Running& r);
   void on_message(Message&& m);
-  // Queues `m` for its first link in flow `flow`; when the link is about to need it, reads it from HBM (unless it
-  // is still on chip) and injects it. Injection completes m.op_here / m.task_here (task -2: the whole op).
-  void send(Message&& m, uint64_t flow, int32_t priority, bool read_hbm);
-  void launch(uint32_t slot);
+  // A message left on its first link: completes its op_here / task_here (task -2: the whole op).
+  void injected(int32_t op, int32_t task);
   void land(uint32_t slot);  // a receive's data is in place: apply it and finish the task
-  void pump(int dir);
   void stage(Message&& m);
   void land_p2p(int32_t op, Message&& m, bool staged);
 
@@ -112,19 +113,7 @@ class Dma : public sc_core::sc_module {
   std::map<int32_t, Running> m_running;
   std::unordered_map<MsgKey, std::deque<Message>, MsgKeyHash> m_mailbox;
   std::unordered_map<uint64_t, int32_t> m_instance_op;  // running collective instance -> exec op
-  struct Outgoing {
-    uint32_t slot = 0;  // in the message pool
-    bool read_hbm = true;
-  };
-  struct Direction {
-    // Waiting messages per (priority, flow): the lowest priority value is served first, flows of equal priority in
-    // turn.
-    std::map<std::pair<int32_t, uint64_t>, std::deque<Outgoing>> flows;
-    uint64_t next = 0;  // round robin: serve the first flow >= next among the best priority
-    double committed = 0;  // when the link will have sent everything launched so far
-    bool armed = false;
-  };
-  std::vector<Direction> m_out;  // per outgoing direction
+  LinkInjector m_links;
 };
 
 // The collective kind of a communication op kind (AllReduce..Broadcast).

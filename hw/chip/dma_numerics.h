@@ -1,0 +1,18 @@
+// The numerics of data the DMA engines move (numeric mode): gathering a send's region of a buffer into a message
+// payload, and landing a payload in a receive's region, overwriting or adding element by element in the order
+// the region lists its blocks (the order the algorithm reduces in).
+#pragma once
+
+#include <vector>
+
+#include "collectives/i_algorithm.h"
+
+namespace podsim {
+
+// The elements of `region` of `buf`, block after block.
+std::vector<float> gather_region(const std::vector<float>& buf, const Region& region);
+
+// Writes `data` into `region` of `buf` (Overwrite) or adds it to what is there (Add).
+void land_region(std::vector<float>& buf, const Region& region, const std::vector<float>& data, Task::Combine combine);
+
+}  // namespace podsim
