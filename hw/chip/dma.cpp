@@ -62,6 +62,13 @@ void Dma::start(int32_t exec_op) {
   }
 }
 
+uint64_t Dma::next_flow() {
+  constexpr int kCountBits = 40;
+  if (m_chip >= (int64_t{1} << (64 - kCountBits - 1)) || m_messages_sent + 1 >= (uint64_t{1} << kCountBits))
+    throw Error(Err::Internal, "trace flow ids exhausted on chip " + std::to_string(m_chip));
+  return (static_cast<uint64_t>(m_chip) << kCountBits) | ++m_messages_sent;
+}
+
 void Dma::injected(int32_t op, int32_t task) {
   if (task == -2) {
     auto it = m_running.find(op);

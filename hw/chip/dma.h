@@ -54,7 +54,9 @@ class Dma : public sc_core::sc_module {
   // Message keys of point-to-point transfers and synthetic traffic (collectives use their instance).
   static constexpr uint64_t kP2pInstance = 0x7032702070327032ull;
   static constexpr uint64_t kTrafficInstance = 0x7472616666696321ull;
-  static uint64_t mix(uint64_t h, uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
+  // A trace flow id for a new message (pairs its send slice with its receive slice): unique by construction, the
+  // chip in the high bits and a count of the chip's messages in the low ones; never a hash.
+  uint64_t next_flow();
 
   struct Running {
     int32_t op = -1;
@@ -114,6 +116,7 @@ class Dma : public sc_core::sc_module {
   std::unordered_map<MsgKey, std::deque<Message>, MsgKeyHash> m_mailbox;
   std::unordered_map<uint64_t, int32_t> m_instance_op;  // running collective instance -> exec op
   LinkInjector m_links;
+  uint64_t m_messages_sent = 0;
 };
 
 // The collective kind of a communication op kind (AllReduce..Broadcast).

@@ -73,12 +73,12 @@ void Dma::ready(Running& r, int32_t i) {
       m.key = {r.instance, r.group.rank, t.tag};
       m.created = now_seconds();
       m.op = op;
-      m.flow = mix(mix(r.instance, static_cast<uint64_t>(m_chip)), static_cast<uint64_t>(t.tag)) | 1;
+      m.flow = next_flow();
       if (m_ctx.numeric)
         m.payload = std::make_shared<std::vector<float>>(gather_region(r.buf[static_cast<int>(t.src_buf)], t.src));
       m.op_here = op;
       m.task_here = i;
-      m_links.send(std::move(m), mix(r.instance, static_cast<uint64_t>(t.flow)), t.priority, !t.on_chip);
+      m_links.send(std::move(m), FlowId{op, t.flow}, t.priority, !t.on_chip);
       break;
     }
     case Task::Type::Recv: {

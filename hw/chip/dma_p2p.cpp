@@ -14,11 +14,11 @@ void Dma::start_send(Running& r, const Op& op) {
   m.key = {kP2pInstance, m_chip, op.attrs.tag};
   m.created = now_seconds();
   m.op = r.op;
-  m.flow = mix(mix(kP2pInstance, static_cast<uint64_t>(m_chip)), static_cast<uint64_t>(op.attrs.tag)) | 1;
+  m.flow = next_flow();
   if (m_ctx.numeric) m.payload = std::make_shared<std::vector<float>>(m_store.get(op.inputs.front()).data);
   m.op_here = r.op;
   m.task_here = -2;
-  m_links.send(std::move(m), kP2pInstance ^ static_cast<uint64_t>(r.op), 0, true);
+  m_links.send(std::move(m), FlowId{r.op, 0}, 0, true);
 }
 
 void Dma::start_recv(Running& r, const Op& op) {

@@ -50,7 +50,7 @@ void Dma::traffic_tick(int32_t id) {
     m.key = {kTrafficInstance, m_chip, 0};
     m.created = now;
     m.op = id;
-    m_links.send(std::move(m), kTrafficInstance, 0, false);
+    m_links.send(std::move(m), FlowId{id, 0}, 0, false);
   }
   double rate = a.rate * m_ctx.exp->hardware.ici.link_bandwidth / a.message_bytes;  // packets per second
   double gap = -std::log(1.0 - unit()) / rate;

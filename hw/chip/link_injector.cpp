@@ -20,7 +20,7 @@ LinkInjector::LinkInjector(int64_t chip, const PodContext& ctx, MessagePool& poo
       m_on_injected(std::move(on_injected)),
       m_out(static_cast<size_t>(ctx.torus.directions())) {}
 
-void LinkInjector::send(Message&& m, uint64_t flow, int32_t priority, bool read_hbm) {
+void LinkInjector::send(Message&& m, FlowId flow, int32_t priority, bool read_hbm) {
   int dir = m_ctx.torus.next_hop(m_chip, m.dst);
   if (dir < 0) throw Error(Err::Internal, "a chip sends a message to itself");
   m_out[dir].flows[{priority, flow}].push_back({m_pool.put(std::move(m)), read_hbm});
@@ -49,7 +49,7 @@ void LinkInjector::pump(int dir) {
     }
     Outgoing o = it->second.front();
     it->second.pop_front();
-    d.next = it->first.second + 1;
+    d.next = FlowId{it->first.second.op, it->first.second.flow + 1};
     if (it->second.empty()) d.flows.erase(it);
     const Message& m = m_pool.at(o.slot);
     double ready = o.read_hbm ? m_hbm.access(m.bytes, 0, HbmClient::Dma, m.op, false) : now;

@@ -6,13 +6,14 @@
 // (round robin), and the messages of one flow in order.
 //
 //   LinkInjector inj(chip, ctx, pool, hbm, router, log, queue, [](int32_t op, int32_t task) { ... });
-//   inj.send(std::move(m), flow, priority, /*read_hbm=*/true);   // on_injected(m.op_here, m.task_here) later
+//   inj.send(std::move(m), FlowId{op, flow}, priority, /*read_hbm=*/true);   // on_injected(m.op_here, m.task_here) later
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "hw/chip/action_queue.h"
@@ -24,6 +25,14 @@
 
 namespace podsim {
 
+// A flow of messages out of one chip: the communication op that sends them and a flow number within the op
+// (a collective schedule's Task::flow). Distinct ops never share a flow.
+struct FlowId {
+  int32_t op = -1;
+  int32_t flow = 0;
+  bool operator<(const FlowId& o) const { return std::tie(op, flow) < std::tie(o.op, o.flow); }
+};
+
 class LinkInjector {
  public:
   // Called when a message has been put on its first link, with the message's op_here and task_here.
@@ -34,7 +43,7 @@ class LinkInjector {
 
   // Queues `m` for its first link; when the link is about to need it, reads it from HBM (unless `read_hbm` is
   // false: the data is still on chip) and injects it.
-  void send(Message&& m, uint64_t flow, int32_t priority, bool read_hbm);
+  void send(Message&& m, FlowId flow, int32_t priority, bool read_hbm);
 
  private:
   void pump(int dir);
@@ -54,8 +63,8 @@ class LinkInjector {
     bool read_hbm = true;
   };
   struct Direction {
-    std::map<std::pair<int32_t, uint64_t>, std::deque<Outgoing>> flows;  // waiting messages per (priority, flow)
-    uint64_t next = 0;      // round robin: serve the first flow >= next among the best priority
+    std::map<std::pair<int32_t, FlowId>, std::deque<Outgoing>> flows;  // waiting messages per (priority, flow)
+    FlowId next;            // round robin: serve the first flow >= next among the best priority
     double committed = 0;   // when the link will have sent everything launched so far
     bool armed = false;     // a pump is scheduled
   };
