@@ -21,6 +21,11 @@ CollectiveKind collective_of(OpKind k) {
   }
 }
 
+std::string comm_algorithm(const Op& op) {
+  if (op.kind == OpKind::Send || op.kind == OpKind::Recv) return "point_to_point";
+  return op.attrs.algorithm.empty() ? default_algorithm(collective_of(op.kind)) : op.attrs.algorithm;
+}
+
 uint64_t collective_instance(const std::string& op_name) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across runs and builds
   for (unsigned char c : op_name) h = (h ^ c) * 1099511628211ull;
@@ -82,30 +87,30 @@ void Dma::injected(int32_t op, int32_t task) {
 
 void Dma::deliver(Message&& m) {
   double now = now_seconds();
-  if (m.key.instance == kTrafficInstance) {
-    ++m_log.traffic_messages;
-    m_log.traffic_bytes += m.bytes;
-    if (now <= m_ctx.traffic_window) m_log.traffic_bytes_in_window += m.bytes;
-    double lat = now - m.created;
-    m_log.traffic_latency_sum += lat;
-    m_log.traffic_latency_max = std::max(m_log.traffic_latency_max, lat);
-    m_log.last_delivery = std::max(m_log.last_delivery, now);
-    return;
+  switch (m.kind) {
+    case MsgKind::Traffic:
+      ++m_log.traffic_messages;
+      m_log.traffic_bytes += m.bytes;
+      if (now <= m_ctx.traffic_window) m_log.traffic_bytes_in_window += m.bytes;
+      m_log.traffic_latency_sum += now - m.created;
+      m_log.traffic_latency_max = std::max(m_log.traffic_latency_max, now - m.created);
+      m_log.last_delivery = std::max(m_log.last_delivery, now);
+      return;
+    case MsgKind::Ack: on_ack(m); return;
+    case MsgKind::PointToPoint:
+      for (auto& [id, r] : m_running) {
+        if (r.kind == OpKind::Recv && r.p2p_key == m.key) {
+          land_p2p(r.op, std::move(m), false);
+          return;
+        }
+      }
+      stage(std::move(m));
+      return;
+    case MsgKind::Collective: on_message(std::move(m)); return;
   }
-  on_message(std::move(m));
 }
 
 void Dma::on_message(Message&& m) {
-  if (m.key.instance == kP2pInstance) {
-    for (auto& [id, r] : m_running) {
-      if (r.kind == OpKind::Recv && r.p2p_key == m.key) {
-        land_p2p(r.op, std::move(m), false);
-        return;
-      }
-    }
-    stage(std::move(m));
-    return;
-  }
   auto op_it = m_instance_op.find(m.key.instance);
   if (op_it != m_instance_op.end()) {
     Running& r = m_running.at(op_it->second);
@@ -122,7 +127,8 @@ void Dma::on_message(Message&& m) {
 
 void Dma::stage(Message&& m) {
   m_hbm.access(m.bytes, 0, HbmClient::Dma, -1, true);  // written to a staging buffer as it arrives
-  m_mailbox[m.key].push_back(std::move(m));
+  auto& box = m.kind == MsgKind::PointToPoint ? m_p2p_mailbox : m_mailbox;
+  box[m.key].push_back(std::move(m));
 }
 
 // ---- completion -------------------------------------------------------------------------------------------------
@@ -151,8 +157,11 @@ std::vector<std::string> Dma::waiting() const {
     const Op& op = m_graph->op(m_prog->ops[id].members.front());
     std::string s = "'" + op.name + "' (" + op_kind_name(op.kind) + ")";
     if (r.kind == OpKind::Recv) {
-      s += " waits for a message from chip " + std::to_string(r.p2p_key.src) + " with tag " +
+      s += " waits for a message from chip " + std::to_string(r.p2p_peer) + " with tag " +
            std::to_string(r.p2p_key.tag);
+    } else if (r.kind == OpKind::Send) {
+      s += " waits for chip " + std::to_string(r.p2p_peer) + " to receive its data (tag " +
+           std::to_string(r.p2p_key.tag) + ")";
     } else if (!r.waiting_recv.empty()) {
       std::set<int64_t> chips;
       for (const auto& [key, task] : r.waiting_recv) chips.insert(r.group.chip_of(key.src, m_ctx.torus));

@@ -4,7 +4,8 @@
 //    reduction reads and writes HBM again), copies move data within HBM. Tasks start when their dependencies are
 //    done, so chunks of a ring pipeline through it. In numeric mode messages carry the real data and reductions
 //    run in the order the schedule performs them (dma_numerics.h).
-//  - dma_p2p.cpp: point-to-point Send/Recv ops (paired by peer and tag).
+//  - dma_p2p.cpp: point-to-point Send/Recv ops (paired by peer and tag), chunked like collectives; a Send completes
+//    when the receiver's acknowledgement comes back over the ICI, after its data has all landed.
 //  - dma_traffic.cpp: synthetic traffic, Poisson injection of packets to destinations drawn from a pattern.
 //  - link_injector.h: injection onto the links, with backpressure and round robin between flows.
 //  - dma.cpp: starting ops, routing arrivals to the op that waits for them, finishing ops, deadlock reports.
@@ -51,9 +52,6 @@ class Dma : public sc_core::sc_module {
   SC_HAS_PROCESS(Dma);
   void wake() { m_queue.run_due(); }
 
-  // Message keys of point-to-point transfers and synthetic traffic (collectives use their instance).
-  static constexpr uint64_t kP2pInstance = 0x7032702070327032ull;
-  static constexpr uint64_t kTrafficInstance = 0x7472616666696321ull;
   // A trace flow id for a new message (pairs its send slice with its receive slice): unique by construction, the
   // chip in the high bits and a count of the chip's messages in the low ones; never a hash.
   uint64_t next_flow();
@@ -74,8 +72,10 @@ class Dma : public sc_core::sc_module {
     size_t finished = 0;
     std::vector<float> buf[3];  // Input, Output, Scratch (numeric)
     std::unordered_map<MsgKey, int32_t, MsgKeyHash> waiting_recv;
-    // Point-to-point Recv
+    // Point to point: the transfer's key, the peer chip, and (Recv) the chunks still to land
     MsgKey p2p_key;
+    int64_t p2p_peer = -1;
+    int64_t p2p_chunks_left = 0;
     // Traffic
     double traffic_end = 0;
     std::mt19937_64 rng;
@@ -96,8 +96,10 @@ class Dma : public sc_core::sc_module {
   // A message left on its first link: completes its op_here / task_here (task -2: the whole op).
   void injected(int32_t op, int32_t task);
   void land(uint32_t slot);  // a receive's data is in place: apply it and finish the task
-  void stage(Message&& m);
+  void stage(Message&& m);  // an early arrival waits in a staging buffer in HBM
+  // A chunk of a point-to-point transfer lands in the Recv `op`'s output; the last one acknowledges the Send.
   void land_p2p(int32_t op, Message&& m, bool staged);
+  void on_ack(const Message& m);
 
   double elem_bytes(const Running& r) const { return r.req.elem_bytes; }
 
@@ -113,7 +115,11 @@ class Dma : public sc_core::sc_module {
   Done m_on_done;
   ActionQueue m_queue;
   std::map<int32_t, Running> m_running;
-  std::unordered_map<MsgKey, std::deque<Message>, MsgKeyHash> m_mailbox;
+  std::unordered_map<MsgKey, std::deque<Message>, MsgKeyHash> m_mailbox;      // collective chunks that came early
+  std::unordered_map<MsgKey, std::deque<Message>, MsgKeyHash> m_p2p_mailbox;  // point-to-point chunks that came early
+  // Point-to-point transfers so far per (peer chip, tag): the k-th Send to a peer with a tag pairs with the peer's
+  // k-th Recv from this chip with that tag.
+  std::map<std::pair<int64_t, int64_t>, int64_t> m_p2p_sends, m_p2p_recvs;
   std::unordered_map<uint64_t, int32_t> m_instance_op;  // running collective instance -> exec op
   LinkInjector m_links;
   uint64_t m_messages_sent = 0;
@@ -121,6 +127,9 @@ class Dma : public sc_core::sc_module {
 
 // The collective kind of a communication op kind (AllReduce..Broadcast).
 CollectiveKind collective_of(OpKind k);
+// The algorithm a communication op runs: the one it names, else its collective's default; "point_to_point" for
+// Send and Recv.
+std::string comm_algorithm(const Op& op);
 // A stable id for the collective instance of an op (same on every chip that runs it).
 uint64_t collective_instance(const std::string& op_name);
 

@@ -21,7 +21,7 @@ void Dma::start_collective(Running& r, const Op& op) {
   r.req.chunk_elements = std::max<int64_t>(1, static_cast<int64_t>(m_ctx.exp->hardware.ici.chunk) / r.req.elem_bytes);
   r.req.shift = op.attrs.shift;
   r.req.root = op.attrs.root;
-  std::string algo_name = op.attrs.algorithm.empty() ? default_algorithm(r.req.kind) : op.attrs.algorithm;
+  std::string algo_name = comm_algorithm(op);
   std::unique_ptr<ICollectiveAlgorithm> algo = CollectiveRegistry::instance().make(algo_name);
   if (!algo) throw Error(Err::Internal, "collective algorithm '" + algo_name + "' is not registered");
   r.sched = algo->schedule(r.req, r.group.rank);

@@ -47,7 +47,7 @@ void Dma::traffic_tick(int32_t id) {
     m.src = m_chip;
     m.dst = dst;
     m.bytes = a.message_bytes;
-    m.key = {kTrafficInstance, m_chip, 0};
+    m.kind = MsgKind::Traffic;
     m.created = now;
     m.op = id;
     m_links.send(std::move(m), FlowId{id, 0}, 0, false);

@@ -55,7 +55,8 @@ void LinkInjector::pump(int dir) {
     double ready = o.read_hbm ? m_hbm.access(m.bytes, 0, HbmClient::Dma, m.op, false) : now;
     d.committed = std::max(busy_until, ready) + ser;
     if (m_log.traced)  // the send as the trace shows it: from launch to injection
-      m_log.messages.push_back({m.op, now, ready, m.dst, m.bytes, m.flow, true, "send to " + std::to_string(m.dst)});
+      m_log.messages.push_back({m.op, now, ready, m.dst, m.bytes, m.flow, true,
+                                (m.kind == MsgKind::Ack ? "acknowledge to " : "send to ") + std::to_string(m.dst)});
     uint32_t slot = o.slot;
     if (reached(ready)) launch(slot);
     else m_queue.schedule(at_seconds(ready), [this, slot] { launch(slot); });

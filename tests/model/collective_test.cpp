@@ -43,6 +43,7 @@ TEST(CollectiveTest, BidirectionalRingMatchesClosedForms) {
     double r = ratio(s, op, bytes);
     EXPECT_GT(r, 0.99) << op;  // never faster than the links allow
     EXPECT_LT(r, 1.10) << op;
+    EXPECT_EQ(s["collectives"][0]["algorithm"], "torus") << op;  // the default that ran, named
   }
 }
 
@@ -69,6 +70,7 @@ TEST(CollectiveTest, RingBaselineIsSlowerOnTwoAxes) {
   auto torus = simulate_in_child(collective("all_reduce", "[8, 8]", "256MiB"));
   auto ring = simulate_in_child(collective("all_reduce", "[8, 8]", "256MiB", "  algorithm: ring\n"));
   ASSERT_FALSE(torus.contains("error") || ring.contains("error"));
+  EXPECT_EQ(ring["collectives"][0]["algorithm"], "ring");
   // The ring all-reduces the whole buffer along each axis in turn, on half of the links at a time: 2 x 2V/W x 7/8
   // against the torus scheme's 2V/(2W) x 63/64, about 3.5 times as long.
   double k = ring["step_time_s"].get<double>() / torus["step_time_s"].get<double>();
