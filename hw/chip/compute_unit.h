@@ -27,6 +27,8 @@ struct UnitJob {
   double read = 0;         // HBM bytes read by this core's share
   double write = 0;        // HBM bytes written
   double read_run = 0;     // access pattern of the reads
+  // When set, called at the end instead of the unit's Done callback (work the DMA engines queue: reductions).
+  std::function<void(double start, double end)> on_done;
 };
 
 class ComputeUnit : public sc_core::sc_module {

@@ -33,7 +33,8 @@ uint64_t collective_instance(const std::string& op_name) {
 }
 
 Dma::Dma(sc_core::sc_module_name name, int64_t chip, PodContext& ctx, const ModelGraph* graph,
-         const ExecProgram* prog, Hbm& hbm, IciRouter& router, ChipLog& log, TensorStore& store, Done on_done)
+         const ExecProgram* prog, Hbm& hbm, IciRouter& router, ChipLog& log, TensorStore& store, Done on_done,
+         VectorJob vector_job)
     : sc_core::sc_module(name),
       m_chip(chip),
       m_ctx(ctx),
@@ -45,6 +46,7 @@ Dma::Dma(sc_core::sc_module_name name, int64_t chip, PodContext& ctx, const Mode
       m_log(log),
       m_store(store),
       m_on_done(std::move(on_done)),
+      m_vector_job(std::move(vector_job)),
       m_links(chip, ctx, ctx.messages, hbm, router, log, m_queue,
               [this](int32_t op, int32_t task) { injected(op, task); }) {
   SC_METHOD(wake);

@@ -1,7 +1,8 @@
 // The DMA engines of one chip: they execute its communication ops over ICI. One class, its jobs in their own files:
 //  - dma_collective.cpp: collectives. The op's algorithm (collectives/) gives this chip's schedule; sends read
 //    their region from HBM and inject a message, receives wait for theirs and land it (writing HBM on arrival; a
-//    reduction reads and writes HBM again), copies move data within HBM. Tasks start when their dependencies are
+//    reduction runs its adds on the chip's vector units, which read the local data and write the sum), copies move
+//    data within HBM. Tasks start when their dependencies are
 //    done, so chunks of a ring pipeline through it. In numeric mode messages carry the real data and reductions
 //    run in the order the schedule performs them (dma_numerics.h).
 //  - dma_p2p.cpp: point-to-point Send/Recv ops (paired by peer and tag), chunked like collectives; a Send completes
@@ -36,9 +37,13 @@ namespace podsim {
 class Dma : public sc_core::sc_module {
  public:
   using Done = std::function<void(int32_t op, double start, double end)>;
+  // Runs the adds of a reduction on the chip's vector units, queued behind the vector ops already waiting there:
+  // (op, elements, HBM bytes read, HBM bytes written, called when done).
+  using VectorJob = std::function<void(int32_t op, double elements, double read, double write, std::function<void()>)>;
 
   Dma(sc_core::sc_module_name name, int64_t chip, PodContext& ctx, const ModelGraph* graph,
-      const ExecProgram* prog, Hbm& hbm, IciRouter& router, ChipLog& log, TensorStore& store, Done on_done);
+      const ExecProgram* prog, Hbm& hbm, IciRouter& router, ChipLog& log, TensorStore& store, Done on_done,
+      VectorJob vector_job);
 
   void start(int32_t exec_op);
   // A message has fully arrived at this chip (called by the router).
@@ -113,6 +118,7 @@ class Dma : public sc_core::sc_module {
   ChipLog& m_log;
   TensorStore& m_store;
   Done m_on_done;
+  VectorJob m_vector_job;
   ActionQueue m_queue;
   std::map<int32_t, Running> m_running;
   std::unordered_map<MsgKey, std::deque<Message>, MsgKeyHash> m_mailbox;      // collective chunks that came early

@@ -96,15 +96,21 @@ void Dma::ready(Running& r, int32_t i) {
     }
     case Task::Type::Copy: {
       double bytes = static_cast<double>(t.src.elements()) * eb;
-      double done = m_hbm.access(2 * bytes, 0, HbmClient::Dma, op, true);
-      m_queue.schedule(at_seconds(done), [this, op, i] {
+      auto copy = [this, op, i] {
         Running& rr = m_running.at(op);
         const Task& tt = rr.sched.tasks[i];
         if (m_ctx.numeric)
           land_region(rr.buf[static_cast<int>(tt.dst_buf)], tt.dst,
                       gather_region(rr.buf[static_cast<int>(tt.src_buf)], tt.src), tt.combine);
         finish_task(op, i);
-      });
+      };
+      if (t.combine == Task::Combine::Add) {
+        // The vector units read both addends and write the sum.
+        m_vector_job(op, static_cast<double>(t.src.elements()), 2 * bytes, bytes,
+                     [this, copy] { m_queue.schedule(sc_core::sc_time_stamp(), copy); });
+      } else {
+        m_queue.schedule(at_seconds(m_hbm.access(2 * bytes, 0, HbmClient::Dma, op, true)), copy);
+      }
       break;
     }
   }
@@ -115,13 +121,21 @@ void Dma::complete_recv(Running& r, int32_t i, Message&& m, bool staged) {
   if (m_log.traced)
     m_log.messages.push_back({r.op, now_seconds(), now_seconds(), m.src, m.bytes, m.flow, false,
                               "recv from " + std::to_string(m.src) + " tag " + std::to_string(t.tag)});
-  // HBM traffic of landing the data: in place on arrival a write (or, reducing, a read of the local data and a
-  // write of the sum) unless the result stays on chip; from the staging buffer one more read.
-  double factor = (t.combine == Task::Combine::Add ? 1.0 : 0.0) + (t.on_chip ? 0.0 : 1.0) + (staged ? 1.0 : 0.0);
-  double done = factor > 0 ? m_hbm.access(factor * m.bytes, 0, HbmClient::Dma, r.op, true) : now_seconds();
+  const double bytes = m.bytes, elements = bytes / elem_bytes(r);
   m.op_here = r.op;
   m.task_here = i;
   uint32_t slot = m_pool.put(std::move(m));
+  if (t.combine == Task::Combine::Add) {
+    // A reduction: the vector units read the local addend (and the arrival, if it was staged in HBM), add, and
+    // write the sum unless it stays on chip to be forwarded. They run it in their queue, after the vector ops
+    // already waiting there, so reductions and compute slow each other down.
+    m_vector_job(r.op, elements, bytes * (staged ? 2.0 : 1.0), t.on_chip ? 0.0 : bytes,
+                 [this, slot] { m_queue.schedule(sc_core::sc_time_stamp(), [this, slot] { land(slot); }); });
+    return;
+  }
+  // Overwriting: the arrival is written to HBM unless it stays on chip; from the staging buffer, read once more.
+  double factor = (t.on_chip ? 0.0 : 1.0) + (staged ? 1.0 : 0.0);
+  double done = factor > 0 ? m_hbm.access(factor * bytes, 0, HbmClient::Dma, r.op, true) : now_seconds();
   // Finish at the earliest in the next delta, never from inside another task's completion.
   m_queue.schedule(at_seconds(std::max(done, now_seconds())), [this, slot] { land(slot); });
 }
