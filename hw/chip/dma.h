@@ -76,6 +76,7 @@ class Dma : public sc_core::sc_module {
     std::vector<uint8_t> done;
     size_t finished = 0;
     std::vector<float> buf[3];  // Input, Output, Scratch (numeric)
+    bool bf16 = false;          // the buffers hold bf16 values: every value written is rounded
     std::unordered_map<MsgKey, int32_t, MsgKeyHash> waiting_recv;
     // Point to point: the transfer's key, the peer chip, and (Recv) the chunks still to land
     MsgKey p2p_key;
