@@ -53,6 +53,8 @@ int sc_main(int argc, char** argv) {
   p->add_option("run_dir", rep.run_dir, "A folder written by podsim run")->required();
   p->add_flag("--no-plots", rep.no_plots, "Only print the tables");
 
+  cli::SweepCommand* sweep = cli::add_sweep_command(app);
+
   std::string docs_what;
   auto* d = app.add_subcommand("docs", "Print generated documentation (config or errors) in Markdown");
   d->add_option("what", docs_what, "config | errors")->required()->check(CLI::IsMember({"config", "errors"}));
@@ -81,6 +83,7 @@ int sc_main(int argc, char** argv) {
     if (*l) return cli::cmd_list(list);
     if (*p) return cli::cmd_report(rep);
     if (*d) return cli::cmd_docs(docs_what);
+    if (cli::sweep_selected(sweep)) return cli::cmd_sweep(sweep);
   } catch (const std::exception& e) {
     return cli::report_failure(e);
   }
