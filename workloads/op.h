@@ -64,7 +64,8 @@ struct OpAttrs {
   // Softmax (a causal mask over the last two dimensions).
   bool causal = false;
   // Communication: mesh axes of the group, algorithm (empty: the collective's default), permute shift and
-  // broadcast root (rank in the group); Send/Recv peer as an absolute device id, and a tag pairing them.
+  // broadcast root (rank in the group); Send/Recv: the peer `shift` steps along `axes` (a pipeline's neighbour
+  // stage; with no axes, `peer` is an absolute chip id), and a tag pairing them.
   // all_gather / reduce_scatter gather or scatter tensor dimension `dim`; all_to_all splits `dim` and concatenates
   // `dim2`. Slice: the dimension it cuts, and the mesh axes whose index picks the piece (none: from index 0).
   std::vector<std::string> axes;

@@ -88,6 +88,8 @@ class Dma : public sc_core::sc_module {
   };
 
   void start_collective(Running& r, const Op& op);
+  // The chip a Send or Recv exchanges with: attrs.peer, or `shift` steps along its mesh axes when it names some.
+  int64_t peer_of(const Op& op) const;
   void start_send(Running& r, const Op& op);
   void start_recv(Running& r, const Op& op);
   void start_traffic(Running& r, const Op& op);

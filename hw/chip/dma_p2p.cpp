@@ -25,10 +25,21 @@ int64_t chunk_count(int64_t elements, int64_t per_chunk) {
 
 }  // namespace
 
+int64_t Dma::peer_of(const Op& op) const {
+  if (op.attrs.axes.empty()) return op.attrs.peer;
+  // Mesh-relative: the chip `shift` steps away along the op's mesh axes (a pipeline's next or previous stage).
+  const CollectiveGroup g = m_ctx.group(m_chip, op.attrs.axes);
+  const int64_t rank = g.rank + op.attrs.shift;
+  if (rank < 0 || rank >= g.shape.size())
+    throw Error(Err::Internal, "'" + op.name + "' on chip " + std::to_string(m_chip) + " has no peer " +
+                                   std::to_string(op.attrs.shift) + " steps along its mesh axes");
+  return g.chip_of(rank, m_ctx.torus);
+}
+
 void Dma::start_send(Running& r, const Op& op) {
   const TensorInfo& in = m_graph->tensor(op.inputs.front());
-  r.p2p_peer = op.attrs.peer;
-  r.p2p_key = {static_cast<uint64_t>(m_p2p_sends[{op.attrs.peer, op.attrs.tag}]++), m_chip, op.attrs.tag};
+  r.p2p_peer = peer_of(op);
+  r.p2p_key = {static_cast<uint64_t>(m_p2p_sends[{r.p2p_peer, op.attrs.tag}]++), m_chip, op.attrs.tag};
   const int64_t per = chunk_elements(m_ctx, in.dtype), n = in.elements(), eb = dtype_bytes(in.dtype);
   const std::vector<float>* data = m_ctx.numeric ? &m_store.get(op.inputs.front()).data : nullptr;
   for (int64_t k = 0, chunks = chunk_count(n, per); k < chunks; ++k) {
@@ -36,7 +47,7 @@ void Dma::start_send(Running& r, const Op& op) {
     Message m;
     m.kind = MsgKind::PointToPoint;
     m.src = m_chip;
-    m.dst = op.attrs.peer;
+    m.dst = r.p2p_peer;
     m.bytes = static_cast<double>(len * eb);
     m.key = r.p2p_key;
     m.offset = first;
@@ -61,8 +72,8 @@ void Dma::on_ack(const Message& m) {
 
 void Dma::start_recv(Running& r, const Op& op) {
   const TensorInfo& out = m_graph->tensor(op.outputs.front());
-  r.p2p_peer = op.attrs.peer;
-  r.p2p_key = {static_cast<uint64_t>(m_p2p_recvs[{op.attrs.peer, op.attrs.tag}]++), op.attrs.peer, op.attrs.tag};
+  r.p2p_peer = peer_of(op);
+  r.p2p_key = {static_cast<uint64_t>(m_p2p_recvs[{r.p2p_peer, op.attrs.tag}]++), r.p2p_peer, op.attrs.tag};
   r.p2p_chunks_left = chunk_count(out.elements(), chunk_elements(m_ctx, out.dtype));
   if (m_ctx.numeric) r.buf[1].assign(static_cast<size_t>(out.elements()), 0.0f);
   auto it = m_p2p_mailbox.find(r.p2p_key);
