@@ -55,6 +55,9 @@ class GraphBuilder {
   // Mean softmax cross-entropy over the rows of logits; returns the scalar loss.
   TensorId softmax_cross_entropy(TensorId logits, TensorId labels, const std::string& name);
 
+  // Ops added from now on belong to model cell `c` (a layer; pipelines cut between cells).
+  void set_cell(int32_t c) { m_cell = c; }
+
   // Adds Backward ops computing d(loss)/d(every parameter), summing gradients of tensors used more than once.
   void backward(TensorId loss);
   // Adds one Optimizer op per parameter, producing Updated tensors "<param>.new" (and "<param>.m.new", ...).
@@ -77,6 +80,7 @@ class GraphBuilder {
   ModelGraph& m_g;
   DType m_dtype;
   Phase m_phase = Phase::Forward;  // phase of ops the forward methods add (Backward while rules run)
+  int32_t m_cell = -1;
   std::vector<TensorId> m_params;
   std::map<TensorId, TensorId> m_grad;
 };

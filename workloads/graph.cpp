@@ -72,6 +72,13 @@ OpId ModelGraph::add_op(Op op) {
   return id;
 }
 
+void ModelGraph::add_control(OpId before, OpId after) {
+  if (before < 0 || after < 0 || static_cast<size_t>(before) >= m_ops.size() ||
+      static_cast<size_t>(after) >= m_ops.size() || before == after)
+    throw Error(Err::Internal, "control edge between unknown ops");
+  if (!boost::edge(before, after, m_impl->g).second) boost::add_edge(before, after, m_impl->g);
+}
+
 TensorId ModelGraph::find_tensor(const std::string& name) const {
   for (size_t i = 0; i < m_tensors.size(); ++i)
     if (m_tensors[i].name == name) return static_cast<TensorId>(i);

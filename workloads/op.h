@@ -70,6 +70,7 @@ struct OpAttrs {
   // `dim2`. Slice: the dimension it cuts, and the mesh axes whose index picks the piece (none: from index 0).
   std::vector<std::string> axes;
   int64_t dim = 0, dim2 = 0;
+  int64_t offset = 0;  // Slice without axes: which piece (the piece's size is the output's)
   std::string algorithm;
   int64_t shift = 1;
   int64_t root = 0;
@@ -94,6 +95,9 @@ struct Op {
   std::string name;
   OpKind kind = OpKind::Add;
   Phase phase = Phase::Forward;
+  // The model cell (layer) the op belongs to, in model order: a pipeline cuts the step between cells. Backward
+  // ops take the cell of the forward op they differentiate, optimizer ops their parameter's. -1: none.
+  int32_t cell = -1;
   std::vector<TensorId> inputs;
   std::vector<TensorId> outputs;
   OpAttrs attrs;
