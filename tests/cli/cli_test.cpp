@@ -84,6 +84,32 @@ TEST(CliTest, MisspelledKeyFailsWithLineAndSuggestion) {
   EXPECT_NE(r.err.find("did you mean 'heads'?"), std::string::npos) << r.err;
 }
 
+// The issue as a user met it: `mdoel: transformer` in the quickstart, and a second typo further down. Both are
+// reported, each at its own line, the misspelled model with its suggestion and not as a missing key.
+TEST(CliTest, EveryErrorOfAFileAtItsOwnLine) {
+  std::string text = read_file(source_dir() + "/configs/quickstart.yaml");
+  auto line_of = [&](size_t pos) {
+    int line = 1;
+    for (size_t i = 0; i < pos; ++i) line += text[i] == '\n';
+    return line;
+  };
+  auto model = text.find("  model: transformer");
+  auto numeric = text.find("  numeric: false");
+  ASSERT_NE(model, std::string::npos);
+  ASSERT_NE(numeric, std::string::npos);
+  text.replace(model, 8, "  mdoel:");
+  text.replace(numeric, 10, "  numerci:");
+  std::string file = write_file("typos.yaml", text);
+  auto r = run_podsim({"run", file, "--out", "o"});
+  EXPECT_EQ(r.code, 2);
+  std::string first = file + ":" + std::to_string(line_of(model)) + ":3: error PODSIM-CFG-002: unknown key " +
+                      "'workload.mdoel' (did you mean 'model'?)\n";
+  std::string second = file + ":" + std::to_string(line_of(numeric)) + ":3: error PODSIM-CFG-002: unknown key " +
+                       "'run.numerci' (did you mean 'numeric'?)\n";
+  EXPECT_EQ(r.err, first + second);
+  EXPECT_FALSE(exists(test_dir() + "/o"));
+}
+
 TEST(CliTest, RunWritesItsFolder) {
   std::string exp = write_file("mm.yaml", kMatmul);
   auto r = run_podsim({"run", exp, "--out", "out"});

@@ -154,6 +154,42 @@ TEST(ConfigErrorTest, MissingModel) {
   expect_at(e, Err::MissingKey, 3, 1, "workload.model");
 }
 
+TEST(ConfigErrorTest, MisspelledModelIsAnUnknownKeyAtItsLineNotAMissingOne) {
+  Error e = fail("hardware:\n  preset: tpu-v3\nworkload:\n  mdoel: transformer\n  layers: 2\n");
+  expect_at(e, Err::UnknownKey, 4, 3, "unknown key 'workload.mdoel' (did you mean 'model'?)");
+  // The misspelling explains the missing key: it is not reported again, and the workload's other keys (unknown
+  // without a model) are not reported either.
+  EXPECT_TRUE(e.also().empty()) << e.also().front().what();
+}
+
+TEST(ConfigErrorTest, MisspelledRequiredKeyIsNotAlsoMissing) {
+  Error e = fail("hardware:\n  preset: tpu-v3\nworkload:\n  model: matmul\n  m: 1\n  k: 2\n  nn: 3\n");
+  expect_at(e, Err::UnknownKey, 7, 3, "did you mean 'n'?");
+  EXPECT_TRUE(e.also().empty()) << e.also().front().what();
+}
+
+// Every error of a file in one pass, most specific first: unknown keys and bad values in file order, then the
+// missing keys (which can only point at their section).
+TEST(ConfigErrorTest, AllErrorsOfAFileInOnePass) {
+  Error e = fail("hardware:\n  preset: tpu-v3\n  chip:\n    mxu: {rowz: 64}\n    clock: 940MHZ\n"
+                 "workload:\n  model: matmul\n  m: 1\n  k: -2\nrun:\n  numeric: maybe\n");
+  auto all = e.all();
+  ASSERT_EQ(all.size(), 5u) << e.what();
+  expect_at(*all[0], Err::UnknownKey, 4, 11, "did you mean 'rows'?");
+  expect_at(*all[1], Err::BadUnit, 5, 12, "did you mean 'MHz'?");
+  expect_at(*all[2], Err::OutOfRange, 9, 6, "workload.k = -2");  // given, so not also missing
+  expect_at(*all[3], Err::WrongType, 11, 12, "run.numeric expects true or false");
+  expect_at(*all[4], Err::MissingKey, 6, 1, "missing required key 'workload.n'");
+}
+
+TEST(ConfigErrorTest, ErrorsInTheRestOfTheFileAreReportedWhenTheModelIsUnknown) {
+  Error e = fail("hardware:\n  preset: tpu-v3\n  chip: {clock: 1GHzz}\nworkload:\n  model: matmull\n  m: 1\n");
+  auto all = e.all();
+  ASSERT_EQ(all.size(), 2u) << e.what();
+  expect_at(*all[0], Err::BadUnit, 3, 17, "hardware.chip.clock");
+  expect_at(*all[1], Err::UnknownWorkload, 5, 10, "did you mean 'matmul'?");
+}
+
 TEST(ConfigErrorTest, WrongTypeWholeNumber) {
   Error e = fail(std::string(kBase).replace(std::string(kBase).find("m: 256"), 6, "m: 2.5"));
   expect_at(e, Err::WrongType, 5, 6, "expects a whole number, got '2.5' (a fraction is not allowed)");
