@@ -13,7 +13,7 @@ namespace podsim::cli {
 namespace {
 
 void row(const std::string& name, const std::string& desc, size_t width) {
-  std::cout << "  " << name << std::string(name.size() < width ? width - name.size() : 1, ' ') << "  " << desc << "\n";
+  std::cout << "  " << name << std::string(name.size() < width ? width - name.size() : 0, ' ') << "  " << desc << "\n";
 }
 
 size_t widest(const std::vector<std::string>& names) {
@@ -43,7 +43,20 @@ void list_params(const std::string& only) {
 }  // namespace
 
 int cmd_list(const ListArgs& a) {
-  if (a.what == "hardware") {
+  if (a.what.empty()) {
+    static const std::vector<std::pair<std::string, std::string>> kinds = {
+        {"hardware", "hardware presets (hardware.preset)"},
+        {"workloads", "workload models (workload.model)"},
+        {"strategies", "parallelism strategies (strategy.name)"},
+        {"collectives", "collective algorithms, and the default for each collective"},
+        {"params", "every parameter with its type, range and default (--workload NAME: one workload's)"},
+        {"errors", "error ids and exit codes"},
+    };
+    std::vector<std::string> names;
+    for (const auto& k : kinds) names.push_back(k.first);
+    std::cout << "podsim list WHAT, where WHAT is one of:\n";
+    for (const auto& [name, desc] : kinds) row(name, desc, widest(names));
+  } else if (a.what == "hardware") {
     auto presets = list_presets();
     std::vector<std::string> names;
     for (const auto& p : presets) names.push_back(p.name);

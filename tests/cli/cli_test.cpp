@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "tests/cli/cli_util.h"
 
@@ -40,6 +41,35 @@ TEST(CliTest, ListHardwareShowsTheSixPresets) {
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* p : {"tpu-v2", "tpu-v3", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"})
     EXPECT_NE(r.out.find(std::string("  ") + p + " "), std::string::npos) << p << "\n" << r.out;
+}
+
+TEST(CliTest, ListWithoutArgumentSaysWhatCanBeListed) {
+  auto r = run_podsim({"list"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* what : {"hardware", "workloads", "strategies", "collectives", "params", "errors"}) {
+    EXPECT_NE(r.out.find(std::string("  ") + what + " "), std::string::npos) << what << "\n" << r.out;
+    EXPECT_EQ(run_podsim({"list", what}).code, 0) << what;  // and each of them works
+  }
+}
+
+TEST(CliTest, ListHardwareAlignsTheDescriptions) {
+  auto r = run_podsim({"list", "hardware"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::set<size_t> columns;
+  for (size_t at = r.out.find("TPU v"); at != std::string::npos; at = r.out.find("TPU v", at + 1))
+    columns.insert(at - r.out.rfind('\n', at));
+  EXPECT_EQ(columns.size(), 1u) << r.out;
+}
+
+// The run summary prints the clock with its decimals: 1.05 GHz on TPU v4, 1.5 GHz on v5e.
+TEST(CliTest, RunPrintsClockRatesWithTheirDecimals) {
+  for (auto [preset, clock] : {std::pair<std::string, std::string>{"tpu-v4", "1.05 GHz"}, {"tpu-v5e", "1.5 GHz"}}) {
+    std::string exp = write_file(preset + ".yaml", "hardware:\n  preset: " + preset +
+                                                       "\nworkload:\n  model: matmul\n  m: 128\n  k: 128\n  n: 128\n");
+    auto r = run_podsim({"run", exp, "--out", preset});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("cycles at " + clock + ")"), std::string::npos) << r.out;
+  }
 }
 
 TEST(CliTest, ListOtherRegistries) {
