@@ -1,27 +1,63 @@
-// A strategy plugin turns one logical training step into per-role SPMD programs (strategies/plan.h). One file per
-// strategy under strategies/, registered by name:
+// A strategy plugin decides how one logical training step is placed on a pod. One file per strategy under
+// strategies/, registered by name, parameters declared once (under "strategy."):
 //
-//   PODSIM_REGISTER_STRATEGY(DataParallel, "data_parallel", "Replicate weights, shard batch, all-reduce grads");
+//   PODSIM_REGISTER_STRATEGY(DataParallel, "data_parallel", "Split the batch, all-reduce the gradients");
 //
-// Contract: a strategy never touches SystemC or hardware models; in numeric mode the programs it returns must
-// reproduce the single-device reference step within a stated fp32 tolerance.
+// Most strategies are sharding emitters (GSPMD's design): they own mesh axes and annotate tensors of the logical
+// step with sharding specs over those axes (annotate(), then refine() once every strategy of a composition has
+// annotated); the shared SPMD partitioner (partition/) turns the annotations into programs. A strategy that places
+// the step by itself (single_device, replicate, out-of-tree test plugins) returns the plan from place() instead and
+// cannot be composed. strategies/planner.h combines them.
+//
+// Contract: a strategy never touches SystemC or hardware models; in numeric mode the programs that come out must
+// reproduce the single-device reference step within the stated fp32 tolerance (docs/strategies.md).
 #pragma once
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "plan/plan.h"
 #include "sim/common/registry.h"
 #include "sim/config/experiment.h"
-#include "strategies/plan.h"
 
 namespace podsim {
+
+// Specs by logical tensor. Strategies add to it; a tensor split by several strategies gets their axes merged
+// dimension by dimension (strategies/planner.h: merge_spec).
+using Annotations = std::map<TensorId, ShardSpec>;
 
 class IStrategy {
  public:
   virtual ~IStrategy() = default;
   virtual std::vector<ParamSpec> params() const { return {}; }
   virtual void validate(const ParamSet& p) const { (void)p; }
-  virtual Plan plan(const ModelGraph& g, const Experiment& exp) const = 0;
+
+  // The mesh axes this strategy owns, by name (e.g. {"data"}).
+  virtual std::vector<std::string> axes(const ParamSet& p) const {
+    (void)p;
+    return {};
+  }
+  // Sharding specs over its own axes for tensors of the logical step `g`.
+  virtual void annotate(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const {
+    (void)g, (void)exp, (void)mesh, (void)specs;
+  }
+  // Runs after every composed strategy's annotate(): specs that depend on the others' (weight-update sharding
+  // picks a dimension no other axis splits).
+  virtual void refine(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const {
+    (void)g, (void)exp, (void)mesh, (void)specs;
+  }
+  // Collective algorithms by collective name for the communication this strategy causes ({"all_reduce": "ring"}).
+  virtual std::map<std::string, std::string> algorithms(const ParamSet& p) const {
+    (void)p;
+    return {};
+  }
+  // A strategy that places the whole step itself returns its plan here.
+  virtual std::optional<Plan> place(const ModelGraph& g, const Experiment& exp) const {
+    (void)g, (void)exp;
+    return std::nullopt;
+  }
 };
 
 using StrategyRegistry = Registry<IStrategy>;

@@ -8,7 +8,7 @@ namespace {
 
 class SingleDevice : public IStrategy {
  public:
-  Plan plan(const ModelGraph& g, const Experiment& exp) const override {
+  std::optional<Plan> place(const ModelGraph& g, const Experiment& exp) const override {
     for (const Op& op : g.ops())
       if (is_communication(op.kind))
         throw Error(Err::StrategyMismatch, exp.params.where("workload.model"),
@@ -17,15 +17,16 @@ class SingleDevice : public IStrategy {
                     "strategy.name");
     Plan p;
     p.strategy = "single_device";
-    for (size_t d = 0; d < exp.hardware.pod.dims.size(); ++d) {
-      p.mesh.axis_names.push_back(std::string(1, "xyz"[d]));
-      p.mesh.axis_sizes.push_back(exp.hardware.pod.dims[d]);
-      p.mesh.axis_dim.push_back(static_cast<int>(d));
-    }
+    p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap));
     Program prog;
     prog.role = "device";
     prog.graph = g;
     prog.order = g.topological_order();
+    // The program is the logical step itself: every tensor is its own logical value, whole.
+    for (size_t t = 0; t < g.num_tensors(); ++t) {
+      TensorBinding b{static_cast<TensorId>(t), static_cast<TensorId>(t), ShardSpec::replicated(g.tensor(t).shape.size())};
+      (g.producer(static_cast<TensorId>(t)) < 0 ? prog.inputs : prog.results).push_back(b);
+    }
     p.programs.push_back(std::move(prog));
     p.role_of_chip.assign(static_cast<size_t>(exp.hardware.pod.chips()), -1);
     p.role_of_chip[0] = 0;

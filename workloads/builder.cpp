@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "sim/common/error.h"
+#include "workloads/einsum.h"
 #include "workloads/ops/op_kind.h"
 
 namespace podsim {
@@ -63,36 +64,22 @@ TensorId GraphBuilder::label(const std::string& name, std::vector<int64_t> shape
   return m_g.add_tensor({name, std::move(shape), DType::I32, TensorRole::Label});
 }
 
-TensorId GraphBuilder::matmul(TensorId a, TensorId b, const std::string& name, bool trans_a, bool trans_b) {
+TensorId GraphBuilder::einsum(TensorId a, TensorId b, const std::string& equation, const std::string& name) {
+  Einsum e = Einsum::parse(equation);
   const auto& sa = m_g.tensor(a).shape;
   const auto& sb = m_g.tensor(b).shape;
-  if (sa.size() != 2 || sb.size() != 2) shape_error(name, "matmul takes rank-2 operands");
+  if (sa.size() != e.lhs.size() || sb.size() != e.rhs.size())
+    shape_error(name, "einsum '" + equation + "' of " + shape_text(sa) + " and " + shape_text(sb));
   OpAttrs at;
-  at.trans_a = trans_a;
-  at.trans_b = trans_b;
-  at.m = trans_a ? sa[1] : sa[0];
-  at.k = trans_a ? sa[0] : sa[1];
-  int64_t kb = trans_b ? sb[1] : sb[0];
-  at.n = trans_b ? sb[0] : sb[1];
-  if (at.k != kb) shape_error(name, "contracting sizes differ: " + shape_text(sa) + " @ " + shape_text(sb));
-  return forward(name, OpKind::MatMul, {a, b}, {at.m, at.n}, m_g.tensor(a).dtype, at);
+  at.equation = equation;
+  return forward(name, OpKind::MatMul, {a, b}, e.out_shape(sa, sb), m_g.tensor(a).dtype, at);
 }
 
-TensorId GraphBuilder::batch_matmul(TensorId a, TensorId b, const std::string& name, bool trans_a, bool trans_b) {
-  const auto& sa = m_g.tensor(a).shape;
-  const auto& sb = m_g.tensor(b).shape;
-  if (sa.size() != 3 || sb.size() != 3 || sa[0] != sb[0])
-    shape_error(name, "batch_matmul takes [G, M, K] and [G, K, N], got " + shape_text(sa) + " and " + shape_text(sb));
-  OpAttrs at;
-  at.batch = sa[0];
-  at.trans_a = trans_a;
-  at.trans_b = trans_b;
-  at.m = trans_a ? sa[2] : sa[1];
-  at.k = trans_a ? sa[1] : sa[2];
-  int64_t kb = trans_b ? sb[2] : sb[1];
-  at.n = trans_b ? sb[1] : sb[2];
-  if (at.k != kb) shape_error(name, "contracting sizes differ: " + shape_text(sa) + " @ " + shape_text(sb));
-  return forward(name, OpKind::MatMul, {a, b}, {at.batch, at.m, at.n}, m_g.tensor(a).dtype, at);
+TensorId GraphBuilder::matmul(TensorId a, TensorId b, const std::string& name, bool trans_a, bool trans_b) {
+  if (m_g.tensor(a).shape.size() != 2 || m_g.tensor(b).shape.size() != 2)
+    shape_error(name, "matmul takes rank-2 operands");
+  std::string eq = std::string(trans_a ? "km" : "mk") + "," + (trans_b ? "nk" : "kn") + "->mn";
+  return einsum(a, b, eq, name);
 }
 
 TensorId GraphBuilder::add(TensorId a, TensorId b, const std::string& name) {
@@ -127,11 +114,13 @@ TensorId GraphBuilder::layer_norm(TensorId x, TensorId gamma, TensorId beta, con
   int64_t d = xi.shape.back();
   if (m_g.tensor(gamma).shape != std::vector<int64_t>{d} || m_g.tensor(beta).shape != std::vector<int64_t>{d})
     shape_error(name, "gamma and beta must be [" + std::to_string(d) + "]");
-  int64_t rows = xi.elements() / d;
+  // Per-row statistics, shaped like x without its last dimension.
+  std::vector<int64_t> rows(xi.shape.begin(), xi.shape.end() - 1);
+  if (rows.empty()) rows = {1};
   TensorRole role = m_phase == Phase::Backward ? TensorRole::Gradient : TensorRole::Activation;
   TensorId y = m_g.add_tensor({name, xi.shape, xi.dtype, role});
-  TensorId mean = m_g.add_tensor({name + ".mean", {rows}, DType::F32, role});
-  TensorId rstd = m_g.add_tensor({name + ".rstd", {rows}, DType::F32, role});
+  TensorId mean = m_g.add_tensor({name + ".mean", rows, DType::F32, role});
+  TensorId rstd = m_g.add_tensor({name + ".rstd", rows, DType::F32, role});
   Op op;
   op.name = name;
   op.kind = OpKind::LayerNorm;
@@ -153,46 +142,28 @@ TensorId GraphBuilder::softmax(TensorId scores, double scale_by, bool causal, co
   return forward(name, OpKind::Softmax, {scores}, s, m_g.tensor(scores).dtype, at);
 }
 
-TensorId GraphBuilder::split_heads(TensorId x, int64_t batch, int64_t seq, int64_t heads, const std::string& name) {
-  const auto& s = m_g.tensor(x).shape;
-  if (s.size() != 2 || s[0] != batch * seq || s[1] % heads != 0)
-    shape_error(name, "split_heads of " + shape_text(s) + " into " + std::to_string(heads) + " heads");
-  OpAttrs at;
-  at.batch = batch;
-  at.seq = seq;
-  at.heads = heads;
-  return forward(name, OpKind::SplitHeads, {x}, {batch * heads, seq, s[1] / heads}, m_g.tensor(x).dtype, at);
-}
-
-TensorId GraphBuilder::merge_heads(TensorId x, int64_t batch, int64_t seq, int64_t heads, const std::string& name) {
-  const auto& s = m_g.tensor(x).shape;
-  if (s.size() != 3 || s[0] != batch * heads || s[1] != seq)
-    shape_error(name, "merge_heads of " + shape_text(s));
-  OpAttrs at;
-  at.batch = batch;
-  at.seq = seq;
-  at.heads = heads;
-  return forward(name, OpKind::MergeHeads, {x}, {batch * seq, heads * s[2]}, m_g.tensor(x).dtype, at);
-}
-
 TensorId GraphBuilder::embedding(TensorId table, TensorId ids, const std::string& name) {
   const auto& st = m_g.tensor(table).shape;
   const auto& si = m_g.tensor(ids).shape;
-  if (st.size() != 2 || si.size() != 1 || m_g.tensor(ids).dtype != DType::I32)
-    shape_error(name, "embedding takes a [V, D] table and [T] int32 ids");
-  return forward(name, OpKind::Embedding, {table, ids}, {si[0], st[1]}, m_g.tensor(table).dtype);
+  if (st.size() != 2 || si.empty() || m_g.tensor(ids).dtype != DType::I32)
+    shape_error(name, "embedding takes a [V, D] table and int32 ids of any shape");
+  std::vector<int64_t> out = si;
+  out.push_back(st[1]);
+  return forward(name, OpKind::Embedding, {table, ids}, out, m_g.tensor(table).dtype);
 }
 
 TensorId GraphBuilder::softmax_cross_entropy(TensorId logits, TensorId labels, const std::string& name) {
   const TensorInfo li = m_g.tensor(logits);
-  if (li.shape.size() != 2 || m_g.tensor(labels).shape != std::vector<int64_t>{li.shape[0]})
-    shape_error(name, "cross-entropy takes [T, V] logits and [T] labels");
+  if (li.shape.size() < 2 ||
+      m_g.tensor(labels).shape != std::vector<int64_t>(li.shape.begin(), li.shape.end() - 1))
+    shape_error(name, "cross-entropy takes [..., V] logits and labels of the leading shape");
   TensorId loss = m_g.add_tensor({name, {1}, DType::F32, TensorRole::Loss});
   TensorId probs = m_g.add_tensor({name + ".probs", li.shape, DType::F32, TensorRole::Activation});
   Op op;
   op.name = name;
   op.kind = OpKind::SoftmaxCrossEntropy;
   op.phase = Phase::Loss;
+  op.attrs.count = li.elements() / li.shape.back();  // the mean's denominator: every row of the step
   op.inputs = {logits, labels};
   op.outputs = {loss, probs};
   m_g.add_op(op);

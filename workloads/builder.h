@@ -40,8 +40,10 @@ class GraphBuilder {
   TensorId label(const std::string& name, std::vector<int64_t> shape);
 
   // Forward ops; `name` names the op and its output.
+  // A contraction by einsum equation (workloads/einsum.h): einsum(x, w, "bsd,dhe->bshe", "attn.q").
+  TensorId einsum(TensorId a, TensorId b, const std::string& equation, const std::string& name);
+  // A rank-2 product, optionally with transposed operands: einsum "mk,kn->mn" (or "km", "nk").
   TensorId matmul(TensorId a, TensorId b, const std::string& name, bool trans_a = false, bool trans_b = false);
-  TensorId batch_matmul(TensorId a, TensorId b, const std::string& name, bool trans_a = false, bool trans_b = false);
   TensorId add(TensorId a, TensorId b, const std::string& name);
   TensorId scale(TensorId a, double alpha, const std::string& name);
   TensorId bias_add(TensorId x, TensorId bias, const std::string& name);
@@ -49,8 +51,6 @@ class GraphBuilder {
   TensorId gelu(TensorId x, const std::string& name);
   TensorId layer_norm(TensorId x, TensorId gamma, TensorId beta, const std::string& name, double eps = 1e-5);
   TensorId softmax(TensorId scores, double scale, bool causal, const std::string& name);
-  TensorId split_heads(TensorId x, int64_t batch, int64_t seq, int64_t heads, const std::string& name);
-  TensorId merge_heads(TensorId x, int64_t batch, int64_t seq, int64_t heads, const std::string& name);
   TensorId embedding(TensorId table, TensorId ids, const std::string& name);
   // Mean softmax cross-entropy over the rows of logits; returns the scalar loss.
   TensorId softmax_cross_entropy(TensorId logits, TensorId labels, const std::string& name);

@@ -130,6 +130,8 @@ class CollectiveWorkload : public IWorkload {
     op.inputs = {x};
     op.outputs = {y};
     op.attrs.axes = p.strings("workload.axes");
+    // Mesh order, outermost first (z, y, x): group ranks then follow chip ids, x fastest.
+    std::sort(op.attrs.axes.begin(), op.attrs.axes.end(), std::greater<>());
     op.attrs.algorithm = p.s("workload.algorithm");
     op.attrs.shift = p.i("workload.shift");
     op.attrs.root = p.i("workload.root");

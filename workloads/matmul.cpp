@@ -31,9 +31,7 @@ class MatmulWorkload : public IWorkload {
     op.phase = Phase::Forward;
     op.inputs = {a, b};
     op.outputs = {c};
-    op.attrs.m = m;
-    op.attrs.k = k;
-    op.attrs.n = n;
+    op.attrs.equation = "mk,kn->mn";
     g.add_op(op);
     return g;
   }

@@ -11,7 +11,7 @@
 namespace podsim {
 
 enum class OpKind : uint8_t {
-  // Matrix unit. C[b] = op(A[b]) @ op(B[b]) for b < batch; A or B may be shared across the batch (rank 2).
+  // Matrix unit: a contraction given by an einsum equation (workloads/einsum.h), e.g. "bsd,dhe->bshe".
   MatMul,
   // Elementwise on the vector unit.
   Add,          // out = a + b (same shape)
@@ -28,10 +28,11 @@ enum class OpKind : uint8_t {
   Softmax,        // over the last dimension of [G, S, S] scores, with scale alpha and optional causal mask
   SoftmaxGrad,    // inputs (dy, y) -> dx, including the scale alpha
   // Data movement.
-  SplitHeads,     // [B*S, H*D] -> [B*H, S, D]; attrs: batch (B), seq (S), heads (H)
-  MergeHeads,     // [B*H, S, D] -> [B*S, H*D]
+  Slice,          // a piece of one dimension: the device's shard (attrs.axes), or a static pad/crop; zero-fills
   Embedding,      // inputs (table[V, D], ids[T] int32) -> out[T, D]
   EmbeddingGrad,  // inputs (dy[T, D], ids[T]) -> dtable[V, D] (scatter-add)
+  MemoryStream,   // HBM microbenchmark traffic: out = x; attrs.pattern read | write | copy | gather, attrs.message_bytes
+                  // the request size (workload.model: memory)
   // Loss.
   SoftmaxCrossEntropy,      // inputs (logits[T, V], labels[T]) -> (loss[1], probs[T, V]); mean over T
   SoftmaxCrossEntropyGrad,  // inputs (probs, labels) -> dlogits = (probs - onehot) / T
@@ -53,26 +54,35 @@ const char* phase_name(Phase p);
 
 // Attributes; each kind documents which fields it reads.
 struct OpAttrs {
-  // MatMul: per-batch dims and transposes of the operands as stored.
-  int64_t batch = 1, m = 0, k = 0, n = 0;
-  bool trans_a = false, trans_b = false;
+  // MatMul: the einsum equation; sizes come from the tensors' shapes.
+  std::string equation;
   // Scale, Softmax(Grad) scale, learning rate of updates.
   double alpha = 1.0;
   // Adam and LayerNorm.
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-5;
   int64_t step = 1;
-  // Softmax.
+  // Softmax (a causal mask over the last two dimensions).
   bool causal = false;
-  // Split/MergeHeads: B, S, H.
-  int64_t seq = 0, heads = 0;
   // Communication: mesh axes of the group, algorithm (empty: the collective's default), permute shift and
   // broadcast root (rank in the group); Send/Recv peer as an absolute device id, and a tag pairing them.
+  // all_gather / reduce_scatter gather or scatter tensor dimension `dim`; all_to_all splits `dim` and concatenates
+  // `dim2`. Slice: the dimension it cuts, and the mesh axes whose index picks the piece (none: from index 0).
   std::vector<std::string> axes;
+  int64_t dim = 0, dim2 = 0;
   std::string algorithm;
   int64_t shift = 1;
   int64_t root = 0;
   int64_t peer = -1;
   int64_t tag = 0;
+  // Means over rows (cross-entropy): the global row count to divide by (0: the rows the op sees), and the
+  // dimensions of the first input a partitioned op holds padded shards of (rows at or past `global` are padding).
+  struct Padded {
+    int dim = 0;
+    int64_t global = 0;
+    std::vector<std::string> axes;
+  };
+  int64_t count = 0;
+  std::vector<Padded> padded;
   // Traffic: pattern (uniform, transpose, neighbor), injection rate (fraction of one link's bandwidth each chip
   // offers), message size in bytes, and injection window in seconds.
   std::string pattern;

@@ -24,16 +24,32 @@ struct VectorWork {
   double reduce = 0;          // cross-lane reduction steps per element
 };
 
+// How an op's HBM traffic is laid out; hw/timing/hbm_timing.h turns it into achieved bandwidth.
+enum class HbmPattern : uint8_t {
+  Stream,           // long sequential runs: operands and results read or written whole
+  Strided,          // runs of read_run bytes at a stride (tiles of a larger matrix): one row activation per run
+  Gather,           // independent runs of read_run bytes at random places (embedding rows, scatter-adds)
+  ReadModifyWrite,  // reads and writes the same tensors in step (optimizer updates): streams, the bus turns around
+};
+const char* hbm_pattern_name(HbmPattern p);  // "stream", "strided", "gather", "read_modify_write"
+
 struct OpCost {
   Unit unit = Unit::Vpu;
   double flops = 0;          // floating-point operations, a multiply-add counting 2
   double bytes_read = 0;     // every input once, at its dtype (before tiling and fusion)
   double bytes_written = 0;  // every output once
   double read_run = 0;       // contiguous run length of the reads in bytes (0: one long stream); gathers are short
+  HbmPattern pattern = HbmPattern::Stream;        // layout of the op's HBM reads (Strided/Gather use read_run)
+  HbmPattern write_pattern = HbmPattern::Stream;  // layout of its writes (a scatter-add is Gather, runs of read_run)
   VectorWork vector;         // Vpu ops
-  // Elementwise: output element i depends only on element i of each input (broadcast bias allowed), so the
-  // compiler may fuse a chain of such ops and keep the intermediates on chip (hw/compiler/fusion).
+  // How the compiler may fuse the op (hw/compiler/fusion.h); a new kind declares it in its cost function.
+  // Elementwise: output element i depends only on element i of each input (broadcast bias allowed). Such ops form
+  // loop fusions, and join a producing matmul as its epilogue (output fusion).
   bool fusible = false;
+  // A row reduction or normalisation (softmax, layer norm, cross-entropy, bias gradient): elementwise producers and
+  // consumers adjacent to it fuse with it, one reduction per fusion. Leave both false for an op that never fuses
+  // (gathers, scatters, layout changes, communication).
+  bool reduction = false;
 };
 
 OpCost op_cost(const ModelGraph& g, const Op& op);

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "sim/common/error.h"
+#include "workloads/einsum.h"
 #include "workloads/op_def.h"
 
 namespace podsim {
@@ -50,8 +51,14 @@ Init param_init(const ModelGraph& g, TensorId t, double& std_dev) {
         return Init::Normal;
       }
       if (op.kind == OpKind::MatMul) {
+        // Scaled by the fan-in: the dimensions of this operand that the product contracts.
+        const Einsum e = Einsum::parse(op.attrs.equation);
+        const std::string& letters = i == 0 ? e.lhs : e.rhs;
         const auto& s = g.tensor(t).shape;
-        std_dev = 1.0 / std::sqrt(static_cast<double>(s.size() >= 2 ? s[s.size() - 2] : s[0]));
+        double fan_in = 1;
+        for (size_t d = 0; d < letters.size(); ++d)
+          if (e.contract.find(letters[d]) != std::string::npos) fan_in *= static_cast<double>(s[d]);
+        std_dev = 1.0 / std::sqrt(fan_in);
         return Init::Normal;
       }
     }

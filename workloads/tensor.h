@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "workloads/tensor_info.h"
@@ -19,10 +20,24 @@ struct Tensor {
   int64_t elements() const;
 };
 
-// Tensor values by TensorId; absent until produced or initialised.
+// Where the device owning a store sits in the mesh, for the kernels of partitioned programs whose work depends on
+// it (a device's own slice of a tensor, the vocabulary rows its table shard holds, which rows of a shard are
+// padding): its index along named mesh axes (mixed radix, the last axis fastest).
+class DeviceIndex {
+ public:
+  virtual ~DeviceIndex() = default;
+  virtual int64_t index(const std::vector<std::string>& axes) const = 0;
+};
+
+// Tensor values by TensorId; absent until produced or initialised. A store belongs to one device: index 0 on
+// every mesh axis unless set_device() says otherwise (the single-device reference).
 class TensorStore {
  public:
   explicit TensorStore(size_t n = 0) : m_slots(n) {}
+  void set_device(std::shared_ptr<const DeviceIndex> d) { m_device = std::move(d); }
+  int64_t device_index(const std::vector<std::string>& axes) const {
+    return m_device && !axes.empty() ? m_device->index(axes) : 0;
+  }
   void resize(size_t n) { m_slots.resize(n); }
   bool has(TensorId id) const { return id >= 0 && static_cast<size_t>(id) < m_slots.size() && m_slots[id]; }
   const Tensor& get(TensorId id) const;  // throws Error(Internal) when absent
@@ -35,6 +50,7 @@ class TensorStore {
 
  private:
   std::vector<std::shared_ptr<Tensor>> m_slots;
+  std::shared_ptr<const DeviceIndex> m_device;
 };
 
 // bf16 rounding as the MXU does on its inputs (round to nearest even), kept in fp32 storage.

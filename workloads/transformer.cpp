@@ -1,9 +1,12 @@
-// workload.model: transformer — a decoder-style Transformer training step:
-//   token ids[B*S] -> embedding[vocab, d_model]
-//   per layer (pre-LN):  x = x + Wo . merge(softmax(q k^T / sqrt(d_head), causal) v),  q,k,v = LN1(x) Wq/Wk/Wv
-//                        x = x + W2 . gelu(W1 . LN2(x) + b1) + b2
-//   final LN -> logits = x W_out [d_model, vocab] -> mean softmax cross-entropy against labels[B*S]
+// workload.model: transformer — a decoder-style Transformer training step (docs/model.md has the equations):
+//   token ids [B, S] -> x [B, S, D] = embedding [V, D]
+//   per layer (pre-LN):  q, k, v [B, S, H, E] = LN1(x) . Wq, Wk, Wv [D, H, E]
+//                        x = x + ctx . Wo [H, E, D],  ctx = softmax(q k^T / sqrt(E), causal) v
+//                        x = x + gelu(LN2(x) . W1 [D, F] + b1) . W2 [F, D] + b2
+//   final LN -> logits [B, S, V] = x . unembed [D, V] -> mean softmax cross-entropy against labels [B, S]
 //   -> backward -> optimizer.
+// Every tensor keeps its dimensions apart (batch, sequence, heads, head width), so a strategy can split any of
+// them: the matmuls are einsums over named dimensions.
 // There is no positional embedding (causal attention still tells positions apart); it would not change the cost
 // figures, which are dominated by the matmuls.
 #include <cmath>
@@ -45,36 +48,36 @@ class TransformerWorkload : public IWorkload {
   ModelGraph build(const ParamSet& p) const override {
     const int64_t L = p.i("workload.layers"), D = p.i("workload.d_model"), F = p.i("workload.d_ff");
     const int64_t H = p.i("workload.heads"), V = p.i("workload.vocab"), S = p.i("workload.seq_len");
-    const int64_t B = p.i("workload.batch"), T = B * S, dh = D / H;
+    const int64_t B = p.i("workload.batch"), dh = D / H;
     const bool causal = p.b("workload.causal");
     ModelGraph g("transformer");
     GraphBuilder b(g, training_dtype(p));
-    TensorId ids = b.input("tokens", {T}, DType::I32);
-    TensorId labels = b.label("labels", {T});
+    TensorId ids = b.input("tokens", {B, S}, DType::I32);
+    TensorId labels = b.label("labels", {B, S});
     TensorId x = b.embedding(b.param("embedding", {V, D}), ids, "embed");
     for (int64_t l = 0; l < L; ++l) {
       std::string n = "layer" + std::to_string(l);
       TensorId h = b.layer_norm(x, b.param(n + ".ln1.gamma", {D}), b.param(n + ".ln1.beta", {D}), n + ".ln1");
       auto proj = [&](const char* what) {
         std::string name = n + ".attn." + what;
-        return b.split_heads(b.matmul(h, b.param(name + ".w", {D, D}), name), B, S, H, name + ".heads");
+        return b.einsum(h, b.param(name + ".w", {D, H, dh}), "bsd,dhe->bshe", name);
       };
       TensorId q = proj("q"), k = proj("k"), v = proj("v");
-      TensorId scores = b.batch_matmul(q, k, n + ".attn.scores", false, true);
+      TensorId scores = b.einsum(q, k, "bshe,bthe->bhst", n + ".attn.scores");
       TensorId probs = b.softmax(scores, 1.0 / std::sqrt(static_cast<double>(dh)), causal, n + ".attn.softmax");
-      TensorId ctx = b.merge_heads(b.batch_matmul(probs, v, n + ".attn.context"), B, S, H, n + ".attn.merge");
-      TensorId attn = b.matmul(ctx, b.param(n + ".attn.o.w", {D, D}), n + ".attn.o");
+      TensorId ctx = b.einsum(probs, v, "bhst,bthe->bshe", n + ".attn.context");
+      TensorId attn = b.einsum(ctx, b.param(n + ".attn.o.w", {H, dh, D}), "bshe,hed->bsd", n + ".attn.o");
       x = b.add(x, attn, n + ".attn.residual");
       TensorId h2 = b.layer_norm(x, b.param(n + ".ln2.gamma", {D}), b.param(n + ".ln2.beta", {D}), n + ".ln2");
-      TensorId f1 = b.bias_add(b.matmul(h2, b.param(n + ".ffn.w1", {D, F}), n + ".ffn.w1"),
-                               b.param(n + ".ffn.b1", {F}), n + ".ffn.b1");
+      TensorId f1 = b.bias_add(b.einsum(h2, b.param(n + ".ffn.w1", {D, F}), "bsd,df->bsf", n + ".ffn.up"),
+                               b.param(n + ".ffn.b1", {F}), n + ".ffn.up.bias");
       TensorId act = b.gelu(f1, n + ".ffn.gelu");
-      TensorId f2 = b.bias_add(b.matmul(act, b.param(n + ".ffn.w2", {F, D}), n + ".ffn.w2"),
-                               b.param(n + ".ffn.b2", {D}), n + ".ffn.b2");
+      TensorId f2 = b.bias_add(b.einsum(act, b.param(n + ".ffn.w2", {F, D}), "bsf,fd->bsd", n + ".ffn.down"),
+                               b.param(n + ".ffn.b2", {D}), n + ".ffn.down.bias");
       x = b.add(x, f2, n + ".ffn.residual");
     }
     TensorId hf = b.layer_norm(x, b.param("final_ln.gamma", {D}), b.param("final_ln.beta", {D}), "final_ln");
-    TensorId logits = b.matmul(hf, b.param("unembed", {D, V}), "logits");
+    TensorId logits = b.einsum(hf, b.param("unembed", {D, V}), "bsd,dv->bsv", "logits");
     TensorId loss = b.softmax_cross_entropy(logits, labels, "loss");
     b.backward(loss);
     b.optimizer(training_optimizer(p));

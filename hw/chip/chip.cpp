@@ -9,6 +9,7 @@
 #include "hw/timing/vpu_timing.h"
 #include "sim/common/error.h"
 #include "sim/common/text.h"
+#include "plan/shard_data.h"
 #include "workloads/reference.h"
 
 namespace podsim {
@@ -54,9 +55,10 @@ Chip::Chip(sc_core::sc_module_name name, int64_t id, PodContext& ctx)
     m_state.assign(n, 0);
     for (size_t i = 0; i < n; ++i) m_pending[i] = static_cast<int32_t>(m_prog->ops[i].deps.size());
     if (ctx.numeric) {
+      // The pod fills the store with this chip's inputs (hw/pod/pod.h); kernels that depend on where the chip
+      // sits in the mesh ask the store.
       m_store.resize(m_program->graph.num_tensors());
-      // Chip 0 draws exactly the reference executor's inputs; other chips get their own values.
-      init_step_inputs(m_program->graph, m_store, ctx.exp->run.seed + static_cast<uint64_t>(id) * 0x9e3779b9ull);
+      m_store.set_device(std::make_shared<MeshDevice>(ctx.plan->mesh, id));
     }
     SC_METHOD(kick);  // runs once at time 0
   }
@@ -87,14 +89,17 @@ void Chip::dispatch(int32_t op) {
       MxuShape shape{m_cfg.mxu.rows, m_cfg.mxu.cols, m_cfg.mxu.weight_double_buffer};
       int64_t folds_per_mxu = ceil_div(e.gemm.core_folds, m_cfg.mxu.count);
       int64_t cycles = mxu_cycles(shape, folds_per_mxu, e.gemm.rows_per_fold);
+      int64_t epilogue = vpu_cycles(m_cfg.vpu, e.core_vector);
       for (int c = 0; c < e.cores; ++c)
-        m_mxu[c]->submit({op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run});
+        m_mxu[c]->submit({op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run, e.read_pattern,
+                          e.write_pattern, epilogue});
       break;
     }
     case Unit::Vpu: {
       int64_t cycles = vpu_cycles(m_cfg.vpu, e.core_vector);
       for (int c = 0; c < e.cores; ++c)
-        m_vpu[c]->submit({op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run});
+        m_vpu[c]->submit({op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run, e.read_pattern,
+                          e.write_pattern, 0});
       break;
     }
     case Unit::Ici:

@@ -26,10 +26,31 @@ void ComputeUnit::submit(const UnitJob& job) {
   if (!m_active) m_wake.notify(sc_core::SC_ZERO_TIME);
 }
 
+namespace {
+
+// Integral shares of `total` over `groups` that add up to it exactly.
+int64_t share(int64_t total, int64_t groups, int64_t g) { return (total * (g + 1)) / groups - (total * g) / groups; }
+
+}  // namespace
+
 int64_t ComputeUnit::group_cycles(int g) const {
-  // Integral shares that add up to the job's cycles exactly.
+  // An MXU op with an epilogue: the VPU works on group g - 1's results while the MXU computes group g, so a group
+  // takes the longer of the two, and the last group's epilogue runs after the MXU is done.
   int64_t G = m_job.groups;
-  return (m_job.cycles * (g + 1)) / G - (m_job.cycles * g) / G;
+  int64_t c = share(m_job.cycles, G, g);
+  if (m_job.vpu_cycles <= 0) return c;
+  if (g > 0) c = std::max(c, share(m_job.vpu_cycles, G, g - 1));
+  if (g == G - 1) c += share(m_job.vpu_cycles, G, g);
+  return c;
+}
+
+HbmRequest ComputeUnit::load_request() const {
+  HbmRequest r;
+  r.bytes = m_job.read / m_job.groups;
+  r.pattern = m_job.read_pattern;
+  r.run = m_job.read_run;
+  r.mixed = m_job.write > 0;
+  return r;
 }
 
 void ComputeUnit::begin_job() {
@@ -39,8 +60,7 @@ void ComputeUnit::begin_job() {
   m_group = 0;
   m_start = now_seconds();
   m_last_write = m_start;
-  double per = m_job.read / m_job.groups;
-  m_load_done[0] = m_hbm.access(per, m_job.read_run, m_client, m_job.op, false);
+  m_load_done[0] = m_hbm.access(load_request(), m_client, m_job.op);
   m_load_done[1] = 0;
   m_state = State::WaitLoad;
 }
@@ -63,8 +83,7 @@ void ComputeUnit::step() {
         }
         // Compute group g; fetch g+1 into the other buffer meanwhile.
         if (m_group + 1 < m_job.groups)
-          m_load_done[(m_group + 1) % 2] =
-              m_hbm.access(m_job.read / m_job.groups, m_job.read_run, m_client, m_job.op, false);
+          m_load_done[(m_group + 1) % 2] = m_hbm.access(load_request(), m_client, m_job.op);
         int64_t c = group_cycles(m_group);
         m_compute_begin = now;
         m_state = State::Computing;
@@ -75,12 +94,26 @@ void ComputeUnit::step() {
         continue;
       }
       case State::Computing: {
-        double busy = now - m_compute_begin;
+        const int64_t G = m_job.groups;
+        double busy = m_kind == Kind::Mxu ? static_cast<double>(share(m_job.cycles, G, m_group)) * m_period
+                                          : now - m_compute_begin;
         (m_kind == Kind::Mxu ? m_log.mxu_busy : m_log.vpu_busy) += busy;
         if (m_log.keep_compute && busy > 0)
-          m_log.compute.push_back({m_compute_begin, now, m_job.op,
+          m_log.compute.push_back({m_compute_begin, m_compute_begin + busy, m_job.op,
                                    static_cast<uint8_t>(m_kind == Kind::Mxu ? m_core : 16 + m_core), 0});
-        double wd = m_hbm.access(m_job.write / m_job.groups, 0, m_client, m_job.op, true);
+        if (m_kind == Kind::Mxu && m_job.vpu_cycles > 0) {
+          // The epilogue's share on this core's VPU: ends with the group (the last group's after the MXU's).
+          double v = static_cast<double>(share(m_job.vpu_cycles, G, m_group)) * m_period;
+          m_log.vpu_busy += v;
+          if (m_log.keep_compute) m_log.compute.push_back({now - v, now, m_job.op, static_cast<uint8_t>(16 + m_core), 0});
+        }
+        HbmRequest w;
+        w.bytes = m_job.write / G;
+        w.pattern = m_job.write_pattern;
+        w.run = m_job.read_run;
+        w.write = true;
+        w.mixed = m_job.read > 0;
+        double wd = m_hbm.access(w, m_client, m_job.op);
         m_last_write = std::max(m_last_write, wd);
         ++m_group;
         if (m_group < m_job.groups) {

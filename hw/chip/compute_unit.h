@@ -26,7 +26,10 @@ struct UnitJob {
   int groups = 1;
   double read = 0;         // HBM bytes read by this core's share
   double write = 0;        // HBM bytes written
-  double read_run = 0;     // access pattern of the reads
+  double read_run = 0;     // run length of strided or gathered accesses
+  HbmPattern read_pattern = HbmPattern::Stream;
+  HbmPattern write_pattern = HbmPattern::Stream;
+  int64_t vpu_cycles = 0;  // MXU jobs: the epilogue's vector cycles, overlapped with the MXU (output fusion)
   // When set, called at the end instead of the unit's Done callback (work the DMA engines queue: reductions).
   std::function<void(double start, double end)> on_done;
 };
@@ -50,6 +53,7 @@ class ComputeUnit : public sc_core::sc_module {
   void step();
   void begin_job();
   int64_t group_cycles(int g) const;
+  HbmRequest load_request() const;
 
   Kind m_kind;
   int m_core;

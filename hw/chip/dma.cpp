@@ -1,4 +1,5 @@
 #include "hw/chip/dma.h"
+#include "plan/shard_data.h"
 
 #include <algorithm>
 #include <set>
@@ -142,10 +143,12 @@ void Dma::finish_op(Running& r) {
     const Op& gop = m_graph->op(m_prog->ops[op].members.front());
     TensorId out = gop.outputs.front();
     Tensor t(m_graph->tensor(out).shape);
+    if (r.kind == OpKind::AllReduce && static_cast<int64_t>(r.buf[1].size()) > t.elements())
+      r.buf[1].resize(static_cast<size_t>(t.elements()));  // drop the padding
     if (static_cast<int64_t>(r.buf[1].size()) != t.elements())
       throw Error(Err::Internal, "collective '" + gop.name + "' produced " + std::to_string(r.buf[1].size()) +
                                      " elements for an output of " + std::to_string(t.elements()));
-    t.data = std::move(r.buf[1]);
+    t = unpack_collective(gop, std::move(r.buf[1]), t.shape, r.req.group.size());
     m_store.put(out, std::move(t));
   }
   if (r.instance) m_instance_op.erase(r.instance);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "hw/chip/dma.h"
+#include "plan/shard_data.h"
 #include "hw/chip/dma_numerics.h"
 #include "hw/chip/sim_time.h"
 #include "sim/common/error.h"
@@ -22,6 +23,11 @@ void Dma::start_collective(Running& r, const Op& op) {
   r.req.chunk_elements = std::max<int64_t>(1, static_cast<int64_t>(m_ctx.exp->hardware.ici.chunk) / r.req.elem_bytes);
   r.req.shift = op.attrs.shift;
   r.req.root = op.attrs.root;
+  // An all-reduce of a count the group does not divide runs on the count padded with zeros (its blocks are
+  // equal), and the padding is dropped at the end.
+  const int64_t group = r.req.group.size();
+  if (r.req.kind == CollectiveKind::AllReduce && group > 1 && r.req.elements % group != 0)
+    r.req.elements = (r.req.elements + group - 1) / group * group;
   std::string algo_name = comm_algorithm(op);
   std::unique_ptr<ICollectiveAlgorithm> algo = CollectiveRegistry::instance().make(algo_name);
   if (!algo) throw Error(Err::Internal, "collective algorithm '" + algo_name + "' is not registered");
@@ -46,9 +52,10 @@ void Dma::start_collective(Running& r, const Op& op) {
   }
   if (m_ctx.numeric) {
     const Tensor& data = m_store.get(op.inputs.front());
-    r.buf[0] = data.data;
+    r.buf[0] = pack_collective(op, data, r.req.group.size());  // a dimension's parts outermost (plan/shard_data.h)
+    r.buf[0].resize(static_cast<size_t>(r.req.elements), 0.0f);
     int64_t out = r.sched.output_elements;
-    r.buf[1] = out == r.req.elements ? data.data : std::vector<float>(static_cast<size_t>(out), 0.0f);
+    r.buf[1] = out == r.req.elements ? r.buf[0] : std::vector<float>(static_cast<size_t>(out), 0.0f);
     r.buf[2].assign(static_cast<size_t>(r.sched.scratch_elements), 0.0f);
   }
   m_instance_op[r.instance] = r.op;

@@ -8,9 +8,20 @@ Hbm::Hbm(sc_core::sc_module_name name, const HbmConfig& cfg, double clock_period
     : sc_core::sc_module(name), m_timing(cfg), m_period(clock_period), m_stalls(stalls), m_log(log) {}
 
 double Hbm::access(double bytes, double run, HbmClient who, int32_t op, bool write) {
+  HbmRequest r;
+  r.bytes = bytes;
+  r.pattern = run > 0 ? HbmPattern::Strided : HbmPattern::Stream;
+  r.run = run;
+  r.write = write;
+  return access(r, who, op);
+}
+
+double Hbm::access(const HbmRequest& r, HbmClient who, int32_t op) {
   double now = now_seconds();
+  const double bytes = r.bytes;
+  const bool write = r.write;
   if (bytes <= 0) return now;
-  HbmTiming::Access a = m_timing.access(now, bytes, run);
+  HbmTiming::Access a = m_timing.access(now, r);
   double done = a.done + m_stalls.draw();
   done = ceil_to_period(done, m_period);
   m_log.hbm_busy += a.busy;

@@ -19,6 +19,8 @@ class Hbm : public sc_core::sc_module {
 
   // Reserves HBM for an access issued now; returns when its last byte is done (seconds, on a clock edge).
   double access(double bytes, double run, HbmClient who, int32_t op, bool write);
+  // The same for an access with a pattern (hw/timing/hbm_timing.h).
+  double access(const HbmRequest& r, HbmClient who, int32_t op);
 
  private:
   HbmTiming m_timing;

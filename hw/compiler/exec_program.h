@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "hw/compiler/fusion.h"
 #include "workloads/op_def.h"
 
 namespace podsim {
@@ -15,9 +16,11 @@ namespace podsim {
 // How a GEMM runs on each TensorCore's MXUs after tiling.
 struct GemmWork {
   int64_t batch = 0, m = 0, k = 0, n = 0;  // the whole op
-  int64_t core_folds = 0;     // weight folds one core performs (all its tiles)
-  int64_t rows_per_fold = 0;  // rows streamed per fold (M, or the M tile when M is tiled)
-  int64_t m_tile = 0, n_tile = 0;  // chosen tile (rows, cols) of the output
+  int64_t core_folds = 0;     // weight folds one core performs (all its M chunks)
+  int64_t rows_per_fold = 0;  // rows streamed per fold (the core's M, or its M chunk, padded to 8 rows in TPU mode)
+  int64_t m_chunks = 1;       // M chunks per core, each reloading every weight fold (accumulator capacity, VMEM tile)
+  int64_t k_pad = 0, n_pad = 0;    // K and N padded to whole folds (multiples of R and C)
+  int64_t m_tile = 0, n_tile = 0;  // chosen VMEM tile (rows, cols) of the output
   const char* split = "none";      // how the op is split across cores: "n", "m", "batch" or "none"
 };
 
@@ -26,7 +29,8 @@ struct ExecOp {
   OpKind kind = OpKind::Add;
   Unit unit = Unit::Vpu;
   Phase phase = Phase::Forward;
-  std::vector<OpId> members;  // graph ops executed by this op, in order (several for a fused chain)
+  std::vector<OpId> members;  // graph ops executed by this op, in order (several for a fusion)
+  FusionKind fusion = FusionKind::None;
   std::vector<int32_t> deps;  // indices of exec ops that must finish first
 
   double flops = 0;        // all members, whole chip
@@ -35,10 +39,12 @@ struct ExecOp {
 
   int cores = 1;  // TensorCores that share the op
   GemmWork gemm;             // Mxu
-  VectorWork core_vector;    // Vpu: the work of one core
+  VectorWork core_vector;    // Vpu: the work of one core; Mxu: its epilogue's (output fusion)
   double core_hbm_read = 0;  // per core
   double core_hbm_write = 0;
-  double read_run = 0;       // contiguous run of the reads (0: streams)
+  HbmPattern read_pattern = HbmPattern::Stream;
+  HbmPattern write_pattern = HbmPattern::Stream;
+  double read_run = 0;       // run length of strided or gathered traffic
   int groups = 1;            // tile groups the op is pipelined in (load g+1 while computing g)
 };
 

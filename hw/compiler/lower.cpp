@@ -2,48 +2,92 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <set>
 
 #include "hw/compiler/memory_plan.h"
 #include "hw/compiler/tiling.h"
 #include "hw/timing/mxu_timing.h"
+#include "sim/common/error.h"
+#include "sim/common/text.h"
 
 namespace podsim {
 namespace {
 
 constexpr int kMaxGroups = 16;
-constexpr size_t kMaxFusion = 16;
 constexpr double kVpuGroupBytes = 256.0 * 1024;
 
 int clamp_groups(double g) { return static_cast<int>(std::clamp(g, 1.0, static_cast<double>(kMaxGroups))); }
 
-bool consumes_output_of(const ModelGraph& g, OpId consumer, OpId producer) {
-  for (TensorId t : g.op(consumer).inputs)
-    if (g.producer(t) == producer) return true;
-  return false;
-}
+// HBM traffic and vector work of a fusion's members, seen from outside the fusion.
+struct MemberTraffic {
+  double read = 0, write = 0;      // whole op, all cores
+  double matmul_out_write = 0;     // bytes of the matmul's own result that leave the fusion (0: kept in VMEM)
+  VectorWork vector;               // vector-unit work of the VPU members
+  HbmPattern read_pattern = HbmPattern::Stream, write_pattern = HbmPattern::Stream;
+  double run = 0;
+};
 
-// Splits `order` into groups: fusible chains, or single ops.
-std::vector<std::vector<OpId>> fuse(const ModelGraph& g, const std::vector<OpId>& order) {
-  std::vector<std::vector<OpId>> groups;
-  for (OpId id : order) {
-    const Op& op = g.op(id);
-    bool fusible = !is_communication(op.kind) && op_cost(g, op).fusible;
-    if (fusible && !groups.empty() && groups.back().size() < kMaxFusion) {
-      OpId last = groups.back().back();
-      const Op& prev = g.op(last);
-      if (!is_communication(prev.kind) && op_cost(g, prev).fusible && consumes_output_of(g, id, last)) {
-        groups.back().push_back(id);
-        continue;
-      }
-    }
-    groups.push_back({id});
+// Ranks access patterns: a fusion takes the costliest of its members'.
+int cost_rank(HbmPattern p) {
+  switch (p) {
+    case HbmPattern::Stream: return 0;
+    case HbmPattern::ReadModifyWrite: return 1;
+    case HbmPattern::Strided: return 2;
+    case HbmPattern::Gather: return 3;
   }
-  return groups;
+  return 0;
 }
 
-void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, ExecOp& e) {
+MemberTraffic member_traffic(const ModelGraph& g, const std::vector<OpId>& members) {
+  MemberTraffic m;
+  std::set<OpId> inside(members.begin(), members.end());
+  std::set<TensorId> produced, read;
+  double simple = 0, trans = 0, div = 0, red = 0;
+  for (OpId id : members) {
+    const Op& op = g.op(id);
+    OpCost c = op_cost(g, op);
+    if (c.unit == Unit::Vpu) {
+      // Reads: what the op's cost says it reads, less the inputs already on chip (made or read by a member).
+      double skip = 0;
+      for (TensorId t : op.inputs)
+        if (produced.count(t) || read.count(t)) skip += g.tensor(t).bytes();
+      m.read += std::max(0.0, c.bytes_read - skip);
+      for (TensorId t : op.inputs) read.insert(t);
+      m.vector.elements = std::max(m.vector.elements, c.vector.elements);
+      simple += c.vector.simple * c.vector.elements;
+      trans += c.vector.transcendental * c.vector.elements;
+      div += c.vector.divide * c.vector.elements;
+      red += c.vector.reduce * c.vector.elements;
+      if (cost_rank(c.pattern) > cost_rank(m.read_pattern)) m.read_pattern = c.pattern;
+      if (cost_rank(c.write_pattern) > cost_rank(m.write_pattern)) m.write_pattern = c.write_pattern;
+      if (c.pattern == HbmPattern::Gather || c.pattern == HbmPattern::Strided ||
+          c.write_pattern == HbmPattern::Gather)
+        m.run = std::max(m.run, c.read_run);
+    }
+    // Writes: outputs someone outside the fusion reads, or nobody reads (step results), in the proportion the
+    // op's cost writes its outputs (an op that keeps an output on chip says so with bytes_written).
+    double out_bytes = 0;
+    for (TensorId t : op.outputs) out_bytes += g.tensor(t).bytes();
+    const double written = out_bytes > 0 ? c.bytes_written / out_bytes : 0.0;
+    for (TensorId t : op.outputs) {
+      bool leaves = g.consumers(t).empty();
+      for (OpId c2 : g.consumers(t)) leaves = leaves || !inside.count(c2);
+      if (!leaves) continue;
+      if (c.unit == Unit::Mxu) m.matmul_out_write += g.tensor(t).bytes();
+      else m.write += g.tensor(t).bytes() * written;
+    }
+    for (TensorId t : op.outputs) produced.insert(t);
+  }
+  if (m.vector.elements > 0) {
+    m.vector.simple = simple / m.vector.elements;
+    m.vector.transcendental = trans / m.vector.elements;
+    m.vector.divide = div / m.vector.elements;
+    m.vector.reduce = red / m.vector.elements;
+  }
+  return m;
+}
+
+void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, const MemberTraffic& epi, ExecOp& e) {
   const GemmDims a = gemm_dims(g, op);
   const TensorInfo& ia = g.tensor(op.inputs[0]);
   const TensorInfo& ib = g.tensor(op.inputs[1]);
@@ -52,7 +96,6 @@ void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, ExecO
   const int64_t cores = chip.tensorcores;
   int64_t batch = a.batch, m = a.m, k = a.k, n = a.n;
   int64_t n_blocks = ceil_div(n, shape.cols);
-  const bool a_shared = a.a_shared, b_shared = a.b_shared;
   const char* split = "none";
   int used = 1;
   if (cores > 1 && batch >= cores) {
@@ -61,8 +104,7 @@ void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, ExecO
     used = static_cast<int>(cores);
   } else if (cores > 1 && n_blocks >= cores) {
     split = "n";
-    n = ceil_div(n_blocks, cores) * shape.cols;
-    n = std::min(n, a.n);
+    n = std::min(ceil_div(n_blocks, cores) * shape.cols, a.n);
     used = static_cast<int>(cores);
   } else if (cores > 1 && m >= 8 * cores) {
     split = "m";
@@ -77,96 +119,105 @@ void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, ExecO
   ti.a_elem = dtype_bytes(ia.dtype);
   ti.b_elem = dtype_bytes(ib.dtype);
   ti.c_elem = dtype_bytes(ic.dtype);
-  ti.a_shared = a_shared;
-  ti.b_shared = b_shared;
+  ti.a_shared = a.a_shared;
+  ti.b_shared = a.b_shared;
   ti.vmem = chip.vmem;
   ti.cmem = chip.cmem;
   ti.mxu_cols = shape.cols;
   GemmTiling t = tile_gemm(ti);
+  if (!t.tiles)
+    throw Error(Err::OutOfRange,
+                strprintf("hardware.chip.vmem.capacity = %s is too small for matmul '%s': its smallest tile (%lld x "
+                          "%lld outputs, K in slices of %lld) needs %s of VMEM; choose at least that",
+                          format_bytes(chip.vmem).c_str(), op.name.c_str(), static_cast<long long>(t.m_tile),
+                          static_cast<long long>(t.n_tile), static_cast<long long>(t.k_tile),
+                          format_bytes(t.footprint).c_str()));
   e.cores = used;
-  e.gemm.batch = a.batch;
-  e.gemm.m = a.m;
-  e.gemm.k = a.k;
-  e.gemm.n = a.n;
-  e.gemm.split = split;
-  e.gemm.m_tile = t.m_tile;
-  e.gemm.n_tile = t.n_tile;
-  e.gemm.core_folds = batch * ceil_div(k, shape.rows) * ceil_div(n, shape.cols) * t.m_tiles;
-  e.gemm.rows_per_fold = ceil_div(m, t.m_tiles);
-  e.core_hbm_read = t.hbm_read;
-  e.core_hbm_write = t.hbm_write;
-  int64_t folds_per_mxu = ceil_div(e.gemm.core_folds, chip.mxu.count);
+  GemmWork& w = e.gemm;
+  w.batch = a.batch;
+  w.m = a.m;
+  w.k = a.k;
+  w.n = a.n;
+  w.split = split;
+  w.m_tile = t.m_tile;
+  w.n_tile = t.n_tile;
+  const int64_t k_folds = ceil_div(k, shape.rows), n_folds = ceil_div(n, shape.cols);
+  w.k_pad = k_folds * shape.rows;
+  w.n_pad = n_folds * shape.cols;
+  if (!shape.double_buffer) {
+    // Reference mode: M streams whole through each weight fold.
+    w.m_chunks = 1;
+    w.rows_per_fold = m;
+  } else {
+    // TPU mode: a fold streams at most the accumulator capacity (and the VMEM tile); each chunk reloads the
+    // weights. Rows enter the array as (8 x lanes) vectors, so a chunk is padded to a multiple of 8 rows.
+    int64_t chunk = std::max<int64_t>(1, std::min(t.m_tile, chip.mxu.accumulator_rows));
+    w.m_chunks = ceil_div(m, chunk);
+    w.rows_per_fold = ceil_div(ceil_div(m, w.m_chunks), 8) * 8;
+  }
+  w.core_folds = batch * k_folds * n_folds * w.m_chunks;
+  // HBM: the tiler's operand traffic, the result unless the epilogue consumes it all, the epilogue's own traffic.
+  double c_all = static_cast<double>(a.batch * a.m * a.n) * ti.c_elem;
+  double c_core = t.hbm_write;  // this core's result bytes
+  double out_fraction = c_all > 0 ? epi.matmul_out_write / c_all : 1.0;
+  e.core_hbm_read = t.hbm_read + epi.read / used;
+  e.core_hbm_write = c_core * out_fraction + epi.write / used;
+  if (!t.fits && t.n_tiles > 1) {
+    e.read_pattern = HbmPattern::Strided;  // B's tiles: runs of n_tile columns
+    e.read_run = static_cast<double>(t.n_tile) * ti.b_elem;
+  }
+  if (epi.vector.elements > 0) {
+    e.core_vector = epi.vector;
+    e.core_vector.elements = epi.vector.elements / used;
+  }
+  int64_t folds_per_mxu = ceil_div(w.core_folds, chip.mxu.count);
   e.groups = clamp_groups(static_cast<double>(folds_per_mxu));
 }
 
-void lower_vector(const ModelGraph& g, const std::vector<OpId>& members, const ChipConfig& chip, ExecOp& e) {
-  std::set<OpId> inside(members.begin(), members.end());
-  std::set<TensorId> produced_inside;
-  for (OpId id : members)
-    for (TensorId t : g.op(id).outputs) produced_inside.insert(t);
-  double read = 0, write = 0, run = 0;
-  double simple = 0, trans = 0, div = 0, red = 0, elements = 0;
-  std::set<TensorId> counted;
-  for (OpId id : members) {
-    const Op& op = g.op(id);
-    OpCost c = op_cost(g, op);
-    run = std::max(run, c.read_run);
-    for (TensorId t : op.inputs)
-      if (!produced_inside.count(t) && counted.insert(t).second) read += g.tensor(t).bytes();
-    for (TensorId t : op.outputs) {
-      bool outside = g.consumers(t).empty();
-      for (OpId c2 : g.consumers(t)) outside = outside || !inside.count(c2);
-      if (outside) write += g.tensor(t).bytes();
-    }
-    elements = std::max(elements, c.vector.elements);
-    simple += c.vector.simple * c.vector.elements;
-    trans += c.vector.transcendental * c.vector.elements;
-    div += c.vector.divide * c.vector.elements;
-    red += c.vector.reduce * c.vector.elements;
-  }
+void lower_vector(const ChipConfig& chip, const MemberTraffic& mt, ExecOp& e) {
   const int64_t cores = chip.tensorcores;
+  const double elements = mt.vector.elements;
   int used = elements >= static_cast<double>(cores * chip.vpu.lanes * chip.vpu.sublanes) ? static_cast<int>(cores) : 1;
   e.cores = used;
   if (elements > 0) {
+    e.core_vector = mt.vector;
     e.core_vector.elements = elements / used;
-    e.core_vector.simple = simple / elements;
-    e.core_vector.transcendental = trans / elements;
-    e.core_vector.divide = div / elements;
-    e.core_vector.reduce = red / elements;
   }
-  e.core_hbm_read = read / used;
-  e.core_hbm_write = write / used;
-  e.read_run = run;
+  e.core_hbm_read = mt.read / used;
+  e.core_hbm_write = mt.write / used;
+  e.read_pattern = mt.read_pattern;
+  e.write_pattern = mt.write_pattern;
+  e.read_run = mt.run;
   e.groups = clamp_groups(std::ceil((e.core_hbm_read + e.core_hbm_write) / kVpuGroupBytes));
 }
 
 }  // namespace
 
-ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const ChipConfig& chip) {
+ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const ChipConfig& chip,
+                  const LowerOptions& opts) {
   ExecProgram ep;
   std::vector<int32_t> exec_of_op(g.num_ops(), -1);
-  for (const auto& members : fuse(g, order)) {
+  for (FusionGroup& fg : fuse(g, order, opts.fusion)) {
     ExecOp e;
+    const std::vector<OpId>& members = fg.members;
     const Op& first = g.op(members.front());
     e.members = members;
+    e.fusion = fg.kind;
     e.kind = first.kind;
     e.phase = first.phase;
-    if (members.size() == 1) {
-      e.name = first.name;
-    } else {
-      e.name = "fusion(" + first.name + " .. " + g.op(members.back()).name + ")";
-    }
+    e.name = members.size() == 1 ? first.name
+                                 : "fusion(" + first.name + " .. " + g.op(members.back()).name + ")";
     for (OpId id : members) {
       OpCost c = op_cost(g, g.op(id));
       e.flops += c.flops;
       if (c.unit == Unit::Mxu) e.model_flops += c.flops;
       e.logical_bytes += c.bytes_read + c.bytes_written;
-      e.unit = c.unit;
     }
+    e.unit = op_cost(g, first).unit;
     if (e.unit == Unit::Mxu) {
-      lower_gemm(g, first, chip, e);
+      lower_gemm(g, first, chip, member_traffic(g, members), e);
     } else if (e.unit == Unit::Vpu) {
-      lower_vector(g, members, chip, e);
+      lower_vector(chip, member_traffic(g, members), e);
     }
     // Dependencies: the exec ops producing this op's inputs.
     std::set<int32_t> deps;

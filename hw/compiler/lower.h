@@ -1,13 +1,14 @@
 // Lowering: a role's Program (graph + issue order) -> an ExecProgram for one chip configuration.
 //
-//   ExecProgram ep = lower(program.graph, program.order, exp.hardware.chip);
+//   ExecProgram ep = lower(program.graph, program.order, exp.hardware.chip, {exp.run.fusion != "none"});
 //
 // What the lowering assumes (docs/model.md says the same):
-//  - Fusion: a chain of elementwise ops (OpCost::fusible), each consuming the previous one's output and adjacent
-//    in issue order, becomes one VPU op that reads its external inputs from HBM once and writes only the outputs
-//    someone outside the chain reads (or nobody reads: step results). Intermediates stay in VMEM.
-//  - Reductions and normalisations (softmax, layer norm, bias gradients) read their input once and write once.
-//  - GEMMs are tiled through VMEM (hw/compiler/tiling.h); operands that do not fit are re-read per tile.
+//  - Fusion as XLA does it (hw/compiler/fusion.h): loop fusions of elementwise ops, matmul epilogues (output
+//    fusion) and reductions with their elementwise neighbours. A fusion reads its external inputs from HBM once and
+//    writes only the outputs read outside it; intermediates stay in VMEM.
+//  - GEMMs are tiled through VMEM (hw/compiler/tiling.h); operands that do not fit are re-read per tile, as
+//    strided runs. In TPU mode (weight double buffering) M streams in chunks of at most the accumulator capacity,
+//    each reloading the weights; in the reference mode M streams whole through each weight fold.
 //  - A chip is one device: each op is split across its TensorCores (megacore style): GEMMs along the batch, N
 //    (columns) or M (rows), vector ops evenly. The MXUs of a core share a GEMM's folds.
 //  - Communication ops run on the chip's DMA engines over ICI; their cost comes from the network model.
@@ -20,6 +21,11 @@
 
 namespace podsim {
 
-ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const ChipConfig& chip);
+struct LowerOptions {
+  bool fusion = true;  // run.fusion: xla (true) | none (false)
+};
+
+ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const ChipConfig& chip,
+                  const LowerOptions& opts = {});
 
 }  // namespace podsim

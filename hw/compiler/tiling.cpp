@@ -31,6 +31,7 @@ GemmTiling tile_gemm(const TilingInput& in) {
     best.hbm_read = A + B;
     best.hbm_write = Cb;
     best.fits = true;
+    best.footprint = resident;
     return best;
   }
   std::vector<int64_t> ms, ns;
@@ -59,15 +60,22 @@ GemmTiling tile_gemm(const TilingInput& in) {
         best.hbm_read = A * a_reads + B * b_reads;
         best.hbm_write = Cb;
         best.fits = false;
+        best.footprint = footprint(tm, tn, k_slice);
       }
     }
   }
   if (!std::isfinite(best_traffic)) {
-    // Not even an 8 x MXU-width tile fits (a tiny VMEM): stream with the smallest tile.
+    // Not even an 8 x MXU-width tile with full K slices fits (a tiny VMEM): the smallest tile with the deepest
+    // K slice that fits, down to 8.
     int64_t tm = std::min<int64_t>(8, in.m), tn = std::min<int64_t>(step, in.n);
+    int64_t tk = std::min<int64_t>(in.k, 256);
+    while (tk > 8 && footprint(tm, tn, tk) > in.vmem) tk /= 2;
+    tk = std::min(tk, in.k);
     best.m_tile = tm;
     best.n_tile = tn;
-    best.k_tile = std::min<int64_t>(in.k, 128);
+    best.k_tile = tk;
+    best.footprint = footprint(tm, tn, tk);
+    best.tiles = best.footprint <= in.vmem;
     best.m_tiles = cdiv(in.m, tm);
     best.n_tiles = cdiv(in.n, tn);
     best.hbm_read = A * static_cast<double>(best.n_tiles) + B * static_cast<double>(best.m_tiles);

@@ -6,7 +6,8 @@
 //     traffic = A * ceil(N / n_tile) + B * ceil(M / m_tile) + C
 // The tiler picks the tile (multiples of 8 rows and of the MXU width) that fits VMEM with the least traffic; when
 // everything fits, each operand moves once. A chip with common memory (CMEM, v4) holds an operand that fits there,
-// so its re-reads come from CMEM instead of HBM.
+// so its re-reads come from CMEM instead of HBM. When no tile with 512-deep K slices fits, the K slice shrinks
+// (to 8 at least); when nothing fits at all, `tiles` is false and the compiler reports the VMEM as too small.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,8 @@ struct GemmTiling {
   double hbm_read = 0;   // bytes
   double hbm_write = 0;  // bytes
   bool fits = true;      // the whole problem fits in VMEM (no operand is re-read)
+  double footprint = 0;  // VMEM bytes the tile uses: double-buffered K slices of A and B, fp32 accumulator
+  bool tiles = true;     // false: not even the smallest tile (8 rows x MXU width, K in slices of 8) fits VMEM
 };
 
 struct TilingInput {

@@ -2,6 +2,9 @@
 
 #include <string>
 
+#include "plan/shard_data.h"
+#include "workloads/reference.h"
+
 namespace podsim {
 
 Pod::Pod(PodContext& ctx) : m_ctx(ctx) {
@@ -27,6 +30,13 @@ Pod::Pod(PodContext& ctx) : m_ctx(ctx) {
       m_links.push_back(l);
       m_chips[c]->router().connect(d, &m_links.back());
     }
+  }
+  // Numeric mode: the logical step's inputs are drawn once from the run's seed and every chip takes its shard.
+  if (ctx.numeric && ctx.logical) {
+    TensorStore values;
+    init_step_inputs(*ctx.logical, values, ctx.exp->run.seed);
+    for (int64_t c = 0; c < n; ++c)
+      bind_inputs(*ctx.plan, *ctx.logical, values, c, m_chips[c]->store(), ctx.exp->run.seed);
   }
 }
 

@@ -13,22 +13,17 @@
 #include "hw/ici/message.h"
 #include "hw/topology/torus.h"
 #include "sim/config/experiment.h"
-#include "strategies/plan.h"
+#include "plan/plan.h"
 
 namespace podsim {
 
-// The group of chips one collective spans, seen from one member.
-struct CollectiveGroup {
-  GroupShape shape;
-  int64_t rank = 0;
-  std::vector<int> dims;         // torus dimension of each group axis
-  std::vector<int64_t> coords;   // this chip's torus coordinates
-  int64_t chip_of(int64_t rank, const Torus& torus) const;
-};
+// The group of chips one collective spans, seen from one member (plan/mesh.h).
+using CollectiveGroup = MeshGroup;
 
 struct PodContext {
   const Experiment* exp = nullptr;
   const Plan* plan = nullptr;
+  const ModelGraph* logical = nullptr;  // the logical step the plan's bindings refer to
   std::vector<ExecProgram> programs;                    // per role, lowered
   std::vector<std::vector<std::vector<int32_t>>> dependents;  // per role, per exec op: ops waiting on it
   Torus torus{{1, 1}, {true, true}};

@@ -1,20 +1,36 @@
-// Occupancy model of HBM: channels, each with a queue (its next free time), peak bandwidth and row activations.
+// Flow-level model of HBM: channels, each with a queue (its next free time), and the DRAM mechanisms that decide
+// how much of the peak bandwidth an access pattern gets. Arithmetic per access, never per request.
 //
-// An access of `bytes` in contiguous runs of `run` bytes (0 = one long stream) is striped across channels row by
-// row (a row is hardware.chip.hbm.row bytes). A channel spends, per run it serves,
-//     max(bursts * burst / bw_channel, activations * activate_interval)
-// so long sequential streams run near peak (activations hide behind data), while small scattered runs are bound by
-// the activation rate and waste the rest of each burst: achieved bandwidth depends on the access pattern. Requests
-// queue per channel in arrival order; an access completes when its last channel finishes, plus the latency.
-// Concurrent requesters (MXU feeds, VPU, DMA) share the channels, so they slow each other down.
+// An access of `bytes` is cut into row pieces: a stream into whole rows, a strided or gathered access into its runs
+// (each run opens ceil(run / row) rows). Pieces interleave across channels row by row, so a stream spreads evenly
+// and a small access lands on one channel. A channel spends on its pieces
+//     service = (max(data, activates x activate_period) + turnarounds) / (1 - tRFC / tREFI)
+//   data            = bursts x burst / bw_channel    (a run shorter than a burst still moves a whole burst)
+//   activate_period = max(tRRD, tFAW / 4, tRC / banks)   (the activate rate bounds scattered access)
+//   turnarounds     = write bursts / write_batch x (read_to_write + write_to_read), for writes that interleave
+//                     with reads (an op that loads and stores at once, an optimizer's read-modify-write)
+//   refresh         : the channel is unavailable tRFC out of every tREFI
+// Requests queue per channel in arrival order; an access completes when its last channel finishes, plus the
+// latency to first data: the controller/path latency, tCL, and tRCD when its first access opens a row (strided and
+// gathered accesses; a stream continues an open row). Concurrent requesters (MXU feeds, VPU, DMA) share the
+// channels, so they slow each other down. docs/model.md (HBM) and docs/validation.md give the references.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "sim/config/experiment.h"
+#include "workloads/op_def.h"
 
 namespace podsim {
+
+struct HbmRequest {
+  double bytes = 0;
+  HbmPattern pattern = HbmPattern::Stream;
+  double run = 0;      // Strided/Gather: bytes per contiguous run (0: one burst)
+  bool write = false;
+  bool mixed = false;  // reads of the same requester interleave with these writes: writes pay turnarounds
+};
 
 class HbmTiming {
  public:
@@ -28,10 +44,16 @@ class HbmTiming {
   };
 
   // Reserves channel time for an access issued at `now` (seconds).
+  Access access(double now, const HbmRequest& r);
+  // A read: a stream when run <= 0, else strided runs of `run` bytes.
   Access access(double now, double bytes, double run);
 
   double peak_bandwidth() const { return m_cfg.bandwidth; }
   int64_t channels() const { return m_cfg.channels; }
+  // Seconds between activates one channel sustains: max(tRRD, tFAW / 4, tRC / banks).
+  double activate_period() const;
+  // Service-time stretch of refresh: 1 / (1 - tRFC / tREFI).
+  double refresh_stretch() const;
 
  private:
   HbmConfig m_cfg;

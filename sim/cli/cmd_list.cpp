@@ -29,7 +29,7 @@ void list_params(const std::string& only) {
                                           suggestion(only, WorkloadRegistry::instance().names()) + ")");
   std::set<std::string> shown;
   for (const auto& m : models) {
-    const Schema schema = experiment_schema(m, "auto");
+    const Schema schema = experiment_schema(m, {"auto"});
     for (const auto& s : schema.specs()) {
       if (shown.count(s.path)) continue;
       shown.insert(s.path);
@@ -132,6 +132,7 @@ int cmd_docs(const std::string& what) {
     for (auto& s : e->make()->params()) specs.push_back(s);
     section("strategy.name: " + e->name, specs);
   }
+  section("mesh", mesh_param_specs());
   section("run", run_param_specs());
   return 0;
 }

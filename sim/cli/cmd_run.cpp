@@ -32,6 +32,20 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
               << format_bytes(a["weights"]) << ", gradients " << format_bytes(a["gradients"]) << ", optimizer "
               << format_bytes(a["optimizer_state"]) << ", activations " << format_bytes(a["activations"]) << ")\n";
   }
+  if (j.contains("fusion") && j["fusion"]["mode"] != "none") {
+    const auto& f = j["fusion"];
+    const auto& k = f["by_kind"];
+    std::cout << "  fusion        " << f["fusions"].get<int64_t>() << " fusions of " << f["fused_ops"].get<int64_t>()
+              << " ops (loop " << k["loop"].get<int64_t>() << ", output " << k["output"].get<int64_t>()
+              << ", reduction " << k["reduction"].get<int64_t>() << ")\n";
+  }
+  if (j.contains("memory_benchmark")) {
+    const auto& m = j["memory_benchmark"];
+    std::cout << "  memory        " << m["pattern"].get<std::string>() << " of " << format_bytes(m["bytes"])
+              << " in " << format_bytes(m["request_bytes"]) << " requests: " << format_bandwidth(m["achieved_bandwidth_Bps"])
+              << " (" << pct(m["efficiency"]) << " of peak); idle latency " << format_time(m["latency_row_hit_s"])
+              << " row hit, " << format_time(m["latency_row_miss_s"]) << " row miss\n";
+  }
   if (j.contains("collectives"))
     for (const auto& c : j["collectives"])
       std::cout << "  collective    " << c["kind"].get<std::string>() << " of " << format_bytes(c["bytes_per_chip"])

@@ -52,6 +52,15 @@ int sc_main(int argc, char** argv) {
   p->add_option("run_dir", rep.run_dir, "A folder written by podsim run")->required();
   p->add_flag("--no-plots", rep.no_plots, "Only print the tables");
 
+  cli::CompareArgs cmp;
+  auto* c = app.add_subcommand("compare", "Compare the tensors of two numeric runs (RUN_B is the reference)");
+  c->add_option("run_a", cmp.run_a, "A folder written by podsim run with run.numeric: true")->required();
+  c->add_option("run_b", cmp.run_b, "The reference run folder, e.g. the single-device run")->required();
+  c->add_option("--tolerance", cmp.tolerance, "Largest relative norm error accepted per tensor (default 1e-5)")
+      ->check(CLI::PositiveNumber);
+  c->add_flag("--brief", cmp.brief, "Print only the tensors above the tolerance and the verdict");
+  cli::SweepCommand* sweep = cli::add_sweep_command(app);
+
   std::string docs_what;
   auto* d = app.add_subcommand("docs", "Print generated documentation (config or errors) in Markdown");
   d->add_option("what", docs_what, "config | errors")->required()->check(CLI::IsMember({"config", "errors"}));
@@ -80,6 +89,8 @@ int sc_main(int argc, char** argv) {
     if (*l) return cli::cmd_list(list);
     if (*p) return cli::cmd_report(rep);
     if (*d) return cli::cmd_docs(docs_what);
+    if (*c) return cli::cmd_compare(cmp);
+    if (cli::sweep_selected(sweep)) return cli::cmd_sweep(sweep);
   } catch (const std::exception& e) {
     return cli::report_failure(e);
   }

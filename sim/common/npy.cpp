@@ -1,6 +1,8 @@
 #include "sim/common/npy.h"
 
+#include <cctype>
 #include <cstring>
+#include <iterator>
 #include <fstream>
 
 #include "sim/common/error.h"
@@ -47,6 +49,65 @@ void write_npy(const std::string& path, const std::vector<int64_t>& shape, const
     SourceLocation w;
     w.file = path;
     throw Error(Err::OutputUnwritable, w, "cannot write tensor file '" + path + "'");
+  }
+}
+
+void read_npy(const std::string& path, std::vector<int64_t>& shape, std::vector<float>& data) {
+  SourceLocation w;
+  w.file = path;
+  auto bad = [&](const std::string& why) -> void {
+    throw Error(Err::FileUnreadable, w, "cannot read tensor file '" + path + "': " + why);
+  };
+  std::ifstream f(path, std::ios::binary);
+  if (!f) bad("no such file or not readable");
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) bad("not an .npy file");
+  const int major = static_cast<unsigned char>(bytes[6]);
+  size_t len = 0, off = 0;
+  if (major == 1) {
+    len = static_cast<unsigned char>(bytes[8]) | static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8;
+    off = 10;
+  } else if (major == 2 || major == 3) {
+    if (bytes.size() < 12) bad("truncated header");
+    for (int i = 0; i < 4; ++i) len |= static_cast<size_t>(static_cast<unsigned char>(bytes[8 + i])) << (8 * i);
+    off = 12;
+  } else {
+    bad("unknown .npy version " + std::to_string(major));
+  }
+  if (off + len > bytes.size()) bad("truncated header");
+  const std::string header = bytes.substr(off, len);
+  const bool is_f4 = header.find("'descr': '<f4'") != std::string::npos;
+  const bool is_i4 = header.find("'descr': '<i4'") != std::string::npos;
+  if (!is_f4 && !is_i4) bad("only little-endian float32 and int32 are read");
+  if (header.find("'fortran_order': False") == std::string::npos) bad("Fortran order is not read");
+  const size_t s = header.find("'shape': (");
+  const size_t e = header.find(')', s);
+  if (s == std::string::npos || e == std::string::npos) bad("no shape in the header");
+  shape.clear();
+  std::string dims = header.substr(s + 10, e - s - 10);
+  size_t i = 0;
+  while (i < dims.size()) {
+    while (i < dims.size() && (dims[i] == ' ' || dims[i] == ',')) ++i;
+    if (i >= dims.size()) break;
+    size_t j = i;
+    while (j < dims.size() && std::isdigit(static_cast<unsigned char>(dims[j]))) ++j;
+    if (j == i) bad("cannot read the shape '" + dims + "'");
+    shape.push_back(std::stoll(dims.substr(i, j - i)));
+    i = j;
+  }
+  size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  const size_t body = off + len;
+  if (bytes.size() - body != n * 4) bad("the data does not match the shape");
+  data.resize(n);
+  if (is_f4) {
+    if (n) std::memcpy(data.data(), bytes.data() + body, n * 4);
+  } else {
+    for (size_t k = 0; k < n; ++k) {
+      int32_t v;
+      std::memcpy(&v, bytes.data() + body + 4 * k, 4);
+      data[k] = static_cast<float>(v);
+    }
   }
 }
 

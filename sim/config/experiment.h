@@ -16,6 +16,8 @@ struct MxuConfig {
   int64_t rows = 128;
   int64_t cols = 128;
   bool weight_double_buffer = true;
+  // Rows of fp32 accumulators per MXU a fold can stream into before its results must leave (docs/model.md, MXU).
+  int64_t accumulator_rows = 2048;
 };
 
 struct VpuConfig {
@@ -28,14 +30,26 @@ struct VpuConfig {
   double elements_per_cycle() const { return static_cast<double>(lanes * sublanes * alus); }
 };
 
+// HBM timing (hw/timing/hbm_timing.h). The device timings default to JEDEC HBM2-class values at 2 Gb/s per pin
+// (docs/model.md, "HBM"); capacity and bandwidth come from the hardware preset.
 struct HbmConfig {
   double capacity = 0;             // bytes
   double bandwidth = 0;            // bytes/s, peak, all channels
-  int64_t channels = 32;
-  double latency = 0;              // seconds, request to first data
+  int64_t channels = 32;           // independent channels (pseudo-channels in pseudo-channel mode)
+  double latency = 500e-9;         // seconds: controller and on-chip path, on top of the DRAM's own timings
   double burst = 64;               // bytes, access granularity
-  double row = 1024;               // bytes per row (page) of a channel
-  double activate_interval = 0;    // seconds, minimum time between row activations in one channel
+  double row = 1024;               // bytes per row (page) of a channel; also the interleaving granularity
+  double activate_interval = 5e-9;  // seconds, tRRD: minimum time between two activates in one channel
+  double faw = 30e-9;              // seconds, tFAW: at most four activates per window in one channel
+  int64_t banks = 16;              // banks per channel
+  double row_cycle = 47e-9;        // seconds, tRC: a bank's activate-to-activate time
+  double rcd = 14e-9;              // seconds, tRCD: activate to read
+  double cas = 14e-9;              // seconds, tCL: read command to first data
+  double read_to_write = 13e-9;    // seconds, bus turnaround from reads to writes
+  double write_to_read = 13e-9;    // seconds, bus turnaround from writes to reads (tCWL + BL/2 + tWTR)
+  int64_t write_batch = 8;         // writes the controller drains per turnaround when reads and writes mix
+  double refresh_interval = 3.9e-6;  // seconds, tREFI
+  double refresh_time = 350e-9;    // seconds, tRFC: the channel serves nothing during a refresh
 };
 
 struct ChipConfig {
@@ -96,13 +110,15 @@ struct RunConfig {
   double max_wall = 0;  // seconds
   TraceOptions trace;
   StallOptions stall;
+  std::string fusion = "xla";  // xla | none (hw/compiler/fusion.h)
 };
 
 struct Experiment {
   std::string source_file;  // the experiment file ("" when built in code)
   HardwareConfig hardware;
   std::string workload;     // workload.model
-  std::string strategy;     // strategy.name after resolving "auto"
+  std::string strategy;     // strategy.name after resolving "auto"; a composition as "data_parallel+spmd"
+  std::vector<std::string> strategies;  // the strategies, resolved, in the order listed
   RunConfig run;
   ParamSet params;          // every parameter, with where it came from
   std::vector<ParamSpec> specs;  // the declarations behind `params`, in declaration order

@@ -13,8 +13,9 @@
 #include <tuple>
 
 #include "sim/common/text.h"
+#include "sim/config/model_params.h"
 #include "sim/config/param_reader.h"
-#include "strategies/i_strategy.h"
+#include "strategies/planner.h"
 #include "workloads/i_workload.h"
 
 #ifndef PODSIM_SOURCE_DIR
@@ -27,7 +28,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int64_t kMaxChips = 262144;
-const std::vector<std::string> kSections = {"hardware", "workload", "strategy", "run"};
+const std::vector<std::string> kSections = {"hardware", "workload", "strategy", "mesh", "run"};
 
 struct Override {
   std::string path;
@@ -241,8 +242,9 @@ SourceLocation file_location(const std::string& file) {
 
 // Reads the experiment's parameters into L (preset, file, overrides), collecting errors in L. Stops early (by
 // throwing) only at an error after which nothing further can be read, such as an unreadable preset.
-void read_parameters(ParamReader& L, const YAML::Node& root, const std::string& file, const std::vector<Override>& overrides,
-                     std::string& model, std::string& strategy, std::string& preset) {
+void read_parameters(ParamReader& L, const YAML::Node& root, const std::string& file,
+                     const std::vector<Override>& overrides, std::string& model,
+                     std::vector<std::string>& strategy_names, std::string& preset) {
   if (root.IsDefined() && !root.IsNull() && !root.IsMap())
     throw Error(Err::NotAMapping, node_location(file, root),
                 std::string("the experiment file must be a mapping of keys to values, not ") +
@@ -333,17 +335,75 @@ void read_parameters(ParamReader& L, const YAML::Node& root, const std::string& 
                  "unknown hardware preset '" + preset + "' (" + suggestion(preset, names) + ")", "hardware.preset"));
     preset_ok = false;
   }
-  strategy = "auto";
-  selector("strategy", "name", strategy, strategy_w);
+  // strategy.name: one name, or a list of strategies composed in one experiment (each owning its mesh axes).
+  bool strategy_ok = true;
+  strategy_names = {"auto"};
+  {
+    std::optional<YAML::Node> node;
+    for (const auto& o : overrides)
+      if (o.path == "strategy.name") {
+        strategy_w = o.where;
+        try {
+          node = YAML::Load(o.value);
+        } catch (const YAML::Exception& ex) {
+          L.fail(Error(Err::WrongType, o.where, "strategy.name: cannot read '" + o.value + "': " + ex.msg,
+                       "strategy.name"));
+          strategy_ok = false;
+        }
+      }
+    if (!node && strategy_ok && section.count("strategy"))
+      if (auto found = child(section["strategy"], "name")) {
+        node = *found;
+        strategy_w = node_location(file, *node);
+      }
+    if (node) {
+      strategy_names.clear();
+      if (node->IsScalar()) {
+        strategy_names.push_back(node->Scalar());
+      } else if (node->IsSequence() && node->size() > 0) {
+        for (size_t i = 0; i < node->size() && strategy_ok; ++i) {
+          if (!(*node)[i].IsScalar()) {
+            L.fail(Error(Err::WrongType, strategy_w, "strategy.name lists strategy names, e.g. [data_parallel, spmd]",
+                         "strategy.name"));
+            strategy_ok = false;
+          } else {
+            strategy_names.push_back((*node)[i].Scalar());
+          }
+        }
+      } else {
+        L.fail(Error(Err::WrongType, strategy_w,
+                     "strategy.name expects a strategy name or a list of them, e.g. data_parallel or "
+                     "[data_parallel, spmd]",
+                     "strategy.name"));
+        strategy_ok = false;
+      }
+    }
+  }
   std::vector<std::string> strategies = StrategyRegistry::instance().names();
   strategies.insert(strategies.begin(), "auto");
-  bool strategy_ok = std::find(strategies.begin(), strategies.end(), strategy) != strategies.end();
-  if (!strategy_ok && !strategy.empty())
-    L.fail(Error(Err::UnknownStrategy, strategy_w,
-                 "unknown strategy '" + strategy + "' (" + suggestion(strategy, strategies) + ")", "strategy.name"));
+  for (const std::string& strategy : strategy_names) {
+    if (!strategy_ok) break;
+    std::string problem;
+    if (std::find(strategies.begin(), strategies.end(), strategy) == strategies.end())
+      problem = "unknown strategy '" + strategy + "' (" + suggestion(strategy, strategies) + ")";
+    else if ((strategy == "auto" || strategy == "single_device" || strategy == "replicate") &&
+             strategy_names.size() > 1)
+      problem = "strategy '" + strategy + "' places the whole step by itself and cannot be composed with others; "
+                "compose sharding strategies such as [data_parallel, spmd]";
+    else if (std::count(strategy_names.begin(), strategy_names.end(), strategy) > 1)
+      problem = "strategy '" + strategy + "' is listed twice";
+    if (!problem.empty()) {
+      L.fail(Error(Err::UnknownStrategy, strategy_w, problem, "strategy.name"));
+      strategy_ok = false;
+    }
+  }
 
-  L.schema = experiment_schema(model_ok ? model : "", strategy_ok ? strategy : "auto");
-  std::set<std::string> skip = {"workload.model", "hardware.preset", "strategy.name"};
+  L.schema = experiment_schema(model_ok ? model : "", strategy_ok ? strategy_names : std::vector<std::string>{"auto"});
+  // Selectors that failed were reported once; their values are not read again.
+  std::set<std::string> skip;
+  if (!model_ok) skip.insert("workload.model");
+  if (!preset_ok) skip.insert("hardware.preset");
+  if (!strategy_ok) skip.insert("strategy.name");
   if (!model_ok)
     for (const auto* entry : WorkloadRegistry::instance().entries())
       for (const ParamSpec& spec : entry->make()->params()) L.lenient["workload"].insert(spec.path);
@@ -396,17 +456,11 @@ void read_parameters(ParamReader& L, const YAML::Node& root, const std::string& 
       L.fail(e);
     }
   }
-  // The selectors as resolved.
-  if (model_ok) L.values.put({*L.schema.find("workload.model"), model, model_w, true});
-  if (strategy_ok && !strategy_w.empty()) {
-    ParamValue pv = L.values.at("strategy.name");
-    pv.data = strategy;
-    pv.where = strategy_w;
-    L.values.put(pv);
-  }
+  // The preset as resolved (the file may name it by path).
   if (preset_ok) {
-    ParamSpec spec = *L.schema.find("hardware.preset");
-    L.values.put({spec, preset, preset_w, true});
+    ParamValue pv = L.values.at("hardware.preset");
+    pv.data = preset;
+    L.values.put(pv);
   }
 
   // Required parameters: not those a misspelled key already points at, nor those of a section whose selector
@@ -439,24 +493,29 @@ void read_parameters(ParamReader& L, const YAML::Node& root, const std::string& 
 Experiment load(const YAML::Node& root, const std::string& file, const std::string& stem, const LoadOptions& opts) {
   ParamReader L;
   std::vector<Override> overrides = parse_overrides(opts.overrides);
-  std::string model, strategy, preset;
+  std::string model, preset;
+  std::vector<std::string> strategy_names;
   try {
-    read_parameters(L, root, file, overrides, model, strategy, preset);
+    read_parameters(L, root, file, overrides, model, strategy_names, preset);
   } catch (const Error& e) {
     L.fail(e);  // what could not be read further, reported after what was found before it
   }
   L.throw_if_failed();
 
-  const auto* wl = WorkloadRegistry::instance().find(model);
-  std::unique_ptr<IWorkload> workload = wl->make();
-  std::string resolved_strategy = strategy == "auto" ? workload->default_strategy() : strategy;
-  std::unique_ptr<IStrategy> strat = StrategyRegistry::instance().make(resolved_strategy);
-  if (!strat) throw Error(Err::Internal, "workload '" + model + "' names unknown default strategy " + resolved_strategy);
+  std::unique_ptr<IWorkload> workload = WorkloadRegistry::instance().make(model);
+  std::vector<std::string> resolved_strategies = strategy_names;
+  if (resolved_strategies.front() == "auto") resolved_strategies = {workload->default_strategy()};
+  std::vector<std::unique_ptr<IStrategy>> strats;
+  for (const std::string& s : resolved_strategies) {
+    strats.push_back(StrategyRegistry::instance().make(s));
+    if (!strats.back()) throw Error(Err::Internal, "workload '" + model + "' names unknown default strategy " + s);
+  }
 
   Experiment e;
   e.source_file = file;
   e.workload = model;
-  e.strategy = resolved_strategy;
+  e.strategies = resolved_strategies;
+  e.strategy = join(resolved_strategies, "+");
   validate_hardware(e, L);
   if (!L.values.has("run.name")) {
     SourceLocation dw;
@@ -465,9 +524,11 @@ Experiment load(const YAML::Node& root, const std::string& file, const std::stri
   }
   build_typed(e, L.values);
   e.params = L.values;
+  read_model_params(e);
   e.specs = L.schema.specs();
   workload->validate(e.params);
-  strat->validate(e.params);
+  for (const auto& st : strats) st->validate(e.params);
+  plan_mesh(e);
   return e;
 }
 
@@ -505,23 +566,31 @@ std::vector<PresetInfo> list_presets() {
   return out;
 }
 
-Schema experiment_schema(const std::string& workload, const std::string& strategy) {
+Schema experiment_schema(const std::string& workload, const std::vector<std::string>& strategy) {
   Schema s;
   s.add_all(hardware_param_specs());
   std::vector<std::string> models = WorkloadRegistry::instance().names();
   s.add(ParamSpec::choice("workload.model", models, "The workload family; `podsim list workloads` describes each."));
   std::unique_ptr<IWorkload> w = WorkloadRegistry::instance().make(workload);
-  std::string resolved = strategy;
+  std::vector<std::string> resolved = strategy;
   if (w) {
     s.add_all(w->params());
-    if (strategy == "auto") resolved = w->default_strategy();
+    if (!resolved.empty() && resolved.front() == "auto") resolved = {w->default_strategy()};
   }
   std::vector<std::string> strategies = StrategyRegistry::instance().names();
   strategies.insert(strategies.begin(), "auto");
-  s.add(ParamSpec::choice("strategy.name", strategies,
-                          "How the step is placed on the pod; auto picks the workload's default.")
+  s.add(ParamSpec::choice_list("strategy.name", strategies,
+                               "How the step is placed on the pod: one strategy, or a list composed in one experiment "
+                               "(each owning its mesh axes); auto picks the workload's default.")
+            .one_or_more()
+            .length(1, 8)
             .def("auto"));
-  if (auto st = StrategyRegistry::instance().make(resolved)) s.add_all(st->params());
+  // Parameters of composed strategies may be shared (declared identically by several); the first declaration wins.
+  for (const std::string& name : resolved)
+    if (auto st = StrategyRegistry::instance().make(name))
+      for (auto& spec : st->params())
+        if (!s.find(spec.path)) s.add(spec);
+  s.add_all(mesh_param_specs());
   s.add_all(run_param_specs());
   return s;
 }

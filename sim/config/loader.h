@@ -37,6 +37,6 @@ std::vector<std::string> preset_dirs();
 std::vector<PresetInfo> list_presets();
 
 // The schema of an experiment using `workload` and `strategy` (for docs and `podsim list params`).
-Schema experiment_schema(const std::string& workload, const std::string& strategy);
+Schema experiment_schema(const std::string& workload, const std::vector<std::string>& strategies);
 
 }  // namespace podsim

@@ -24,6 +24,7 @@ const char* param_type_name(ParamType t) {
     case ParamType::IntList: return "list of whole numbers";
     case ParamType::BoolList: return "list of booleans";
     case ParamType::ChoiceList: return "list of choices";
+    case ParamType::TextList: return "list of texts";
   }
   return "?";
 }
@@ -54,6 +55,7 @@ ParamSpec ParamSpec::quantity(std::string p, Quantity q, std::string d) {
 }
 ParamSpec ParamSpec::int_list(std::string p, std::string d) { return make(std::move(p), ParamType::IntList, std::move(d)); }
 ParamSpec ParamSpec::bool_list(std::string p, std::string d) { return make(std::move(p), ParamType::BoolList, std::move(d)); }
+ParamSpec ParamSpec::text_list(std::string p, std::string d) { return make(std::move(p), ParamType::TextList, std::move(d)); }
 ParamSpec ParamSpec::choice_list(std::string p, std::vector<std::string> c, std::string d) {
   ParamSpec s = make(std::move(p), ParamType::ChoiceList, std::move(d));
   s.choices = std::move(c);
@@ -203,11 +205,17 @@ SourceLocation node_location(const std::string& file, const YAML::Node& node) {
 }
 
 static bool is_list_type(ParamType t) {
-  return t == ParamType::IntList || t == ParamType::BoolList || t == ParamType::ChoiceList;
+  return t == ParamType::IntList || t == ParamType::BoolList || t == ParamType::ChoiceList ||
+         t == ParamType::TextList;
 }
 
 ParamData parse_param_node(const ParamSpec& spec, const YAML::Node& node, const SourceLocation& where) {
   if (is_list_type(spec.type)) {
+    if (spec.scalar_as_list && node.IsScalar()) {
+      YAML::Node one(YAML::NodeType::Sequence);
+      one.push_back(node);
+      return parse_param_node(spec, one, where);
+    }
     if (!node.IsSequence())
       throw Error(Err::WrongType, where,
                   spec.path + " expects a " + param_type_name(spec.type) + " such as [4, 4], got " + node_kind(node),
@@ -229,6 +237,7 @@ ParamData parse_param_node(const ParamSpec& spec, const YAML::Node& node, const 
       SourceLocation iw = where.file.empty() || where.line == 0 ? where : node_location(where.file, item);
       if (spec.type == ParamType::IntList) ints.push_back(parse_int(spec, item.Scalar(), iw));
       else if (spec.type == ParamType::BoolList) bools.push_back(parse_bool(spec, item.Scalar(), iw));
+      else if (spec.type == ParamType::TextList) strs.push_back(item.Scalar());
       else strs.push_back(parse_choice(spec, item.Scalar(), iw));
     }
     if (spec.type == ParamType::IntList) return ints;
@@ -291,6 +300,16 @@ std::string value_text(const ParamSpec& spec, const ParamData& data) {
       return "[" + join(p, ", ") + "]";
     }
     case ParamType::ChoiceList: return "[" + join(std::get<std::vector<std::string>>(data), ", ") + "]";
+    case ParamType::TextList: {
+      // Double-quoted, so brackets, commas and colons inside an entry read back as text.
+      std::vector<std::string> p;
+      for (const std::string& v : std::get<std::vector<std::string>>(data)) {
+        std::string q = "\"";
+        for (char c : v) q += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+        p.push_back(q + "\"");
+      }
+      return "[" + join(p, ", ") + "]";
+    }
     default: return format_quantity(spec.quantity_kind(), std::get<double>(data));
   }
 }

@@ -20,7 +20,7 @@
 
 namespace podsim {
 
-enum class ParamType { Int, Float, Bool, String, Choice, Frequency, Bandwidth, Size, Time, IntList, BoolList, ChoiceList };
+enum class ParamType { Int, Float, Bool, String, Choice, Frequency, Bandwidth, Size, Time, IntList, BoolList, ChoiceList, TextList };
 
 const char* param_type_name(ParamType t);  // "whole number", "frequency", ...
 
@@ -33,6 +33,7 @@ struct ParamSpec {
   double max = std::numeric_limits<double>::infinity();
   bool min_exclusive = false;
   std::vector<std::string> choices;  // Choice / ChoiceList
+  bool scalar_as_list = false;       // lists: a single value stands for a one-entry list
   size_t min_len = 0, max_len = 64;  // lists
 
   static ParamSpec integer(std::string path, std::string desc);
@@ -44,6 +45,7 @@ struct ParamSpec {
   static ParamSpec int_list(std::string path, std::string desc);
   static ParamSpec bool_list(std::string path, std::string desc);
   static ParamSpec choice_list(std::string path, std::vector<std::string> choices, std::string desc);
+  static ParamSpec text_list(std::string path, std::string desc);
 
   ParamSpec& def(std::string yaml_text) { default_text = std::move(yaml_text); return *this; }
   ParamSpec& optional() { default_text = std::string(); return *this; }
@@ -52,6 +54,7 @@ struct ParamSpec {
     min = 0; min_exclusive = true; max = hi; return *this;
   }
   ParamSpec& length(size_t lo, size_t hi) { min_len = lo; max_len = hi; return *this; }
+  ParamSpec& one_or_more() { scalar_as_list = true; return *this; }
 
   bool required() const { return !default_text.has_value(); }
   bool is_quantity() const;

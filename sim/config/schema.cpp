@@ -28,8 +28,16 @@ std::vector<ParamSpec> hardware_param_specs() {
           .range(1, 4096),
       P::boolean("hardware.chip.mxu.weight_double_buffer",
                  "Load the next fold's weights while the current fold streams (TPU-like). false: folds do not "
-                 "overlap and a GEMM costs exactly folds x (2R + C + M - 2) cycles.")
+                 "overlap, M streams whole through each weight fold, and a GEMM costs exactly folds x (2R + C + M - 2) "
+                 "cycles (the reference weight-stationary formula).")
           .def("true"),
+      P::integer("hardware.chip.mxu.accumulator_rows",
+                 "Rows of fp32 accumulators (each C wide) a weight fold streams into before its results leave; with "
+                 "weight double buffering, a longer M streams in chunks of this many rows, each reloading the "
+                 "weights. Default 2048: one of the two 2048-row halves of TPU v1's 4096-row accumulators (Jouppi "
+                 "et al., ISCA 2017); later generations do not publish theirs.")
+          .range(8, 1 << 20)
+          .def("2048"),
       P::integer("hardware.chip.vpu.lanes", "Vector unit lanes.").range(1, 65536).def("128"),
       P::integer("hardware.chip.vpu.sublanes", "Vector unit sublanes.").range(1, 1024).def("8"),
       P::integer("hardware.chip.vpu.alus", "ALUs per lane x sublane: elementwise operations per element slot and "
@@ -51,21 +59,55 @@ std::vector<ParamSpec> hardware_param_specs() {
                                                "across them and queue per channel.")
           .range(1, 1024)
           .def("32"),
-      P::quantity("hardware.chip.hbm.latency", Q::Time, "Time from a request's issue to its first data.")
+      P::quantity("hardware.chip.hbm.latency", Q::Time, "Latency of the memory controller and the on-chip path, on "
+                                                    "top of the DRAM's own (tCL, tRCD).")
           .range(0, 1e-3)
           .def("500ns"),
       P::quantity("hardware.chip.hbm.burst", Q::Size, "Access granularity: an access moves at least this much.")
           .range(1, 1 << 20)
           .def("64B"),
       P::quantity("hardware.chip.hbm.row", Q::Size, "Row (page) size of a channel; a contiguous run pays one row "
-                                                    "activation per row it touches.")
+                                                    "activation per row it touches, and streams interleave across "
+                                                    "channels row by row.")
           .range(1, 1 << 24)
           .def("1KiB"),
       P::quantity("hardware.chip.hbm.activate_interval", Q::Time,
-                  "Minimum time between two row activations in one channel (tRRD/tFAW); it bounds the bandwidth of "
-                  "small scattered accesses.")
+                  "Minimum time between two row activations in one channel (tRRD); with tFAW and tRC it bounds the "
+                  "bandwidth of small scattered accesses.")
           .range(0, 1e-5)
           .def("5ns"),
+      P::quantity("hardware.chip.hbm.faw", Q::Time, "Four-activate window tFAW: at most four row activations per "
+                                                    "window in one channel.")
+          .range(0, 1e-5)
+          .def("30ns"),
+      P::integer("hardware.chip.hbm.banks", "Banks per channel; a bank activates again only after tRC.")
+          .range(1, 1024)
+          .def("16"),
+      P::quantity("hardware.chip.hbm.row_cycle", Q::Time, "Row cycle tRC of a bank (activate to activate).")
+          .range(0, 1e-5)
+          .def("47ns"),
+      P::quantity("hardware.chip.hbm.rcd", Q::Time, "tRCD: activate to read; paid by accesses that open a row.")
+          .range(0, 1e-5)
+          .def("14ns"),
+      P::quantity("hardware.chip.hbm.cas", Q::Time, "tCL: read command to first data.").range(0, 1e-5).def("14ns"),
+      P::quantity("hardware.chip.hbm.read_to_write", Q::Time, "Bus turnaround from reads to writes.")
+          .range(0, 1e-5)
+          .def("13ns"),
+      P::quantity("hardware.chip.hbm.write_to_read", Q::Time, "Bus turnaround from writes to reads "
+                                                              "(tCWL + BL/2 + tWTR).")
+          .range(0, 1e-5)
+          .def("13ns"),
+      P::integer("hardware.chip.hbm.write_batch", "Writes the controller drains per bus turnaround when reads and "
+                                                  "writes interleave; 0 disables turnarounds.")
+          .range(0, 1 << 20)
+          .def("8"),
+      P::quantity("hardware.chip.hbm.refresh_interval", Q::Time, "Refresh interval tREFI; 0s disables refresh.")
+          .range(0, 1)
+          .def("3.9us"),
+      P::quantity("hardware.chip.hbm.refresh_time", Q::Time, "Refresh cycle time tRFC: a channel serves nothing for "
+                                                             "this long every tREFI.")
+          .range(0, 1e-4)
+          .def("350ns"),
       P::quantity("hardware.chip.vmem.capacity", Q::Size, "Vector memory (VMEM) per TensorCore: the on-chip buffer "
                                                           "ops are tiled through.")
           .positive(1e12),
@@ -96,6 +138,27 @@ std::vector<ParamSpec> hardware_param_specs() {
   };
 }
 
+std::vector<ParamSpec> mesh_param_specs() {
+  using P = ParamSpec;
+  return {
+      P::text_list("mesh.axes", "Names of the logical device mesh's axes, outermost first (e.g. [data, model]); each "
+                                "strategy owns some (docs/strategies.md). [] lets a single strategy take every chip "
+                                "on its axis.")
+          .length(0, 8)
+          .def("[]"),
+      P::int_list("mesh.shape", "Size of each mesh axis; the sizes multiply to the chip count.")
+          .range(1, 1 << 18)
+          .length(0, 8)
+          .def("[]"),
+      P::text_list("mesh.placement",
+                   "Where each axis lies on the torus, one entry per axis (\"\" = automatic): the torus dimensions it "
+                   "spans, fastest first, each with the number of its coordinates it takes: \"x\", \"x,z\", \"y:8\". "
+                   "[] places every axis automatically (the last axis innermost, filling x, then y, then z).")
+          .length(0, 8)
+          .def("[]"),
+  };
+}
+
 std::vector<ParamSpec> run_param_specs() {
   using P = ParamSpec;
   using Q = Quantity;
@@ -104,6 +167,10 @@ std::vector<ParamSpec> run_param_specs() {
                           "file's name without .yaml.")
           .optional(),
       P::boolean("run.numeric", "Execute every op on real tensors as it is simulated and write tensors/*.npy.")
+          .def("false"),
+      P::boolean("run.dump_activations", "Numeric mode: also write every forward activation to tensors/.")
+          .def("false"),
+      P::boolean("run.dump_shards", "Numeric mode: also write each chip's own shards to tensors/chip<id>/.")
           .def("false"),
       P::integer("run.seed", "Seed for parameter initialisation, inputs and stall injection.")
           .range(0, 9.2e18)
@@ -134,6 +201,10 @@ std::vector<ParamSpec> run_param_specs() {
       P::integer("run.trace.warn_events", "Warn before writing a trace with more events than this.")
           .range(1, 1e12)
           .def("4000000"),
+      P::choice("run.fusion", {"xla", "none"},
+                "Operator fusion: xla fuses elementwise chains, matmul epilogues and reductions as XLA does; none "
+                "runs every op as its own kernel (hw/compiler/fusion.h).")
+          .def("xla"),
       P::real("run.stall.probability", "Probability that an HBM request or ICI chunk gets a random extra delay "
                                        "(testing for hidden timing assumptions).")
           .range(0, 1)

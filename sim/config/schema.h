@@ -12,6 +12,7 @@ namespace podsim {
 
 std::vector<ParamSpec> hardware_param_specs();
 std::vector<ParamSpec> run_param_specs();
+std::vector<ParamSpec> mesh_param_specs();
 
 // An ordered set of specs with lookup by path and by group prefix.
 class Schema {

@@ -21,7 +21,8 @@
 #include "sim/config/loader.h"
 #include "sim/engine/output_dir.h"
 #include "sim/engine/trace_export.h"
-#include "strategies/i_strategy.h"
+#include "plan/shard_data.h"
+#include "strategies/planner.h"
 #include "workloads/i_workload.h"
 
 namespace podsim {
@@ -144,43 +145,56 @@ std::string safe_name(const std::string& s) {
   return out;
 }
 
-bool result_tensor(const ModelGraph& g, TensorId id) {
+// Tensors written to tensors/: the step's inputs and state, the loss, updated values, parameter gradients, and
+// every value nothing else consumes (a matmul's product, a collective's result); with run.dump_activations also
+// every forward activation.
+bool result_tensor(const ModelGraph& g, TensorId id, bool activations) {
   const TensorInfo& t = g.tensor(id);
+  if (g.producer(id) < 0 || g.consumers(id).empty()) return true;
   switch (t.role) {
-    case TensorRole::Parameter: case TensorRole::Input: case TensorRole::Label: case TensorRole::Loss:
-    case TensorRole::Updated: case TensorRole::OptimizerState:
-      return true;
+    case TensorRole::Loss: case TensorRole::Updated: return true;
     case TensorRole::Gradient:  // gradients of parameters: those the optimizer reads
       for (OpId c : g.consumers(id))
         if (g.op(c).phase == Phase::Optimizer) return true;
       return false;
-    default:
-      // Results of communication ops (the collective microbenchmarks).
-      return g.producer(id) >= 0 && is_communication(g.op(g.producer(id)).kind);
+    case TensorRole::Activation: return activations && g.op(g.producer(id)).phase == Phase::Forward;
+    default: return false;
   }
 }
 
 void write_tensors(const Prepared& p, const Simulation& s, const std::string& dir) {
   namespace fs = std::filesystem;
-  auto dump = [&](int64_t chip, const std::string& sub) {
-    const Chip& c = *s.pod->chips()[chip];
-    if (c.role() < 0) return;
-    const ModelGraph& g = p.plan.programs[c.role()].graph;
-    fs::create_directories(sub);
-    for (size_t i = 0; i < g.num_tensors(); ++i) {
-      TensorId id = static_cast<TensorId>(i);
-      if (!result_tensor(g, id) || !const_cast<Chip&>(c).store().has(id)) continue;
-      const TensorInfo& info = g.tensor(id);
-      write_npy(sub + "/" + safe_name(info.name) + ".npy", info.shape, const_cast<Chip&>(c).store().get(id).data,
-                info.dtype == DType::I32);
-    }
+  const bool activations = p.exp.params.b("run.dump_activations");
+  auto store_of = [&](int64_t chip) -> const TensorStore* {
+    Chip& c = *s.pod->chips()[chip];
+    return c.role() < 0 ? nullptr : &c.store();
   };
-  dump(p.plan.result_chip, dir);
-  // Several chips running programs: each chip's tensors under tensors/chip<N>/ (small pods only).
-  int64_t active = 0;
-  for (int32_t r : p.plan.role_of_chip) active += r >= 0;
-  if (active > 1 && active <= 64)
-    for (size_t c = 0; c < s.pod->chips().size(); ++c) dump(static_cast<int64_t>(c), dir + "/chip" + std::to_string(c));
+  // The logical tensors, assembled from the chips' shards.
+  TensorStore logical;
+  assemble_results(p.plan, p.graph, store_of, logical);
+  fs::create_directories(dir);
+  for (size_t i = 0; i < p.graph.num_tensors(); ++i) {
+    TensorId id = static_cast<TensorId>(i);
+    if (!result_tensor(p.graph, id, activations) || !logical.has(id)) continue;
+    const TensorInfo& info = p.graph.tensor(id);
+    write_npy(dir + "/" + safe_name(info.name) + ".npy", info.shape, logical.get(id).data, info.dtype == DType::I32);
+  }
+  if (!p.exp.params.b("run.dump_shards")) return;
+  // Each chip's local tensors (its shards), under tensors/chip<N>/.
+  for (size_t c = 0; c < s.pod->chips().size(); ++c) {
+    const TensorStore* st = store_of(static_cast<int64_t>(c));
+    if (!st) continue;
+    const Program& prog = p.plan.programs[s.pod->chips()[c]->role()];
+    const std::string sub = dir + "/chip" + std::to_string(c);
+    fs::create_directories(sub);
+    for (const auto* list : {&prog.inputs, &prog.results})
+      for (const TensorBinding& b : *list) {
+        if (!result_tensor(p.graph, b.logical, activations) || !st->has(b.local)) continue;
+        const TensorInfo& info = prog.graph.tensor(b.local);
+        write_npy(sub + "/" + safe_name(p.graph.tensor(b.logical).name) + ".npy", info.shape, st->get(b.local).data,
+                  info.dtype == DType::I32);
+      }
+  }
 }
 
 long peak_rss_kib() {
@@ -198,21 +212,22 @@ std::unique_ptr<Prepared> prepare(const Experiment& exp) {
   p->exp = exp;
   p->ctx = std::make_unique<PodContext>();
   std::unique_ptr<IWorkload> w = WorkloadRegistry::instance().make(exp.workload);
-  std::unique_ptr<IStrategy> st = StrategyRegistry::instance().make(exp.strategy);
-  if (!w || !st) throw Error(Err::Internal, "workload or strategy vanished from the registry");
+  if (!w) throw Error(Err::Internal, "workload vanished from the registry");
   p->graph = w->build(exp.params);
-  p->plan = st->plan(p->graph, p->exp);
-  validate_plan(p->plan, exp.hardware.pod.chips());
+  p->plan = make_plan(p->graph, p->exp);
+  for (const std::string& n : p->plan.notes) p->notes.push_back(n);
+  validate_plan(p->plan, p->graph, exp.hardware.pod.chips());
   PodContext& ctx = *p->ctx;
   ctx.exp = &p->exp;
   ctx.plan = &p->plan;
   ctx.numeric = exp.run.numeric;
+  ctx.logical = &p->graph;
   ctx.torus = Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap);
   ctx.result_chip = p->plan.result_chip;
   for (const Program& prog : p->plan.programs) {
     for (const Op& op : prog.graph.ops())
       if (op.kind == OpKind::Traffic) ctx.traffic_window = std::max(ctx.traffic_window, op.attrs.duration);
-    ctx.programs.push_back(lower(prog.graph, prog.order, exp.hardware.chip));
+    ctx.programs.push_back(lower(prog.graph, prog.order, p->exp.hardware.chip, {p->exp.run.fusion != "none"}));
     const ExecProgram& ep = ctx.programs.back();
     std::vector<std::vector<int32_t>> deps(ep.ops.size());
     for (size_t i = 0; i < ep.ops.size(); ++i)

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "sim/config/experiment.h"
-#include "strategies/plan.h"
+#include "plan/plan.h"
 
 namespace podsim {
 

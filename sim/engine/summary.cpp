@@ -7,6 +7,7 @@
 
 #include "hw/pod/pod.h"
 #include "hw/timing/mxu_timing.h"
+#include "hw/timing/vpu_timing.h"
 #include "sim/engine/engine.h"
 
 namespace podsim {
@@ -61,14 +62,22 @@ J op_table(const Prepared& p, const Chip& chip) {
       J m = J::array();
       for (OpId id : e.members) m.push_back(g.op(id).name);
       o["fused"] = m;
+      o["fusion"] = fusion_kind_name(e.fusion);
+    }
+    if (e.unit != Unit::Ici) {
+      o["hbm_pattern"] = hbm_pattern_name(e.read_pattern);
+      if (e.write_pattern != e.read_pattern) o["hbm_write_pattern"] = hbm_pattern_name(e.write_pattern);
     }
     if (e.unit == Unit::Mxu) {
       o["mxu"] = {{"m", e.gemm.m}, {"k", e.gemm.k}, {"n", e.gemm.n}, {"batch", e.gemm.batch},
                   {"folds", e.gemm.batch * gemm_folds({cfg.mxu.rows, cfg.mxu.cols, true}, e.gemm.k, e.gemm.n)},
                   {"core_folds", e.gemm.core_folds},
                   {"folds_per_mxu", ceil_div(e.gemm.core_folds, cfg.mxu.count)},
-                  {"rows_per_fold", e.gemm.rows_per_fold}, {"mxus", static_cast<int64_t>(e.cores) * cfg.mxu.count},
+                  {"rows_per_fold", e.gemm.rows_per_fold}, {"m_chunks", e.gemm.m_chunks},
+                  {"k_pad", e.gemm.k_pad}, {"n_pad", e.gemm.n_pad},
+                  {"mxus", static_cast<int64_t>(e.cores) * cfg.mxu.count},
                   {"split", e.gemm.split}, {"m_tile", e.gemm.m_tile}, {"n_tile", e.gemm.n_tile}};
+      if (e.core_vector.elements > 0) o["mxu"]["epilogue_vpu_cycles"] = vpu_cycles(cfg.vpu, e.core_vector);
     }
     ops.push_back(o);
   }
@@ -227,6 +236,33 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
     lat += chip->log().traffic_latency_sum;
     lat_max = std::max(lat_max, chip->log().traffic_latency_max);
   }
+  // The memory microbenchmark: bandwidth of the stream, idle latency of the two probes (workloads/memory.cpp).
+  if (e.workload == "memory" && rc.role() >= 0) {
+    const ExecProgram& ep = p.ctx->programs[rc.role()];
+    double stream_t = 0, stream_bytes = 0, hit = 0, miss = 0;
+    for (size_t i = 0; i < ep.ops.size(); ++i) {
+      const OpRecord& r = rc.log().ops[i];
+      double t = r.end - r.start;
+      if (ep.ops[i].name == "stream") {
+        stream_t = t;
+        stream_bytes = r.hbm_read + r.hbm_write;
+      } else if (ep.ops[i].name == "probe.row_hit") {
+        hit = t;
+      } else if (ep.ops[i].name == "probe.row_miss") {
+        miss = t;
+      }
+    }
+    double bw = stream_t > 0 ? stream_bytes / stream_t : 0;
+    j["memory_benchmark"] = {{"pattern", e.params.s("workload.pattern")},
+                             {"bytes", e.params.f("workload.bytes")},
+                             {"request_bytes", e.params.f("workload.request")},
+                             {"hbm_bytes", stream_bytes},
+                             {"time_s", stream_t},
+                             {"achieved_bandwidth_Bps", r6(bw)},
+                             {"efficiency", r6(bw / cfg.hbm.bandwidth)},
+                             {"latency_row_hit_s", hit},
+                             {"latency_row_miss_s", miss}};
+  }
   if (e.workload == "traffic") {
     double window = e.params.f("workload.duration");
     double link_bw = e.hardware.ici.link_bandwidth;
@@ -239,6 +275,20 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
                     {"max_latency_s", lat_max}};
   }
 
+  // Fusions of the result chip's program: how many, of which kind, how many graph ops they absorb.
+  if (rc.role() >= 0) {
+    const ExecProgram& ep = p.ctx->programs[rc.role()];
+    int64_t fusions = 0, fused_ops = 0;
+    std::map<std::string, int64_t> by_kind = {{"loop", 0}, {"output", 0}, {"reduction", 0}};
+    for (const ExecOp& op : ep.ops) {
+      if (op.members.size() < 2) continue;
+      ++fusions;
+      fused_ops += static_cast<int64_t>(op.members.size());
+      ++by_kind[fusion_kind_name(op.fusion)];
+    }
+    j["fusion"] = {{"mode", e.run.fusion}, {"fusions", fusions}, {"fused_ops", fused_ops},
+                   {"exec_ops", static_cast<int64_t>(ep.ops.size())}, {"by_kind", by_kind}};
+  }
   j["ops"] = op_table(p, rc);
   j["per_chip"] = {{"mxu_busy_fraction", per_mxu}, {"vpu_busy_fraction", per_vpu},
                    {"hbm_busy_fraction", per_hbm_busy}, {"ici_busy_fraction", per_ici_busy},

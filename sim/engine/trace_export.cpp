@@ -115,6 +115,13 @@ TracePlan collect(const Prepared& p, const Simulation& s, Detail detail, const W
                                       {"flops", static_cast<int64_t>(e.flops)},
                                       {"hbm_bytes", static_cast<int64_t>(r.hbm_read + r.hbm_write)},
                                       {"cycles", r.busy_cycles}};
+        if (e.members.size() > 1) {
+          const ModelGraph& g = p.plan.programs[chip.role()].graph;
+          std::string names;
+          for (OpId id : e.members) names += (names.empty() ? "" : ", ") + g.op(id).name;
+          args.push_back({"fusion", std::string(fusion_kind_name(e.fusion))});
+          args.push_back({"members", names});
+        }
         if (e.unit == Unit::Mxu)
           args.push_back({"shape", std::to_string(e.gemm.batch) + "x" + std::to_string(e.gemm.m) + "x" +
                                        std::to_string(e.gemm.k) + "x" + std::to_string(e.gemm.n)});
@@ -134,8 +141,9 @@ TracePlan collect(const Prepared& p, const Simulation& s, Detail detail, const W
         bool mxu = iv.lane < 16;
         int core = mxu ? iv.lane : iv.lane - 16;
         std::string name = chip.role() >= 0 && iv.op >= 0 ? p.ctx->programs[chip.role()].ops[iv.op].name : "work";
+        // A VPU may run an op and a matmul's epilogue (output fusion) at once: its slices take lanes.
         plan.slices.push_back({c, std::string(mxu ? "MXU" : "VPU") + " (TensorCore " + std::to_string(core) + ")",
-                               false, b, e, name, {}, 0, 0, 10 + 2 * core + (mxu ? 0 : 1)});
+                               !mxu, b, e, name, {}, 0, 0, 10 + 2 * core + (mxu ? 0 : 1)});
       }
       static const char* clients[] = {"HBM (MXU feed)", "HBM (VPU)", "HBM (DMA)"};
       for (const Interval& iv : log.hbm) {

@@ -59,6 +59,24 @@ void print_report(const std::string& dir, std::ostream& out) {
   out << strprintf("  %-26s %s of %s peak\n", "HBM achieved bandwidth",
                    format_bandwidth(j["hbm"].value("achieved_bandwidth_Bps", 0.0)).c_str(),
                    format_bandwidth(j["hbm"].value("peak_bandwidth_Bps", 0.0)).c_str());
+  if (j.contains("fusion")) {
+    const auto& f = j["fusion"];
+    rule(out);
+    out << strprintf("fusion (%s): %lld fusions of %lld ops; %lld kernels in all\n",
+                     f.value("mode", std::string()).c_str(), static_cast<long long>(f.value("fusions", 0LL)),
+                     static_cast<long long>(f.value("fused_ops", 0LL)), static_cast<long long>(f.value("exec_ops", 0LL)));
+    for (const char* k : {"loop", "output", "reduction"})
+      out << strprintf("  %-26s %lld\n", k, static_cast<long long>(f["by_kind"].value(k, 0LL)));
+  }
+  if (j.contains("memory_benchmark")) {
+    const auto& m = j["memory_benchmark"];
+    rule(out);
+    out << strprintf("memory benchmark (%s, %s requests): %s, %s of peak; idle latency %s row hit, %s row miss\n",
+                     m.value("pattern", std::string()).c_str(), format_bytes(m.value("request_bytes", 0.0)).c_str(),
+                     format_bandwidth(m.value("achieved_bandwidth_Bps", 0.0)).c_str(),
+                     pct(m.value("efficiency", 0.0)).c_str(), format_time(m.value("latency_row_hit_s", 0.0)).c_str(),
+                     format_time(m.value("latency_row_miss_s", 0.0)).c_str());
+  }
   if (j.contains("time_breakdown")) {
     const auto& t = j["time_breakdown"];
     rule(out);

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* kCollective = "hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 2]}\nworkload:\n  model: collective\n"
-                          "  op: all_reduce\n  bytes: 256KiB\nrun:\n  numeric: true\n  seed: 7\n";
+                          "  op: all_reduce\n  bytes: 256KiB\nrun:\n  numeric: true\n  dump_shards: true\n  seed: 7\n";
 const char* kTraining = "hardware: {preset: tpu-v5e}\nworkload: {model: transformer, layers: 2, d_model: 64, d_ff: 128, "
                         "heads: 4, vocab: 50, seq_len: 8, batch: 2}\nrun: {numeric: true, seed: 11}\n";
 
@@ -86,5 +86,5 @@ TEST(CliNumericTest, NumericRunWritesNpyTensors) {
   EXPECT_EQ(npy.size(), 128u + 64 * 128 * 4);  // a 128-byte header, then the data
   std::string ids = read_file(d + "tokens.npy");
   EXPECT_NE(ids.find("'descr': '<i4'"), std::string::npos);
-  EXPECT_NE(ids.find("'shape': (16,)"), std::string::npos);
+  EXPECT_NE(ids.find("'shape': (2, 8)"), std::string::npos);  // [batch, seq_len]
 }

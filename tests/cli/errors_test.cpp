@@ -6,6 +6,12 @@
 #include <filesystem>
 #include <regex>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include "sim/common/error.h"
 #include "tests/cli/cli_util.h"
 
@@ -166,6 +172,45 @@ TEST(ErrorsTest, PLN001_StrategyMismatch) {
   EXPECT_NE(r.err.find("replicate"), std::string::npos);
 }
 
+TEST(ErrorsTest, PLN002_BadMesh) {
+  const std::string pod = "hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 2]}\n";
+  const std::string mlp = "workload: {model: mlp, batch: 8, input: 4, hidden: 8, layers: 1, classes: 2}\n";
+  // The axes make 6 devices on 8 chips.
+  auto r = expect_error(pod + mlp + "strategy: {name: [data_parallel, spmd]}\nmesh:\n  axes: [data, model]\n"
+                        "  shape: [3, 2]\n", "PODSIM-PLN-002", 8, 10);
+  EXPECT_NE(r.err.find("multiply to the chip count"), std::string::npos) << r.err;
+  EXPECT_EQ(r.code, exit_of("PODSIM-PLN-002"));
+  // A composition without a mesh section says what to add.
+  auto c = expect_error(pod + mlp + "strategy: {name: [data_parallel, spmd]}\n", "PODSIM-PLN-002", 5, 18);
+  EXPECT_NE(c.err.find("mesh.axes and mesh.shape"), std::string::npos) << c.err;
+  // A placement that does not fit the torus.
+  auto p = expect_error(pod + mlp + "strategy: {name: data_parallel}\nmesh: {axes: [data], shape: [8], "
+                        "placement: [\"x:3\"]}\n", "PODSIM-PLN-002", 6, 0);
+  EXPECT_NE(p.err.find("does not divide"), std::string::npos) << p.err;
+  // single_device uses no mesh.
+  expect_error(pod + mlp + "strategy: {name: single_device}\nmesh: {axes: [data], shape: [8]}\n", "PODSIM-PLN-002",
+               6, 0);
+}
+
+TEST(ErrorsTest, PLN003_BadSharding) {
+  const std::string pod = "hardware:\n  preset: tpu-v3\n  pod: {dims: [2, 2]}\n";
+  const std::string mlp = "workload: {model: mlp, batch: 8, input: 4, hidden: 8, layers: 1, classes: 2}\n";
+  // One entry for a rank-2 tensor, found when the step is built.
+  auto r = expect_error(pod + mlp + "strategy:\n  name: spmd\n  scheme: none\n  shard: [\"fc0.w = [model]\"]\n",
+                        "PODSIM-PLN-003", 8, 10, {}, true);
+  EXPECT_NE(r.err.find("one entry per dimension"), std::string::npos) << r.err;
+  EXPECT_EQ(r.code, exit_of("PODSIM-PLN-003"));
+  EXPECT_FALSE(exists(test_dir() + "/out"));
+  // Unreadable text is found by validate.
+  auto t = expect_error(pod + mlp + "strategy:\n  name: spmd\n  shard: [\"fc0.w = [model\"]\n", "PODSIM-PLN-003", 7,
+                        10);
+  EXPECT_NE(t.err.find("expected ',' or ']'"), std::string::npos) << t.err;
+  // A pattern matching nothing is an error, not a silent no-op.
+  auto n = expect_error(pod + mlp + "strategy:\n  name: spmd\n  shard: [\"fc9.w = [-, model]\"]\n",
+                        "PODSIM-PLN-003", 7, 10, {}, true);
+  EXPECT_NE(n.err.find("matches no tensor"), std::string::npos) << n.err;
+}
+
 TEST(ErrorsTest, MEM001_OutOfMemory) {
   auto r = expect_error(kHw + "workload:\n  model: matmul\n  m: 65536\n  k: 65536\n  n: 65536\n  dtype: fp32\n",
                         "PODSIM-MEM-001", 4, 10, {}, true);
@@ -255,6 +300,80 @@ TEST(ErrorsTest, CLI001_Usage) {
   auto r = run_podsim({"run", "a.yaml", "--bogus"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("error PODSIM-CLI-001"), std::string::npos) << r.err;
+}
+
+namespace {
+
+const std::string kSweepBase = "base:\n  hardware: {preset: tpu-v3}\n  workload: {model: matmul, m: 64, k: 64, n: 64}\n"
+                               "set: {run.trace.format: \"off\"}\n";
+
+CliResult sweep_error(const std::vector<std::string>& args, const std::string& id) {
+  auto r = run_podsim(args);
+  EXPECT_EQ(r.code, exit_of(id)) << r.err;
+  EXPECT_NE(r.err.find("error " + id + ":"), std::string::npos) << r.err;
+  return r;
+}
+
+}  // namespace
+
+TEST(ErrorsTest, SWP001_SweepTemplate) {
+  std::string file = write_file("s.yaml", kSweepBase + "grid: {workload.m: [64]}\nrun_name: \"{workload.q}\"\n");
+  auto r = sweep_error({"sweep", "plan", file}, "PODSIM-SWP-001");
+  EXPECT_NE(r.err.find(file + ":6:11:"), std::string::npos) << r.err;
+}
+
+TEST(ErrorsTest, SWP002_SweepDuplicateName) {
+  std::string file = write_file("s.yaml", kSweepBase + "grid: {workload.m: [64, 128]}\nrun_name: \"mm\"\n");
+  auto r = sweep_error({"sweep", "plan", file}, "PODSIM-SWP-002");
+  EXPECT_NE(r.err.find(file + ":6:11: error PODSIM-SWP-002: runs 0 and 1 are both named 'mm'"), std::string::npos)
+      << r.err;
+}
+
+TEST(ErrorsTest, SWP003_SweepBusy) {
+  // Another driver holds the sweep folder's lock.
+  std::string file = write_file("s.yaml", kSweepBase);
+  write_file("busy/sweep.json", "{}\n");
+  int fd = open((test_dir() + "/busy/.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  sweep_error({"sweep", file, "--out", "busy"}, "PODSIM-SWP-003");
+  close(fd);
+}
+
+TEST(ErrorsTest, SWP004_NotASweepDir) {
+  sweep_error({"sweep", "export", test_dir()}, "PODSIM-SWP-004");
+  // A folder that holds something else is never written into.
+  std::string file = write_file("s.yaml", kSweepBase);
+  write_file("other/notes.txt", "mine\n");
+  sweep_error({"sweep", file, "--out", "other"}, "PODSIM-SWP-004");
+  EXPECT_EQ(read_file(test_dir() + "/other/notes.txt"), "mine\n");
+}
+
+TEST(ErrorsTest, SWP005_SlurmFailed) {
+  // No Slurm tools on PATH.
+  std::string file = write_file("s.yaml", kSweepBase);
+  std::filesystem::create_directories(test_dir() + "/empty");
+  std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  setenv("PATH", (test_dir() + "/empty").c_str(), 1);
+  auto r = run_podsim({"sweep", file, "--backend", "slurm", "--out", "sl"});
+  setenv("PATH", path.c_str(), 1);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("error PODSIM-SWP-005: 'scontrol show config' could not be run"), std::string::npos) << r.err;
+}
+
+TEST(ErrorsTest, SWP006_SweepQuery) {
+  std::string file = write_file("s.yaml", kSweepBase + "grid: {workload.m: [64, 128]}\n");
+  ASSERT_EQ(run_podsim({"sweep", file, "--out", "sw"}).code, 0);
+  auto r = sweep_error({"sweep", "plot", "sw", "--x", "workload.mm", "--y", "mfu"}, "PODSIM-SWP-006");
+  EXPECT_NE(r.err.find("--x 'workload.mm' is no column of results.db (did you mean 'workload.m'?)"), std::string::npos)
+      << r.err;
+}
+
+TEST(ErrorsTest, SWP007_RunsFailed) {
+  // The second run does not fit a 16 KiB HBM; the first one is done all the same.
+  std::string file = write_file("s.yaml", kSweepBase + "runs: [{}, {hardware.chip.hbm.capacity: 16KiB}]\nrun_name: \"r{index}\"\n");
+  auto r = sweep_error({"sweep", file, "--out", "sw"}, "PODSIM-SWP-007");
+  EXPECT_NE(r.err.find("1 of 2 runs failed"), std::string::npos) << r.err;
+  EXPECT_TRUE(exists(test_dir() + "/sw/runs/r0/summary.json"));
 }
 
 TEST(ErrorsTest, EveryCatalogueEntryHasATestHere) {

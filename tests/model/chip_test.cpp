@@ -1,4 +1,6 @@
-// One chip executing real ops: MXU cycles through the whole stack, the roofline, tiling traffic, memory limits.
+// One chip executing real ops, checked on the simulated time: MXU cycles by hand in both modes (accumulator chunks,
+// row padding, exposed weight loads, folds shared by MXUs), an epilogue on the VPU, tiling traffic and its VMEM
+// limit, a memory-bound GEMM against a hand count of the HBM, memory capacity errors.
 #include <gtest/gtest.h>
 
 #include "tests/model/sim_util.h"
@@ -15,70 +17,167 @@ std::string matmul(int64_t m, int64_t k, int64_t n, const std::string& dtype = "
          ", k: " + std::to_string(k) + ", n: " + std::to_string(n) + ", dtype: " + dtype + "}\n";
 }
 
-int64_t classic(int64_t m, int64_t k, int64_t n, int64_t R = 128, int64_t C = 128) {
-  return ((k + R - 1) / R) * ((n + C - 1) / C) * (2 * R + C + m - 2);
+constexpr double kClock = 940e6;  // tpu-v3
+
+// One core, one MXU, and an HBM so fast that an op's time is its compute alone.
+std::vector<std::string> mxu_only(std::vector<std::string> more = {}) {
+  std::vector<std::string> s = {"hardware.chip.tensorcores=1",         "hardware.chip.mxu.count=1",
+                                "hardware.chip.hbm.bandwidth=1000TB/s", "hardware.chip.hbm.latency=0ns",
+                                "hardware.chip.hbm.cas=0ns",            "hardware.chip.hbm.rcd=0ns",
+                                "hardware.chip.hbm.refresh_interval=0s", "hardware.chip.hbm.activate_interval=0ns",
+                                "hardware.chip.hbm.faw=0ns",            "hardware.chip.hbm.row_cycle=0ns",
+                                "hardware.chip.hbm.write_batch=0",      "hardware.chip.vmem.capacity=256MiB"};
+  s.insert(s.end(), more.begin(), more.end());
+  return s;
+}
+
+const nlohmann::json& op_with_member(const nlohmann::json& s, const std::string& member) {
+  for (const auto& o : s["ops"]) {
+    if (o["name"] == member) return o;
+    if (o.contains("fused"))
+      for (const auto& m : o["fused"])
+        if (m == member) return o;
+  }
+  static const nlohmann::json none;
+  ADD_FAILURE() << "no op " << member;
+  return none;
 }
 
 }  // namespace
 
-TEST(ChipTest, MatmulCyclesEqualClassicFormulaWithoutDoubleBuffering) {
-  for (auto [m, k, n] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{256, 384, 640}, {1, 1, 1}, {300, 129, 200}}) {
-    auto s = simulate_in_child(matmul(m, k, n), {"hardware.chip.mxu.weight_double_buffer=false",
-                                                 "hardware.chip.tensorcores=1", "hardware.chip.mxu.count=1"});
-    ASSERT_FALSE(s.contains("error")) << s.dump();
-    EXPECT_EQ(s["ops"][0]["cycles"].get<int64_t>(), classic(m, k, n)) << m << "x" << k << "x" << n;
+// The simulated op time in clock cycles: the compute plus the first load and the last write, which with the fast
+// HBM take no time but each end on a clock edge (up to 3 cycles in all).
+void expect_time_in_cycles(const nlohmann::json& op, int64_t cycles) {
+  EXPECT_GE(op_time(op) * kClock, static_cast<double>(cycles) - 1e-3) << op["name"];
+  EXPECT_LE(op_time(op) * kClock, static_cast<double>(cycles) + 3.001) << op["name"];
+}
+
+TEST(ChipTest, ReferenceModeTakesTheWeightStationaryFormulaForEveryShape) {
+  // folds x (2R + C + M - 2), M streaming whole through each fold, counted by hand:
+  //   2048 x 1024 x 4096: 8 x 32 folds of 2430 = 622,080     4096 x 128 x 4096: 32 folds of 4478 = 143,296
+  //   300 x 129 x 200: 2 x 2 folds of 682 = 2728              1 x 1 x 1: one fold of 383
+  for (auto [m, k, n, cycles] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{
+           {2048, 1024, 4096, 622080}, {4096, 128, 4096, 143296}, {300, 129, 200, 2728}, {1, 1, 1, 383}}) {
+    // A 2 MiB VMEM tiles the output for HBM, but the weights still stream all of M in this mode.
+    for (const char* vmem : {"256MiB", "2MiB"}) {
+      auto s = simulate_in_child(matmul(m, k, n), mxu_only({"hardware.chip.mxu.weight_double_buffer=false",
+                                                              std::string("hardware.chip.vmem.capacity=") + vmem}));
+      ASSERT_FALSE(s.contains("error")) << s.dump();
+      const auto& op = s["ops"][0];
+      EXPECT_EQ(op["cycles"].get<int64_t>(), cycles) << m << "x" << k << "x" << n << " vmem " << vmem;
+      if (std::string(vmem) == "256MiB") expect_time_in_cycles(op, cycles);
+    }
   }
 }
 
-TEST(ChipTest, MatmulFoldsShareTheChipsMxus) {
-  // tpu-v3: 2 cores x 2 MXUs. 1024 x 1024 x 1024: 64 folds, 16 per MXU.
-  auto s = simulate_in_child(matmul(1024, 1024, 1024), {"hardware.chip.mxu.weight_double_buffer=false"});
+TEST(ChipTest, TpuModeStreamsMInAccumulatorChunks) {
+  // 4096 x 128 x 4096 with 64-row accumulators: 64 chunks x 32 folds = 2048 folds of max(64, 128) cycles each:
+  // 128 + 64 + 2047 x 128 + 254 = 262,462. With the default 2048 rows, 2 chunks x 32 folds of 2048 rows:
+  // 128 + 2048 + 63 x 2048 + 254 = 131,454.
+  auto small = simulate_in_child(matmul(4096, 128, 4096), mxu_only({"hardware.chip.mxu.accumulator_rows=64"}));
+  auto dflt = simulate_in_child(matmul(4096, 128, 4096), mxu_only());
+  ASSERT_FALSE(small.contains("error") || dflt.contains("error")) << small.dump() << dflt.dump();
+  EXPECT_EQ(small["ops"][0]["mxu"]["m_chunks"].get<int64_t>(), 64);
+  EXPECT_EQ(dflt["ops"][0]["mxu"]["m_chunks"].get<int64_t>(), 2);
+  expect_time_in_cycles(small["ops"][0], 262462);
+  expect_time_in_cycles(dflt["ops"][0], 131454);
+}
+
+TEST(ChipTest, TpuModePadsRowsToWholeVectors) {
+  // M = 1 streams a whole 8-row vector: one fold of 128 + 8 + 254 = 390 cycles (the reference mode: 383).
+  auto s = simulate_in_child(matmul(1, 128, 128), mxu_only());
+  ASSERT_FALSE(s.contains("error")) << s.dump();
+  expect_time_in_cycles(s["ops"][0], 390);
+  EXPECT_EQ(s["ops"][0]["mxu"]["rows_per_fold"].get<int64_t>(), 8);
+}
+
+TEST(ChipTest, WeightLoadsThatDoubleBufferingCannotHide) {
+  // M = 32 < R: every fold after the first waits for its 128-cycle weight load. 32 x 512 x 512 is 16 folds:
+  // 128 + 32 + 15 x 128 + 254 = 2334 cycles, where 16 folds of 32 rows would take 894 if loads hid.
+  auto s = simulate_in_child(matmul(32, 512, 512), mxu_only());
+  ASSERT_FALSE(s.contains("error")) << s.dump();
+  expect_time_in_cycles(s["ops"][0], 2334);
+}
+
+TEST(ChipTest, FoldsShareTheChipsMxus) {
+  // tpu-v3: 2 cores x 2 MXUs; 1024^3 splits N over the cores, 32 folds per core, 16 per MXU, each 2R + C + M - 2.
+  auto s = simulate_in_child(matmul(1024, 1024, 1024),
+                             {"hardware.chip.mxu.weight_double_buffer=false", "hardware.chip.hbm.bandwidth=1000TB/s",
+                              "hardware.chip.hbm.latency=0ns", "hardware.chip.hbm.cas=0ns",
+                              "hardware.chip.hbm.refresh_interval=0s", "hardware.chip.hbm.activate_interval=0ns",
+                              "hardware.chip.hbm.faw=0ns", "hardware.chip.hbm.row_cycle=0ns",
+                              "hardware.chip.hbm.write_batch=0"});
   ASSERT_FALSE(s.contains("error")) << s.dump();
   const auto& op = s["ops"][0];
-  EXPECT_EQ(op["mxu"]["folds"].get<int64_t>(), 64);
   EXPECT_EQ(op["mxu"]["folds_per_mxu"].get<int64_t>(), 16);
-  EXPECT_EQ(op["cycles"].get<int64_t>(), 16 * (2 * 128 + 128 + 1024 - 2));
+  expect_time_in_cycles(op, 16 * (2 * 128 + 128 + 1024 - 2));
 }
 
-TEST(ChipTest, DoubleBufferingReportsFewerCycles) {
-  auto off = simulate_in_child(matmul(512, 2048, 2048), {"hardware.chip.mxu.weight_double_buffer=false"});
-  auto on = simulate_in_child(matmul(512, 2048, 2048));
-  ASSERT_FALSE(off.contains("error") || on.contains("error"));
-  EXPECT_LT(on["ops"][0]["cycles"].get<int64_t>(), off["ops"][0]["cycles"].get<int64_t>());
-  EXPECT_LT(on["step_time_s"].get<double>(), off["step_time_s"].get<double>());
+TEST(ChipTest, EpilogueRunsOnTheVpuAlongsideTheMxu) {
+  // One MLP layer, 1024 x 8 @ 8 x 4096, fused with its bias add and GELU (output fusion). MXU: 32 folds of 1024
+  // rows: 128 + 1024 + 31 x 1024 + 254 = 33,150 cycles. VPU: 4 Mi elements = 4096 vectors of 1024, each 1 (bias)
+  // + 7 (GELU) simple operations and one tanh (4 cycles): 49,152 cycles. In 16 tile groups the VPU finishes group
+  // g - 1 while the MXU computes g: 2071 (MXU, group 0) + 15 x 3072 (VPU) + 3072 (the last epilogue) = 51,223.
+  std::string mlp =
+      "hardware: {preset: tpu-v3}\nworkload: {model: mlp, batch: 1024, input: 8, hidden: 4096, layers: 1, classes: "
+      "16, activation: gelu}\n";
+  auto s = simulate_in_child(mlp, mxu_only());
+  auto none = simulate_in_child(mlp, mxu_only({"run.fusion=none"}));
+  ASSERT_FALSE(s.contains("error") || none.contains("error")) << s.dump() << none.dump();
+  const auto& op = op_with_member(s, "fc0.gelu");
+  EXPECT_EQ(op["unit"], "MXU");
+  EXPECT_EQ(op["fusion"], "output");
+  EXPECT_EQ(op["cycles"].get<int64_t>(), 33150);
+  EXPECT_EQ(op["mxu"]["epilogue_vpu_cycles"].get<int64_t>(), 49152);
+  expect_time_in_cycles(op, 51223);
+  // Unfused, the matmul alone takes its MXU time.
+  expect_time_in_cycles(op_with_member(none, "fc0"), 33150);
 }
 
-TEST(ChipTest, ComputeBoundGemmRunsAtMxuSpeed) {
-  auto s = simulate_in_child(matmul(4096, 4096, 4096));
-  ASSERT_FALSE(s.contains("error")) << s.dump();
-  const auto& op = s["ops"][0];
-  double compute = op["cycles"].get<double>() / s["clock_hz"].get<double>();
-  // Only the first load and the last write are exposed.
-  EXPECT_LT(op_time(op) / compute, 1.05);
-  EXPECT_GT(s["mfu"].get<double>(), 0.85);
-  EXPECT_LT(s["busy_fraction"]["hbm"].get<double>(), 0.8);
-}
-
-TEST(ChipTest, GemmTooLargeForVmemMovesMoreHbmBytes) {
-  auto fits = simulate_in_child(matmul(2048, 2048, 2048), {"hardware.chip.vmem.capacity=128MiB"});
-  auto spills = simulate_in_child(matmul(2048, 2048, 2048), {"hardware.chip.vmem.capacity=2MiB"});
+TEST(ChipTest, GemmTooLargeForVmemReReadsOperandsPerTile) {
+  // 2048^3 bf16 on one core in 2 MiB of VMEM: the best tile is 512 x 256 (or 256 x 512), 2048 (512 + 256) + 4 x
+  // 512 x 256 = 2 MiB. A (8 MiB) is read once per column of tiles (8) and B (8 MiB) once per row (4): 96 MiB.
+  auto fits = simulate_in_child(matmul(2048, 2048, 2048),
+                                {"hardware.chip.tensorcores=1", "hardware.chip.vmem.capacity=64MiB"});
+  auto spills = simulate_in_child(matmul(2048, 2048, 2048),
+                                  {"hardware.chip.tensorcores=1", "hardware.chip.vmem.capacity=2MiB"});
   ASSERT_FALSE(fits.contains("error") || spills.contains("error"));
-  EXPECT_GT(spills["ops"][0]["bytes"].get<double>(), 1.5 * fits["ops"][0]["bytes"].get<double>());
-  EXPECT_LT(spills["ops"][0]["mxu"]["n_tile"].get<int64_t>() * spills["ops"][0]["mxu"]["m_tile"].get<int64_t>(),
-            fits["ops"][0]["mxu"]["n_tile"].get<int64_t>() * fits["ops"][0]["mxu"]["m_tile"].get<int64_t>());
+  EXPECT_DOUBLE_EQ(spills["ops"][0]["hbm_read"].get<double>(), 96.0 * (1 << 20));
+  EXPECT_EQ(spills["ops"][0]["mxu"]["m_tile"].get<int64_t>() * spills["ops"][0]["mxu"]["n_tile"].get<int64_t>(),
+            512 * 256);
+  EXPECT_DOUBLE_EQ(fits["ops"][0]["hbm_read"].get<double>(), 16.0 * (1 << 20));
+  EXPECT_EQ(spills["ops"][0]["hbm_pattern"], "strided");  // B's tiles are runs of 256 columns
+  EXPECT_EQ(fits["ops"][0]["hbm_pattern"], "stream");
 }
 
-TEST(ChipTest, SlowHbmMakesTheSameGemmMemoryBound) {
-  auto fast = simulate_in_child(matmul(256, 8192, 8192));
-  auto slow = simulate_in_child(matmul(256, 8192, 8192), {"hardware.chip.hbm.bandwidth=20GB/s"});
+TEST(ChipTest, VmemTooSmallForAnyTileIsAnError) {
+  auto s = simulate_in_child(matmul(1024, 1024, 1024), {"hardware.chip.vmem.capacity=4KiB"});
+  ASSERT_TRUE(s.contains("error")) << s.dump();
+  EXPECT_EQ(s["error"], "PODSIM-CFG-006");
+  std::string msg = s["message"];
+  EXPECT_NE(msg.find("hardware.chip.vmem.capacity"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("8.25 KiB"), std::string::npos) << msg;  // 8 x 128 outputs, 8-deep K slices: 8448 bytes
+}
+
+TEST(ChipTest, SlowHbmMakesAGemmMemoryBound) {
+  // 8 x 2048 x 2048 on one core fits VMEM: it reads A (32 KiB) and B (8 MiB) once and writes C (32 KiB), in 16
+  // tile groups. At 20 GB/s over 32 channels a 64 B burst takes 102.4 ns: each group loads 16.06 rows of 16 bursts
+  // per channel (26.3 us, x 3.9 / 3.55 for refresh = 28.9 us) and waits 514 ns of latency before the next group's
+  // load is issued: 16 x 29.4 us = 470.6 us. Each group also writes 2 KiB on two channels (16 bursts + two 26 ns
+  // turnarounds, 1.86 us) that the next loads queue behind on those channels: at most 16 x 1.86 us more.
+  auto fast = simulate_in_child(matmul(8, 2048, 2048), {"hardware.chip.tensorcores=1"});
+  auto slow =
+      simulate_in_child(matmul(8, 2048, 2048), {"hardware.chip.tensorcores=1", "hardware.chip.hbm.bandwidth=20GB/s"});
   ASSERT_FALSE(fast.contains("error") || slow.contains("error"));
   const auto& f = fast["ops"][0];
   const auto& s = slow["ops"][0];
   EXPECT_EQ(f["cycles"], s["cycles"]);  // same MXU work
-  // Slow HBM: the op lasts as long as its bytes take, far beyond its compute.
-  double bytes_time = s["bytes"].get<double>() / 20e9;
-  EXPECT_NEAR(op_time(s) / bytes_time, 1.0, 0.1);
-  EXPECT_GT(op_time(s), 3 * op_time(f));
+  const double stretch = 3900.0 / 3550.0;
+  double load = 514.0 / 32 * 16 * 102.4e-9 * stretch + 514e-9;
+  double write = (16 * 102.4e-9 + 2 * 26e-9) * stretch;
+  EXPECT_GE(op_time(s), 16 * load);
+  EXPECT_LE(op_time(s), 16 * (load + write));
+  EXPECT_GT(op_time(s), 20 * op_time(f));
   EXPECT_GT(slow["busy_fraction"]["hbm"].get<double>(), 0.9);
 }
 

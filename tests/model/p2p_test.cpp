@@ -35,11 +35,7 @@ Op comm_op(const std::string& name, OpKind kind, TensorId in, TensorId out, int6
 Plan p2p_plan(const ModelGraph& g, const Experiment& exp, int transfers) {
   Plan p;
   p.strategy = "test_p2p";
-  for (size_t d = 0; d < exp.hardware.pod.dims.size(); ++d) {
-    p.mesh.axis_names.push_back(std::string(1, "xyz"[d]));
-    p.mesh.axis_sizes.push_back(exp.hardware.pod.dims[d]);
-    p.mesh.axis_dim.push_back(static_cast<int>(d));
-  }
+  p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap));
   const int64_t receiver = exp.hardware.pod.dims[0] / 2;
   const TensorInfo& x = g.tensor(0);
   Program send, recv;
@@ -60,24 +56,23 @@ Plan p2p_plan(const ModelGraph& g, const Experiment& exp, int transfers) {
   p.role_of_chip.assign(static_cast<size_t>(exp.hardware.pod.chips()), -1);
   p.role_of_chip[0] = 0;
   p.role_of_chip[receiver] = 1;
-  p.result_role = 1;
   p.result_chip = static_cast<int32_t>(receiver);
   return p;
 }
 
 class OneTransfer : public IStrategy {
  public:
-  Plan plan(const ModelGraph& g, const Experiment& exp) const override { return p2p_plan(g, exp, 1); }
+  std::optional<Plan> place(const ModelGraph& g, const Experiment& exp) const override { return p2p_plan(g, exp, 1); }
 };
 class TwoTransfers : public IStrategy {
  public:
-  Plan plan(const ModelGraph& g, const Experiment& exp) const override { return p2p_plan(g, exp, 2); }
+  std::optional<Plan> place(const ModelGraph& g, const Experiment& exp) const override { return p2p_plan(g, exp, 2); }
 };
 PODSIM_REGISTER_STRATEGY(OneTransfer, "test_p2p", "Test: chip 0 sends its input half-way round the x ring");
 PODSIM_REGISTER_STRATEGY(TwoTransfers, "test_p2p_twice", "Test: two such sends with the same tag at once");
 
 std::string p2p_yaml(const std::string& bytes, const std::string& strategy = "test_p2p", bool numeric = false) {
-  return "hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\nworkload:\n  model: collective\n  op: all_gather\n"
+  return "hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\n" + std::string(podsim::test::kIdealHbmYaml) + "workload:\n  model: collective\n  op: all_gather\n"
          "  bytes: " + bytes + "\nstrategy: {name: " + strategy + "}\nrun: {trace: {format: \"off\"}, numeric: " +
          (numeric ? "true" : "false") + "}\n";
 }

@@ -14,7 +14,7 @@ namespace {
 constexpr double kClock = 940e6;  // TPU v3
 
 std::string collective(const std::string& op, const std::string& bytes) {
-  return "hardware:\n  preset: tpu-v3\n  pod: {dims: [2, 1]}\nworkload:\n  model: collective\n  op: " + op +
+  return "hardware:\n  preset: tpu-v3\n  pod: {dims: [2, 1]}\n" + std::string(podsim::test::kIdealHbmYaml) + "workload:\n  model: collective\n  op: " + op +
          "\n  bytes: " + bytes + "\nrun: {trace: {format: \"off\"}}\n";
 }
 
@@ -77,12 +77,10 @@ namespace {
 // 4 MiB all-reduce over the whole pod.
 class AddBesideAllReduce : public IStrategy {
  public:
-  Plan plan(const ModelGraph&, const Experiment& exp) const override {
+  std::optional<Plan> place(const ModelGraph&, const Experiment& exp) const override {
     Plan p;
     p.strategy = "test_add_beside_all_reduce";
-    p.mesh.axis_names = {"x", "y"};
-    p.mesh.axis_sizes = {exp.hardware.pod.dims[0], exp.hardware.pod.dims[1]};
-    p.mesh.axis_dim = {0, 1};
+    p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap));
     Program prog;
     prog.role = "device";
     ModelGraph& g = prog.graph;

@@ -8,11 +8,7 @@ namespace {
 Plan torus_plan(const Experiment& exp, const std::string& name) {
   Plan p;
   p.strategy = name;
-  for (size_t d = 0; d < exp.hardware.pod.dims.size(); ++d) {
-    p.mesh.axis_names.push_back(std::string(1, "xyz"[d]));
-    p.mesh.axis_sizes.push_back(exp.hardware.pod.dims[d]);
-    p.mesh.axis_dim.push_back(static_cast<int>(d));
-  }
+  p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap));
   p.role_of_chip.assign(static_cast<size_t>(exp.hardware.pod.chips()), -1);
   return p;
 }
@@ -38,7 +34,7 @@ Program single_op(const std::string& role, OpKind kind, int64_t peer, int64_t ta
 // Chip 0 receives from chip 1, which never sends.
 class RecvWithoutSend : public IStrategy {
  public:
-  Plan plan(const ModelGraph&, const Experiment& exp) const override {
+  std::optional<Plan> place(const ModelGraph&, const Experiment& exp) const override {
     Plan p = torus_plan(exp, "test_recv_without_send");
     p.programs.push_back(single_op("recv", OpKind::Recv, 1, 7));
     p.role_of_chip[0] = 0;
@@ -49,7 +45,7 @@ class RecvWithoutSend : public IStrategy {
 // Every chip but the last joins an all-reduce over all chips; the last never does.
 class MissingMember : public IStrategy {
  public:
-  Plan plan(const ModelGraph&, const Experiment& exp) const override {
+  std::optional<Plan> place(const ModelGraph&, const Experiment& exp) const override {
     Plan p = torus_plan(exp, "test_missing_member");
     p.programs.push_back(single_op("all_reduce", OpKind::AllReduce, -1, 0));
     std::fill(p.role_of_chip.begin(), p.role_of_chip.end() - 1, 0);
@@ -60,7 +56,7 @@ class MissingMember : public IStrategy {
 // A plan whose role table is the wrong size: the engine must refuse it as an internal error.
 class BrokenPlan : public IStrategy {
  public:
-  Plan plan(const ModelGraph& g, const Experiment& exp) const override {
+  std::optional<Plan> place(const ModelGraph& g, const Experiment& exp) const override {
     Plan p = torus_plan(exp, "test_broken_plan");
     Program prog;
     prog.role = "device";
@@ -75,14 +71,13 @@ class BrokenPlan : public IStrategy {
 // Chip 0 sends the workload's input (its element count) to chip 2, which receives it.
 class SendRecv : public IStrategy {
  public:
-  Plan plan(const ModelGraph& g, const Experiment& exp) const override {
+  std::optional<Plan> place(const ModelGraph& g, const Experiment& exp) const override {
     Plan p = torus_plan(exp, "test_send_recv");
     const int64_t n = g.tensor(0).elements();
     p.programs.push_back(single_op("send", OpKind::Send, 2, 5, n));
     p.programs.push_back(single_op("recv", OpKind::Recv, 0, 5, n));
     p.role_of_chip[0] = 0;
     p.role_of_chip[2] = 1;
-    p.result_role = 1;
     p.result_chip = 2;
     return p;
   }

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "sim/config/loader.h"
 #include "workloads/i_workload.h"
@@ -70,10 +71,12 @@ TEST(GraphTest, TransformerFlopsPerLayer) {
   double fwd = L * per_layer + 2.0 * T * D * V;
   EXPECT_DOUBLE_EQ(matmul_flops(g, Phase::Forward), fwd);
   EXPECT_DOUBLE_EQ(matmul_flops(g, Phase::Backward), 2 * fwd);
-  EXPECT_EQ(shape(g, "layer0.attn.q.heads"), (std::vector<int64_t>{B * H, S, D / H}));
-  EXPECT_EQ(shape(g, "layer1.attn.scores"), (std::vector<int64_t>{B * H, S, S}));
-  EXPECT_EQ(shape(g, "layer1.ffn.gelu"), (std::vector<int64_t>{T, F}));
-  EXPECT_EQ(shape(g, "logits"), (std::vector<int64_t>{T, V}));
+  EXPECT_EQ(shape(g, "layer0.attn.q"), (std::vector<int64_t>{B, S, H, D / H}));
+  EXPECT_EQ(shape(g, "layer0.attn.q.w"), (std::vector<int64_t>{D, H, D / H}));
+  EXPECT_EQ(shape(g, "layer0.attn.o.w"), (std::vector<int64_t>{H, D / H, D}));
+  EXPECT_EQ(shape(g, "layer1.attn.scores"), (std::vector<int64_t>{B, H, S, S}));
+  EXPECT_EQ(shape(g, "layer1.ffn.gelu"), (std::vector<int64_t>{B, S, F}));
+  EXPECT_EQ(shape(g, "logits"), (std::vector<int64_t>{B, S, V}));
   EXPECT_EQ(shape(g, "embedding.grad"), (std::vector<int64_t>{V, D}));
   EXPECT_EQ(shape(g, "layer0.ffn.w1.m"), (std::vector<int64_t>{D, F}));  // Adam state by default
   // Parameters: embedding, unembedding, final LN, and per layer 4 D^2 + 2 D F + F + D + 4 D (LN).
@@ -81,6 +84,17 @@ TEST(GraphTest, TransformerFlopsPerLayer) {
   for (const auto& t : g.tensors())
     if (t.role == TensorRole::Parameter) params += static_cast<double>(t.elements());
   EXPECT_DOUBLE_EQ(params, 2.0 * V * D + 2 * D + L * (4.0 * D * D + 2.0 * D * F + F + D + 4.0 * D));
+}
+
+TEST(GraphTest, TensorNamesAreUnique) {
+  // Sharding annotations and tensors/*.npy address tensors by name.
+  for (const char* w : {"  model: transformer\n  layers: 2\n  d_model: 16\n  d_ff: 32\n  heads: 2\n  vocab: 10\n"
+                        "  seq_len: 4\n  batch: 2\n",
+                        "  model: mlp\n  batch: 4\n  input: 3\n  hidden: 5\n  layers: 3\n  classes: 2\n"}) {
+    ModelGraph g = build(w);
+    std::set<std::string> names;
+    for (const auto& t : g.tensors()) EXPECT_TRUE(names.insert(t.name).second) << "two tensors named " << t.name;
+  }
 }
 
 TEST(GraphTest, EveryOpHasACostAndEveryComputeOpAKernel) {

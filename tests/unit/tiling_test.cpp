@@ -1,4 +1,6 @@
-// GEMM tiling through VMEM: traffic when everything fits, when operands are re-read per tile, and with CMEM.
+// GEMM tiling through VMEM, checked independently of the tiler's own arithmetic: the chosen tile's VMEM footprint
+// is recomputed here from its shape, its HBM traffic is counted by walking the tile loop nest, hand-computed cases
+// fix the numbers, and the smallest fallback tile is checked against VMEM (or reported as impossible).
 #include <gtest/gtest.h>
 
 #include "hw/compiler/tiling.h"
@@ -7,58 +9,100 @@ using namespace podsim;
 
 namespace {
 
+constexpr double kMiB = 1 << 20;
+
 TilingInput gemm(int64_t m, int64_t k, int64_t n, double vmem_mib) {
   TilingInput t;
   t.m = m;
   t.k = k;
   t.n = n;
-  t.vmem = vmem_mib * (1 << 20);
+  t.vmem = vmem_mib * kMiB;
   return t;
+}
+
+// VMEM a tile needs: two K slices of its A rows and its B columns in flight (bf16) and its fp32 accumulator.
+double vmem_of(const GemmTiling& t) {
+  return 2.0 * (t.m_tile * t.k_tile * 2.0 + t.k_tile * t.n_tile * 2.0) + t.m_tile * t.n_tile * 4.0;
+}
+
+// HBM bytes read by the loop nest "for each output tile (i, j): stream A[i rows, all K] and B[all K, j cols]",
+// tile by tile, partial edge tiles included.
+double walk_reads(const TilingInput& in, const GemmTiling& t) {
+  double bytes = 0;
+  for (int64_t i = 0; i < in.m; i += t.m_tile)
+    for (int64_t j = 0; j < in.n; j += t.n_tile) {
+      int64_t rows = std::min(t.m_tile, in.m - i), cols = std::min(t.n_tile, in.n - j);
+      bytes += static_cast<double>(rows * in.k) * in.a_elem + static_cast<double>(in.k * cols) * in.b_elem;
+    }
+  return bytes;
 }
 
 }  // namespace
 
 TEST(TilingTest, FittingGemmMovesEachOperandOnce) {
+  // 512^3 bf16: A and B 512 KiB each, the fp32 accumulator 1 MiB: 2 MiB of 16 MiB.
   GemmTiling t = tile_gemm(gemm(512, 512, 512, 16));
   EXPECT_TRUE(t.fits);
-  EXPECT_DOUBLE_EQ(t.hbm_read, 2.0 * (512 * 512 + 512 * 512));
-  EXPECT_DOUBLE_EQ(t.hbm_write, 2.0 * 512 * 512);
+  EXPECT_EQ(t.m_tile, 512);
+  EXPECT_EQ(t.n_tile, 512);
+  EXPECT_DOUBLE_EQ(t.hbm_read, 1048576.0);  // 2 x 512 KiB
+  EXPECT_DOUBLE_EQ(t.hbm_write, 524288.0);  // C in bf16
+  EXPECT_DOUBLE_EQ(t.footprint, 2 * kMiB);
 }
 
-TEST(TilingTest, TooLargeGemmReReadsOperands) {
-  TilingInput in = gemm(8192, 8192, 8192, 16);
-  GemmTiling t = tile_gemm(in);
-  EXPECT_FALSE(t.fits);
-  double once = 2.0 * (8192.0 * 8192 * 2);
-  EXPECT_GT(t.hbm_read, once);
-  // Tiles respect VMEM: double-buffered K slices of A and B plus the fp32 accumulator.
-  double footprint = 2.0 * (t.m_tile * t.k_tile * 2.0 + t.k_tile * t.n_tile * 2.0) + t.m_tile * t.n_tile * 4.0;
-  EXPECT_LE(footprint, in.vmem);
-  // Traffic formula: A once per column of tiles, B once per row of tiles.
-  double A = 8192.0 * 8192 * 2, B = A;
-  EXPECT_DOUBLE_EQ(t.hbm_read, A * t.n_tiles + B * t.m_tiles);
+TEST(TilingTest, TiledGemmTrafficIsWhatTheLoopNestReads) {
+  for (auto [m, k, n, vmem] : std::vector<std::tuple<int64_t, int64_t, int64_t, double>>{
+           {8192, 8192, 8192, 16}, {3000, 1000, 5000, 4}, {100, 4096, 70000, 2}, {65536, 256, 1024, 1}}) {
+    TilingInput in = gemm(m, k, n, vmem);
+    GemmTiling t = tile_gemm(in);
+    ASSERT_FALSE(t.fits) << m << "x" << k << "x" << n;
+    ASSERT_TRUE(t.tiles);
+    EXPECT_LE(vmem_of(t), in.vmem) << m << "x" << k << "x" << n;
+    EXPECT_DOUBLE_EQ(t.footprint, vmem_of(t));
+    EXPECT_DOUBLE_EQ(t.hbm_read, walk_reads(in, t)) << m << "x" << k << "x" << n;
+    EXPECT_DOUBLE_EQ(t.hbm_write, static_cast<double>(m * n) * 2);
+    EXPECT_EQ(t.m_tiles, (m + t.m_tile - 1) / t.m_tile);
+    EXPECT_EQ(t.n_tiles, (n + t.n_tile - 1) / t.n_tile);
+    EXPECT_EQ(t.n_tile % 128 == 0 || t.n_tile == n, true);
+    EXPECT_EQ(t.m_tile % 8 == 0 || t.m_tile == m, true);
+  }
 }
 
-TEST(TilingTest, SameGemmMovesMoreWithLessVmem) {
-  GemmTiling big = tile_gemm(gemm(2048, 2048, 2048, 128));
-  GemmTiling small = tile_gemm(gemm(2048, 2048, 2048, 4));
-  EXPECT_TRUE(big.fits);
-  EXPECT_FALSE(small.fits);
-  EXPECT_GT(small.hbm_read, big.hbm_read);
-  EXPECT_DOUBLE_EQ(small.hbm_write, big.hbm_write);
+TEST(TilingTest, HandCountedTileForASquareGemm) {
+  // 8192^3 bf16 in 16 MiB, K slices of 512. A tile tm x tn needs 2 * 2 * 512 * (tm + tn) + 4 tm tn bytes:
+  // 1024 x 1024 needs 8 MiB (fits), 2048 x 1024 needs 14 MiB (fits), 2048 x 2048 needs 24 MiB (does not).
+  // Reads: A 128 MiB * N/tn + B 128 MiB * M/tm, least for 2048 x 1024 (or 1024 x 2048): 128 MiB * (8 + 4).
+  GemmTiling t = tile_gemm(gemm(8192, 8192, 8192, 16));
+  EXPECT_EQ(t.m_tile * t.n_tile, 2048 * 1024);
+  EXPECT_DOUBLE_EQ(t.hbm_read, 128 * kMiB * 12);
+  EXPECT_DOUBLE_EQ(t.footprint, 14 * kMiB);
 }
 
 TEST(TilingTest, CmemAbsorbsReReads) {
   TilingInput in = gemm(4096, 4096, 4096, 16);
   GemmTiling without = tile_gemm(in);
-  in.cmem = 128.0 * (1 << 20);
+  in.cmem = 128.0 * kMiB;
   GemmTiling with = tile_gemm(in);
-  EXPECT_LT(with.hbm_read, without.hbm_read);
-  EXPECT_DOUBLE_EQ(with.hbm_read, 2.0 * 2 * 4096.0 * 4096);  // A and B fit in 128 MiB: each read once
+  EXPECT_DOUBLE_EQ(without.hbm_read, walk_reads(in, without));
+  EXPECT_DOUBLE_EQ(with.hbm_read, 2.0 * 2 * 4096.0 * 4096);  // A and B (32 MiB each) fit in CMEM: each read once
 }
 
-TEST(TilingTest, TinyVmemStillTiles) {
-  GemmTiling t = tile_gemm(gemm(1024, 1024, 1024, 0.001));
-  EXPECT_GT(t.m_tiles, 1);
-  EXPECT_GT(t.hbm_read, 0);
+TEST(TilingTest, TinyVmemShrinksTheKSliceAndStaysInside) {
+  // 64 KiB: 8 x 128 with 512-deep slices needs 2 * 2 * 512 * 136 + 4096 = 282 KiB; with 64-deep ones 38.8 KiB.
+  TilingInput in = gemm(1024, 1024, 1024, 64.0 / 1024);
+  GemmTiling t = tile_gemm(in);
+  ASSERT_TRUE(t.tiles);
+  EXPECT_EQ(t.m_tile, 8);
+  EXPECT_EQ(t.n_tile, 128);
+  EXPECT_EQ(t.k_tile, 64);
+  EXPECT_DOUBLE_EQ(vmem_of(t), 2.0 * 2 * 64 * 136 + 4096);
+  EXPECT_LE(vmem_of(t), in.vmem);
+  EXPECT_DOUBLE_EQ(t.hbm_read, walk_reads(in, t));
+}
+
+TEST(TilingTest, VmemBelowTheSmallestTileIsReported) {
+  // 8 x 128 with 8-deep slices needs 2 * 2 * 8 * 136 + 4096 = 8448 bytes: 4 KiB cannot hold it.
+  GemmTiling t = tile_gemm(gemm(1024, 1024, 1024, 4.0 / 1024));
+  EXPECT_FALSE(t.tiles);
+  EXPECT_DOUBLE_EQ(t.footprint, 8448);
 }

@@ -57,8 +57,8 @@ std::vector<TensorId> bias_add_grad(GraphBuilder& b, const Op& op, const std::ve
   return {dy[0], db};
 }
 
-// ---- bias gradient: sum over rows (a reduction, not fusible) ----
-OpCost bias_grad_cost(const ModelGraph& g, const Op& op) { return ops::vpu_cost(g, op, 1); }
+// ---- bias gradient: sum over rows (a reduction: fuses as one, never as an elementwise op) ----
+OpCost bias_grad_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 1)); }
 void bias_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& dy = in(s, op, 0);
   Tensor o = ops::out_like(g, op);
@@ -122,18 +122,53 @@ void gelu_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   ops::put(g, op, s, std::move(o));
 }
 
-const bool registered = register_op_kind({OpKind::Add, "add", Unit::Vpu, add_cost, add_kernel, add_grad}) &&
-                        register_op_kind({OpKind::Scale, "scale", Unit::Vpu, scale_cost, scale_kernel, scale_grad}) &&
+// ---- partitioning ----
+OpSharding linear_rule(const OpShardingQuery& q) { return sharding::elementwise(q, true); }
+OpSharding pointwise_rule(const OpShardingQuery& q) { return sharding::elementwise(q, false); }
+
+// x [..., N] + bias [N]: the bias takes the output's split of N.
+OpSharding bias_add_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  ShardSpec x = sharding::settled(q.in[0]);
+  if (!q.want.empty() && q.want[0] && !q.want[0]->is_partial() &&
+      sharding::pieces(*q.want[0], q.mesh) > sharding::pieces(x, q.mesh))
+    x = *q.want[0];
+  ShardSpec b = ShardSpec::replicated(1);
+  b.dims[0] = x.dims.back();
+  r.in = {x, b};
+  r.out = {x};
+  return r;
+}
+
+// dbias[j] = sum over rows of dy: linear, so a partial dy stays partial, and rows split over axes leave the sum
+// partial over them.
+OpSharding bias_grad_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  const ShardSpec& dy = q.in[0];
+  std::vector<size_t> rows;
+  for (size_t d = 0; d + 1 < dy.rank(); ++d) rows.push_back(d);
+  ShardSpec out = ShardSpec::replicated(1);
+  out.dims[0] = dy.dims.back();
+  out.partial = sharding::reduced_axes(dy, rows);
+  r.in = {dy};
+  r.out = {out};
+  return r;
+}
+
+const bool registered = register_op_kind({OpKind::Add, "add", Unit::Vpu, add_cost, add_kernel, add_grad, linear_rule}) &&
+                        register_op_kind({OpKind::Scale, "scale", Unit::Vpu, scale_cost, scale_kernel, scale_grad, linear_rule}) &&
                         register_op_kind({OpKind::BiasAdd, "bias_add", Unit::Vpu, bias_add_cost, bias_add_kernel,
-                                          bias_add_grad}) &&
+                                          bias_add_grad, bias_add_rule}) &&
                         register_op_kind({OpKind::BiasGrad, "bias_grad", Unit::Vpu, bias_grad_cost, bias_grad_kernel,
-                                          nullptr}) &&
-                        register_op_kind({OpKind::Relu, "relu", Unit::Vpu, relu_cost, relu_kernel, relu_grad}) &&
+                                          nullptr, bias_grad_rule}) &&
+                        register_op_kind({OpKind::Relu, "relu", Unit::Vpu, relu_cost, relu_kernel, relu_grad, pointwise_rule}) &&
                         register_op_kind({OpKind::ReluGrad, "relu_grad", Unit::Vpu, relu_grad_cost,
-                                          relu_grad_kernel, nullptr}) &&
-                        register_op_kind({OpKind::Gelu, "gelu", Unit::Vpu, gelu_cost, gelu_kernel, gelu_grad}) &&
+                                          relu_grad_kernel, nullptr, pointwise_rule}) &&
+                        register_op_kind({OpKind::Gelu, "gelu", Unit::Vpu, gelu_cost, gelu_kernel, gelu_grad, pointwise_rule}) &&
                         register_op_kind({OpKind::GeluGrad, "gelu_grad", Unit::Vpu, gelu_grad_cost,
-                                          gelu_grad_kernel, nullptr});
+                                          gelu_grad_kernel, nullptr, pointwise_rule});
 
 }  // namespace
 }  // namespace podsim

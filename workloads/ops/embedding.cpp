@@ -1,5 +1,7 @@
 // Embedding lookup: out[t] = table[ids[t]] (a gather of rows, scattered in HBM), and its gradient, a scatter-add
 // of the output gradient's rows into a dense table gradient.
+#include <algorithm>
+
 #include "workloads/ops/kernel_util.h"
 
 namespace podsim {
@@ -15,6 +17,7 @@ OpCost emb_cost(const ModelGraph& g, const Op& op) {
   // Only the gathered rows are read, each a separate run.
   c.bytes_read = static_cast<double>(out.elements()) * dtype_bytes(table.dtype) + g.tensor(op.inputs[1]).bytes();
   c.read_run = row;
+  c.pattern = HbmPattern::Gather;
   return c;
 }
 
@@ -22,10 +25,16 @@ void emb_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& table = in(s, op, 0);
   const Tensor& ids = in(s, op, 1);
   const int64_t d = table.shape.back(), v = table.shape.front();
+  // A table split over attrs.axes holds rows [offset, offset + v); ids outside look up zeros (another shard has
+  // them, and the partial results are summed).
+  const int64_t offset = s.device_index(op.attrs.axes) * v;
   Tensor o = ops::out_like(g, op);
   for (size_t t = 0; t < ids.data.size(); ++t) {
-    int64_t id = static_cast<int64_t>(ids.data[t]);
-    ops::check(id >= 0 && id < v, op, "id " + std::to_string(id) + " outside the table");
+    int64_t id = static_cast<int64_t>(ids.data[t]) - offset;
+    if (id < 0 || id >= v) {
+      ops::check(!op.attrs.axes.empty(), op, "id " + std::to_string(id) + " outside the table");
+      continue;
+    }
     std::copy(table.data.begin() + id * d, table.data.begin() + (id + 1) * d, o.data.begin() + t * d);
   }
   ops::put(g, op, s, std::move(o));
@@ -44,6 +53,7 @@ OpCost emb_grad_cost(const ModelGraph& g, const Op& op) {
   c.vector.elements = static_cast<double>(dy.elements());
   c.flops = c.vector.elements;
   c.read_run = static_cast<double>(dy.shape.back()) * dtype_bytes(dy.dtype);
+  c.write_pattern = HbmPattern::Gather;  // rows scatter-added at the ids' places
   return c;
 }
 
@@ -51,17 +61,69 @@ void emb_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& dy = in(s, op, 0);
   const Tensor& ids = in(s, op, 1);
   Tensor o = ops::out_like(g, op);
-  const int64_t d = o.shape.back();
+  const int64_t d = o.shape.back(), v = o.shape.front();
+  const int64_t offset = s.device_index(op.attrs.axes) * v;
   for (size_t t = 0; t < ids.data.size(); ++t) {
-    int64_t id = static_cast<int64_t>(ids.data[t]);
+    int64_t id = static_cast<int64_t>(ids.data[t]) - offset;
+    if (id < 0 || id >= v) continue;  // rows another shard holds
     for (int64_t j = 0; j < d; ++j) o.data[id * d + j] += dy.data[t * d + j];
   }
   ops::put(g, op, s, std::move(o));
 }
 
+// ---- partitioning ----
+// The output takes the ids' splits and the table's split of D. A table split over vocabulary rows (V) looks up
+// only its own rows, so the output is partial over those axes (Megatron's vocabulary-parallel embedding). Axes the
+// ids already use cannot split the table as well: the table is gathered along them.
+OpSharding emb_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  ShardSpec table = sharding::settled(q.in[0]);
+  ShardSpec ids = sharding::settled(q.in[1]);
+  for (auto& dim : table.dims)
+    dim.erase(std::remove_if(dim.begin(), dim.end(), [&](const std::string& a) { return ids.uses(a); }), dim.end());
+  ShardSpec out = ids;
+  out.dims.push_back(table.dims[1]);
+  out.partial = table.dims[0];
+  std::sort(out.partial.begin(), out.partial.end());
+  r.attrs.axes = table.dims[0];
+  r.in = {table, ids};
+  r.out = {out};
+  return r;
+}
+
+// dtable [V, D]: rows scattered from every device's tokens, so partial over the axes splitting the ids. The
+// vocabulary rows stay whole unless the wanted gradient splits them over axes the tokens do not use (each device
+// then scatters only the ids of its own rows).
+OpSharding emb_grad_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  ShardSpec ids = sharding::settled(q.in[1]);
+  ShardSpec dy = ids;
+  std::vector<std::string> d_axes = q.in[0].dims.back();
+  d_axes.erase(std::remove_if(d_axes.begin(), d_axes.end(), [&](const std::string& a) { return ids.uses(a); }),
+               d_axes.end());
+  dy.dims.push_back(d_axes);
+  std::vector<std::string> v_axes;
+  if (!q.want.empty() && q.want[0] && !q.want[0]->is_partial()) {
+    bool free = true;
+    for (const auto& a : q.want[0]->dims[0]) free = free && !dy.uses(a);
+    if (free) v_axes = q.want[0]->dims[0];
+  }
+  ShardSpec out = ShardSpec::replicated(2);
+  out.dims = {v_axes, d_axes};
+  out.partial = ids.axes();
+  std::sort(out.partial.begin(), out.partial.end());
+  r.attrs.axes = v_axes;
+  r.in = {dy, ids};
+  r.out = {out};
+  return r;
+}
+
 const bool registered =
-    register_op_kind({OpKind::Embedding, "embedding", Unit::Vpu, emb_cost, emb_kernel, emb_grad}) &&
-    register_op_kind({OpKind::EmbeddingGrad, "embedding_grad", Unit::Vpu, emb_grad_cost, emb_grad_kernel, nullptr});
+    register_op_kind({OpKind::Embedding, "embedding", Unit::Vpu, emb_cost, emb_kernel, emb_grad, emb_rule}) &&
+    register_op_kind(
+        {OpKind::EmbeddingGrad, "embedding_grad", Unit::Vpu, emb_grad_cost, emb_grad_kernel, nullptr, emb_grad_rule});
 
 }  // namespace
 }  // namespace podsim

@@ -44,6 +44,16 @@ inline OpCost vpu_cost(const ModelGraph& g, const Op& op, double simple, double 
   return c;
 }
 
+// Fusion properties (OpCost::fusible, OpCost::reduction; hw/compiler/fusion.h).
+inline OpCost elementwise(OpCost c) {
+  c.fusible = true;
+  return c;
+}
+inline OpCost reduction(OpCost c) {
+  c.reduction = true;
+  return c;
+}
+
 inline void check(bool ok, const Op& op, const std::string& what) {
   if (!ok) throw Error(Err::Internal, "op '" + op.name + "': " + what);
 }

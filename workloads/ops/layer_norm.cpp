@@ -7,7 +7,7 @@ namespace {
 
 using ops::in;
 
-OpCost ln_cost(const ModelGraph& g, const Op& op) { return ops::vpu_cost(g, op, 7, 0, 0, 2); }
+OpCost ln_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 7, 0, 0, 2)); }
 
 void ln_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& x = in(s, op, 0);
@@ -53,7 +53,7 @@ std::vector<TensorId> ln_grad(GraphBuilder& b, const Op& op, const std::vector<T
   return {dx, dgamma, dbeta};
 }
 
-OpCost ln_grad_cost(const ModelGraph& g, const Op& op) { return ops::vpu_cost(g, op, 12, 0, 0, 2); }
+OpCost ln_grad_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 12, 0, 0, 2)); }
 
 void ln_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& dy = in(s, op, 0);
@@ -91,9 +91,40 @@ void ln_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   ops::put(g, op, s, std::move(dbeta), 2);
 }
 
+// ---- partitioning: rows may be split, the normalised (last) dimension is gathered whole ----
+ShardSpec rows_of(const ShardSpec& s) {
+  ShardSpec r = s;
+  r.dims.pop_back();
+  return r;
+}
+
+OpSharding ln_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  ShardSpec x = sharding::unsplit_last(q.in[0], 1);
+  r.in = {x, ShardSpec::replicated(1), ShardSpec::replicated(1)};
+  r.out = {x, rows_of(x), rows_of(x)};
+  return r;
+}
+
+// dgamma and dbeta sum over rows: partial over the axes splitting them.
+OpSharding ln_grad_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  ShardSpec x = sharding::unsplit_last(q.in[1], 1);
+  r.in = {x, x, ShardSpec::replicated(1), rows_of(x), rows_of(x)};
+  std::vector<size_t> rows;
+  for (size_t d = 0; d + 1 < x.rank(); ++d) rows.push_back(d);
+  ShardSpec g = ShardSpec::replicated(1);
+  g.partial = sharding::reduced_axes(x, rows);
+  r.out = {x, g, g};
+  return r;
+}
+
 const bool registered =
-    register_op_kind({OpKind::LayerNorm, "layer_norm", Unit::Vpu, ln_cost, ln_kernel, ln_grad}) &&
-    register_op_kind({OpKind::LayerNormGrad, "layer_norm_grad", Unit::Vpu, ln_grad_cost, ln_grad_kernel, nullptr});
+    register_op_kind({OpKind::LayerNorm, "layer_norm", Unit::Vpu, ln_cost, ln_kernel, ln_grad, ln_rule}) &&
+    register_op_kind(
+        {OpKind::LayerNormGrad, "layer_norm_grad", Unit::Vpu, ln_grad_cost, ln_grad_kernel, nullptr, ln_grad_rule});
 
 }  // namespace
 }  // namespace podsim

@@ -23,6 +23,11 @@ bool register_op_kind(const OpKindDef& def) {
 
 const OpKindDef* find_op_kind(OpKind kind) { return table()[static_cast<size_t>(kind)]; }
 
+PartitionRule partition_rule(OpKind kind) {
+  const OpKindDef* d = find_op_kind(kind);
+  return d ? d->partition : nullptr;
+}
+
 double input_bytes(const ModelGraph& g, const Op& op) {
   double b = 0;
   for (TensorId t : op.inputs) b += g.tensor(t).bytes();
@@ -40,6 +45,16 @@ const char* unit_name(Unit u) {
     case Unit::Mxu: return "MXU";
     case Unit::Vpu: return "VPU";
     case Unit::Ici: return "ICI";
+  }
+  return "?";
+}
+
+const char* hbm_pattern_name(HbmPattern p) {
+  switch (p) {
+    case HbmPattern::Stream: return "stream";
+    case HbmPattern::Strided: return "strided";
+    case HbmPattern::Gather: return "gather";
+    case HbmPattern::ReadModifyWrite: return "read_modify_write";
   }
   return "?";
 }

@@ -3,13 +3,14 @@
 //
 //   static const bool reg = register_op_kind({OpKind::Relu, "relu", Unit::Vpu, relu_cost, relu_kernel, relu_grad});
 //
-// Contract: cost() is pure; kernel() reads only op.inputs from the store and writes every op.outputs;
+// Contract: cost() is pure; partition() follows plan/op_sharding.h; kernel() reads only op.inputs from the store and writes every op.outputs;
 // grad() receives the gradient of each output (-1 where the output does not influence the loss) and returns the
 // gradient of each input (-1 where none flows, e.g. integer ids), emitting Backward ops through the builder.
 #pragma once
 
 #include <vector>
 
+#include "plan/op_sharding.h"
 #include "workloads/builder.h"
 #include "workloads/op_def.h"
 
@@ -22,6 +23,8 @@ struct OpKindDef {
   OpCost (*cost)(const ModelGraph& g, const Op& op);
   void (*kernel)(const ModelGraph& g, const Op& op, TensorStore& store);
   std::vector<TensorId> (*grad)(GraphBuilder& b, const Op& op, const std::vector<TensorId>& out_grads);
+  // How the op runs on sharded tensors (plan/op_sharding.h); nullptr: it runs on whole tensors only.
+  PartitionRule partition = nullptr;
 };
 
 bool register_op_kind(const OpKindDef& def);

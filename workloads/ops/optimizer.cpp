@@ -11,6 +11,7 @@ using ops::in;
 OpCost sgd_cost(const ModelGraph& g, const Op& op) {
   OpCost c = ops::vpu_cost(g, op, 2);
   c.fusible = true;
+  c.pattern = c.write_pattern = HbmPattern::ReadModifyWrite;
   return c;
 }
 
@@ -26,6 +27,7 @@ void sgd_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
 OpCost adam_cost(const ModelGraph& g, const Op& op) {
   OpCost c = ops::vpu_cost(g, op, 12, 1, 1);
   c.fusible = true;
+  c.pattern = c.write_pattern = HbmPattern::ReadModifyWrite;
   return c;
 }
 
@@ -51,9 +53,14 @@ void adam_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   ops::put(g, op, s, std::move(v2), 2);
 }
 
+// Elementwise on the parameter's spec: the gradient and optimizer state are brought to the spec of the most split
+// of them (weight-update sharding: the state is split, so the gradient is reduce-scattered and the parameter
+// sliced, and the updated shard gathered afterwards).
+OpSharding update_rule(const OpShardingQuery& q) { return sharding::elementwise(q, false); }
+
 const bool registered =
-    register_op_kind({OpKind::SgdUpdate, "sgd_update", Unit::Vpu, sgd_cost, sgd_kernel, nullptr}) &&
-    register_op_kind({OpKind::AdamUpdate, "adam_update", Unit::Vpu, adam_cost, adam_kernel, nullptr});
+    register_op_kind({OpKind::SgdUpdate, "sgd_update", Unit::Vpu, sgd_cost, sgd_kernel, nullptr, update_rule}) &&
+    register_op_kind({OpKind::AdamUpdate, "adam_update", Unit::Vpu, adam_cost, adam_kernel, nullptr, update_rule});
 
 }  // namespace
 }  // namespace podsim

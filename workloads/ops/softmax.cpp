@@ -1,4 +1,4 @@
-// Softmax over the last dimension of attention scores [G, S, S]: y = softmax(alpha * x), with an optional causal
+// Softmax over the last dimension of attention scores [..., S, S]: y = softmax(alpha * x), with an optional causal
 // mask (query i sees keys j <= i). Its gradient: dx = alpha * y * (dy - sum(dy * y)).
 #include <limits>
 
@@ -9,7 +9,7 @@ namespace {
 
 using ops::in;
 
-OpCost softmax_cost(const ModelGraph& g, const Op& op) { return ops::vpu_cost(g, op, 4, 1, 1, 2); }
+OpCost softmax_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 4, 1, 1, 2)); }
 
 void softmax_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& x = in(s, op, 0);
@@ -36,7 +36,7 @@ std::vector<TensorId> softmax_grad(GraphBuilder& b, const Op& op, const std::vec
                  TensorRole::Gradient, a)};
 }
 
-OpCost softmax_grad_cost(const ModelGraph& g, const Op& op) { return ops::vpu_cost(g, op, 4, 0, 0, 1); }
+OpCost softmax_grad_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 4, 0, 0, 1)); }
 
 void softmax_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& dy = in(s, op, 0);
@@ -52,10 +52,31 @@ void softmax_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   ops::put(g, op, s, std::move(dx));
 }
 
+// ---- partitioning: any leading dimension may be split; the softmax dimension stays whole, and so does the query
+// dimension of a causal mask (the mask compares the two positions) ----
+OpSharding softmax_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  ShardSpec x = sharding::unsplit_last(q.in[0], q.op.attrs.causal ? 2 : 1);
+  r.in = {x};
+  r.out = {x};
+  return r;
+}
+
+OpSharding softmax_grad_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  ShardSpec y = sharding::unsplit_last(q.in[1], 1);
+  r.in = {y, y};
+  r.out = {y};
+  return r;
+}
+
 const bool registered =
-    register_op_kind({OpKind::Softmax, "softmax", Unit::Vpu, softmax_cost, softmax_kernel, softmax_grad}) &&
+    register_op_kind(
+        {OpKind::Softmax, "softmax", Unit::Vpu, softmax_cost, softmax_kernel, softmax_grad, softmax_rule}) &&
     register_op_kind({OpKind::SoftmaxGrad, "softmax_grad", Unit::Vpu, softmax_grad_cost, softmax_grad_kernel,
-                      nullptr});
+                      nullptr, softmax_grad_rule});
 
 }  // namespace
 }  // namespace podsim

@@ -1,22 +1,10 @@
-#include "strategies/plan.h"
+#include "plan/plan.h"
 
 #include "sim/common/error.h"
 
 namespace podsim {
 
-int64_t Mesh::devices() const {
-  int64_t n = 1;
-  for (auto s : axis_sizes) n *= s;
-  return n;
-}
-
-int Mesh::axis_index(const std::string& name) const {
-  for (size_t i = 0; i < axis_names.size(); ++i)
-    if (axis_names[i] == name) return static_cast<int>(i);
-  return -1;
-}
-
-void validate_plan(const Plan& plan, int64_t chips) {
+void validate_plan(const Plan& plan, const ModelGraph& logical, int64_t chips) {
   auto broken = [&](const std::string& what) {
     throw Error(Err::Internal, "strategy '" + plan.strategy + "' returned an invalid plan: " + what);
   };
@@ -27,9 +15,8 @@ void validate_plan(const Plan& plan, int64_t chips) {
     if (r < -1 || r >= static_cast<int32_t>(plan.programs.size())) broken("a chip has role " + std::to_string(r));
   if (plan.result_chip < 0 || plan.result_chip >= chips || plan.role_of_chip[plan.result_chip] < 0)
     broken("the result chip " + std::to_string(plan.result_chip) + " runs no program");
-  if (plan.mesh.axis_names.size() != plan.mesh.axis_sizes.size() ||
-      plan.mesh.axis_names.size() != plan.mesh.axis_dim.size())
-    broken("mesh axis names, sizes and dimensions differ in length");
+  if (plan.mesh.devices() != chips)
+    broken("the mesh has " + std::to_string(plan.mesh.devices()) + " devices for " + std::to_string(chips) + " chips");
   for (const Program& p : plan.programs) {
     const ModelGraph& g = p.graph;
     if (p.order.size() != g.num_ops()) broken("program '" + p.role + "' orders " + std::to_string(p.order.size()) +
@@ -47,9 +34,28 @@ void validate_plan(const Plan& plan, int64_t chips) {
       const Op& op = g.op(static_cast<OpId>(id));
       for (const auto& a : op.attrs.axes)
         if (plan.mesh.axis_index(a) < 0) broken("op '" + op.name + "' communicates over unknown mesh axis '" + a + "'");
-      if ((op.kind == OpKind::Send || op.kind == OpKind::Recv) && (op.attrs.peer < 0 || op.attrs.peer >= chips))
-        broken("op '" + op.name + "' names peer chip " + std::to_string(op.attrs.peer));
     }
+    for (const auto* list : {&p.inputs, &p.results})
+      for (const TensorBinding& b : *list) {
+        if (b.local < 0 || static_cast<size_t>(b.local) >= g.num_tensors() || b.logical < 0 ||
+            static_cast<size_t>(b.logical) >= logical.num_tensors())
+          broken("program '" + p.role + "' binds a tensor out of range");
+        const TensorInfo& lt = g.tensor(b.local);
+        const TensorInfo& gt = logical.tensor(b.logical);
+        if (b.spec.is_partial()) broken("binding of '" + lt.name + "' is partial");
+        if (b.spec.per_device) {
+          if (lt.shape != gt.shape) broken("per-device binding of '" + lt.name + "' changes its shape");
+          continue;
+        }
+        if (b.spec.rank() != gt.shape.size())
+          broken("binding of '" + lt.name + "' has a spec of rank " + std::to_string(b.spec.rank()) + " for " +
+                 gt.shape_text());
+        if (local_shape(gt.shape, b.spec, plan.mesh) != lt.shape)
+          broken("local tensor '" + lt.name + "' " + lt.shape_text() + " does not match " + gt.name + " " +
+                 gt.shape_text() + " sharded " + b.spec.text());
+        for (const auto& a : b.spec.axes())
+          if (plan.mesh.axis_index(a) < 0) broken("binding of '" + lt.name + "' names unknown mesh axis '" + a + "'");
+      }
   }
 }
 

@@ -1,0 +1,88 @@
+#include "hw/compiler/fusion.h"
+
+#include <set>
+
+namespace podsim {
+namespace {
+
+enum class Role : uint8_t { Opaque, Elementwise, Reduction, Matmul };
+
+Role role_of(const ModelGraph& g, const Op& op) {
+  if (is_communication(op.kind)) return Role::Opaque;
+  OpCost c = op_cost(g, op);
+  if (c.unit == Unit::Mxu) return Role::Matmul;
+  if (c.unit != Unit::Vpu) return Role::Opaque;
+  if (c.fusible) return Role::Elementwise;
+  if (c.reduction) return Role::Reduction;
+  return Role::Opaque;
+}
+
+struct Open {
+  FusionGroup group;
+  std::set<TensorId> produced;  // outputs of the members
+  bool matmul = false, reduction = false, closed = true;
+};
+
+bool consumes(const Op& op, const std::set<TensorId>& produced) {
+  for (TensorId t : op.inputs)
+    if (produced.count(t)) return true;
+  return false;
+}
+
+}  // namespace
+
+const char* fusion_kind_name(FusionKind k) {
+  switch (k) {
+    case FusionKind::None: return "none";
+    case FusionKind::Loop: return "loop";
+    case FusionKind::Output: return "output";
+    case FusionKind::Reduction: return "reduction";
+  }
+  return "?";
+}
+
+std::vector<FusionGroup> fuse(const ModelGraph& g, const std::vector<OpId>& order, bool enabled) {
+  std::vector<FusionGroup> out;
+  Open cur;
+  auto flush = [&] {
+    if (cur.group.members.empty()) return;
+    FusionGroup& fg = cur.group;
+    fg.kind = fg.members.size() < 2 ? FusionKind::None
+              : cur.matmul          ? FusionKind::Output
+              : cur.reduction       ? FusionKind::Reduction
+                                    : FusionKind::Loop;
+    out.push_back(std::move(fg));
+    cur = Open{};
+  };
+  auto start = [&](OpId id, Role r) {
+    flush();
+    cur.group.members.push_back(id);
+    for (TensorId t : g.op(id).outputs) cur.produced.insert(t);
+    cur.matmul = r == Role::Matmul;
+    cur.reduction = r == Role::Reduction;
+    cur.closed = !enabled || r == Role::Opaque;
+  };
+  for (OpId id : order) {
+    const Op& op = g.op(id);
+    Role r = role_of(g, op);
+    bool join = !cur.closed && cur.group.members.size() < kMaxFusionMembers && consumes(op, cur.produced);
+    if (join && r == Role::Elementwise) {
+      // loop fusion, a matmul's epilogue, or a reduction's producers/consumers
+    } else if (join && r == Role::Reduction) {
+      join = !cur.matmul && !cur.reduction;  // one reduction per fusion; none inside a matmul's epilogue
+    } else {
+      join = false;
+    }
+    if (!join) {
+      start(id, r);
+      continue;
+    }
+    cur.group.members.push_back(id);
+    for (TensorId t : op.outputs) cur.produced.insert(t);
+    cur.reduction = cur.reduction || r == Role::Reduction;
+  }
+  flush();
+  return out;
+}
+
+}  // namespace podsim

@@ -1,0 +1,103 @@
+#include "partition/interpreter.h"
+
+#include <map>
+#include <memory>
+
+#include "collectives/i_algorithm.h"
+#include "plan/shard_data.h"
+#include "sim/common/error.h"
+#include "workloads/op_def.h"
+
+namespace podsim {
+namespace {
+
+// The result of a collective on member `rank` given every member's input (in rank order): sums accumulate in
+// rank order in fp32.
+Tensor collective_result(const Op& op, const std::vector<const Tensor*>& in, int64_t rank, const std::vector<int64_t>& out_shape) {
+  const int64_t n = static_cast<int64_t>(in.size());
+  const size_t dim = static_cast<size_t>(op.attrs.dim);
+  auto sum = [&]() {
+    Tensor s = *in.front();
+    for (size_t k = 1; k < in.size(); ++k)
+      for (size_t i = 0; i < s.data.size(); ++i) s.data[i] += in[k]->data[i];
+    return s;
+  };
+  switch (op.kind) {
+    case OpKind::AllReduce: return sum();
+    case OpKind::ReduceScatter: return block_of(sum(), dim, rank, n);
+    case OpKind::AllGather: return concat(in, dim);
+    case OpKind::AllToAll: {
+      std::vector<Tensor> blocks;
+      for (const Tensor* t : in) blocks.push_back(block_of(*t, dim, rank, n));
+      std::vector<const Tensor*> ptrs;
+      for (const Tensor& b : blocks) ptrs.push_back(&b);
+      return concat(ptrs, static_cast<size_t>(op.attrs.dim2));
+    }
+    default: break;
+  }
+  (void)out_shape;
+  throw Error(Err::Internal, std::string("the plan interpreter does not run ") + op_kind_name(op.kind));
+}
+
+}  // namespace
+
+std::vector<TensorStore> interpret_plan(const Plan& plan, const ModelGraph& logical, const TensorStore& logical_inputs,
+                                        uint64_t seed) {
+  const int64_t chips = static_cast<int64_t>(plan.role_of_chip.size());
+  std::vector<TensorStore> stores(static_cast<size_t>(chips));
+  std::vector<size_t> pc(static_cast<size_t>(chips), 0);
+  for (int64_t c = 0; c < chips; ++c) {
+    if (plan.role_of_chip[c] < 0) continue;
+    bind_inputs(plan, logical, logical_inputs, c, stores[c], seed);
+    stores[c].set_device(std::make_shared<MeshDevice>(plan.mesh, c));
+  }
+  auto role = [&](int64_t c) { return plan.role_of_chip[c]; };
+  auto done = [&](int64_t c) { return role(c) < 0 || pc[c] >= plan.programs[role(c)].order.size(); };
+  // A collective runs once every member of its group has reached it.
+  std::map<std::pair<std::string, int64_t>, int64_t> arrived;
+  for (;;) {
+    bool progress = false, all_done = true;
+    for (int64_t c = 0; c < chips; ++c) {
+      while (!done(c)) {
+        const Program& p = plan.programs[role(c)];
+        const Op& op = p.graph.op(p.order[pc[c]]);
+        if (!is_communication(op.kind)) {
+          run_op(p.graph, op, stores[c]);
+          ++pc[c];
+          progress = true;
+          continue;
+        }
+        if (op.kind != OpKind::AllReduce && op.kind != OpKind::ReduceScatter && op.kind != OpKind::AllGather &&
+            op.kind != OpKind::AllToAll)
+          throw Error(Err::Internal, std::string("the plan interpreter does not run ") + op_kind_name(op.kind));
+        const std::vector<int64_t> members = plan.mesh.members(c, op.attrs.axes);
+        // Every sweep visits each chip once, so each waiting member counts once per sweep; the last to arrive runs it.
+        if (++arrived[{op.name, members.front()}] < static_cast<int64_t>(members.size())) break;
+        std::vector<const Tensor*> in;
+        for (int64_t m : members) {
+          if (role(m) != role(c)) throw Error(Err::Internal, "collective '" + op.name + "' spans chips of different roles");
+          in.push_back(&stores[m].get(op.inputs.front()));
+        }
+        std::vector<Tensor> out;
+        for (size_t r = 0; r < members.size(); ++r)
+          out.push_back(collective_result(op, in, static_cast<int64_t>(r), p.graph.tensor(op.outputs.front()).shape));
+        for (size_t r = 0; r < members.size(); ++r) {
+          const int64_t m = members[r];
+          if (out[r].shape != p.graph.tensor(op.outputs.front()).shape)
+            throw Error(Err::Internal, "collective '" + op.name + "' produced " +
+                                           std::to_string(out[r].elements()) + " elements of the wrong shape");
+          stores[m].put(op.outputs.front(), std::move(out[r]));
+          ++pc[m];
+        }
+        progress = true;
+      }
+      all_done = all_done && done(c);
+    }
+    if (all_done) break;
+    if (!progress) throw Error(Err::Deadlock, "the partitioned programs wait on each other forever");
+    arrived.clear();  // chips still waiting arrive again in the next sweep
+  }
+  return stores;
+}
+
+}  // namespace podsim

@@ -1,0 +1,365 @@
+#include "partition/partitioner.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "plan/op_sharding.h"
+#include "sim/common/error.h"
+#include "sim/common/text.h"
+
+namespace podsim {
+namespace {
+
+class Partitioner {
+ public:
+  explicit Partitioner(const PartitionInput& in) : m_in(in), m_g(in.logical), m_m(in.mesh) {
+    m_res.program.role = in.role;
+    m_res.program.graph = ModelGraph(m_g.name());
+    m_versions.resize(m_g.num_tensors());
+    m_input_local.assign(m_g.num_tensors(), -1);
+  }
+
+  PartitionResult run() {
+    check_annotations();
+    for (size_t t = 0; t < m_g.num_tensors(); ++t) {
+      TensorId id = static_cast<TensorId>(t);
+      if (m_g.producer(id) >= 0) continue;
+      ShardSpec s = annotation(id).value_or(ShardSpec::replicated(m_g.tensor(id).shape.size()));
+      TensorId local = add_local(id, s, m_g.tensor(id).name, m_g.tensor(id).role);
+      m_versions[id].push_back({s, local});
+      m_input_local[id] = local;
+      m_res.program.inputs.push_back({local, id, s});
+      note_padding(id, s);
+    }
+    for (OpId id : m_g.topological_order()) partition_op(m_g.op(id));
+    bind_results();
+    return std::move(m_res);
+  }
+
+ private:
+  struct Version {
+    ShardSpec spec;
+    TensorId local;
+  };
+
+  // The spec a tensor is annotated with; optimizer state without one follows its parameter's.
+  std::optional<ShardSpec> annotation(TensorId t) const {
+    auto it = m_in.annotations.find(t);
+    if (it != m_in.annotations.end()) return it->second;
+    if (m_g.tensor(t).role == TensorRole::OptimizerState)
+      for (OpId c : m_g.consumers(t))
+        if (m_g.op(c).phase == Phase::Optimizer) {
+          auto p = m_in.annotations.find(m_g.op(c).inputs.front());
+          if (p != m_in.annotations.end()) return p->second;
+        }
+    return std::nullopt;
+  }
+
+  void check_annotations() const {
+    for (const auto& [t, s] : m_in.annotations) {
+      const TensorInfo& info = m_g.tensor(t);
+      if (s.per_device || s.is_partial())
+        throw Error(Err::BadSharding, "the sharding of '" + info.name + "' cannot be per_device or partial");
+      if (s.rank() != info.shape.size())
+        throw Error(Err::BadSharding, "the sharding " + s.text() + " of '" + info.name + "' has " +
+                                          std::to_string(s.rank()) + " entries but the tensor is " +
+                                          info.shape_text() + " (one entry per dimension)");
+      for (const auto& a : s.axes())
+        if (m_m.axis_index(a) < 0)
+          throw Error(Err::BadSharding, "the sharding " + s.text() + " of '" + info.name + "' names mesh axis '" + a +
+                                            "', which the mesh (" + m_m.describe() + ") does not have");
+    }
+  }
+
+  // A new local tensor holding logical tensor `t` in spec `s` (shape from the spec; partial axes do not change it).
+  TensorId add_local(TensorId t, const ShardSpec& s, const std::string& name, TensorRole role) {
+    const TensorInfo& info = m_g.tensor(t);
+    TensorInfo li;
+    li.name = name;
+    li.shape = s.per_device ? info.shape : local_shape(info.shape, s, m_m);
+    li.dtype = info.dtype;
+    li.role = role;
+    if (role == TensorRole::Updated && info.updates >= 0) li.updates = m_input_local[info.updates];
+    return m_res.program.graph.add_tensor(li);
+  }
+
+  // Role of a reshard's output: copies of step inputs are working values, not persistent state.
+  static TensorRole copy_role(TensorRole r) {
+    switch (r) {
+      case TensorRole::Parameter: case TensorRole::OptimizerState: case TensorRole::Input: case TensorRole::Label:
+        return TensorRole::Activation;
+      default: return r;
+    }
+  }
+
+  TensorId temp(TensorId t, std::vector<int64_t> shape, const std::string& name) {
+    TensorInfo li;
+    li.name = name;
+    li.shape = std::move(shape);
+    li.dtype = m_g.tensor(t).dtype;
+    li.role = copy_role(m_g.tensor(t).role);
+    return m_res.program.graph.add_tensor(li);
+  }
+
+  void emit(Op op) {
+    OpId id = m_res.program.graph.add_op(std::move(op));
+    m_res.program.order.push_back(id);
+  }
+
+  std::string op_name(TensorId t, const std::string& what) {
+    return m_g.tensor(t).name + "/" + what + "#" + std::to_string(m_counter++);
+  }
+
+  // Emits a one-input op on local tensor `x` producing `y`.
+  void emit1(const std::string& name, OpKind kind, TensorId x, TensorId y, OpAttrs at) {
+    Op op;
+    op.name = name;
+    op.kind = kind;
+    op.phase = is_communication(kind) ? Phase::Communication : Phase::Backward;
+    // Local data movement takes the phase of the value it moves.
+    if (!is_communication(kind)) {
+      OpId p = m_res.program.graph.producer(x);
+      op.phase = p >= 0 ? m_res.program.graph.op(p).phase : Phase::Forward;
+    }
+    op.inputs = {x};
+    op.outputs = {y};
+    if (is_communication(kind)) {
+      auto it = m_in.algorithms.find(op_kind_name(kind));
+      if (it != m_in.algorithms.end()) at.algorithm = it->second;
+    }
+    op.attrs = std::move(at);
+    emit(std::move(op));
+  }
+
+  static std::string axes_text(const std::vector<std::string>& a) { return join(a, ","); }
+
+  // Local shape of `t` under `s`, with dimension `d` set to `n`.
+  std::vector<int64_t> shape_with(TensorId t, const ShardSpec& s, size_t d, int64_t n) const {
+    std::vector<int64_t> sh = local_shape(m_g.tensor(t).shape, s, m_m);
+    sh[d] = n;
+    return sh;
+  }
+
+  // Pads (or crops) dimension `d` of local tensor `x` to `n` with a static slice; returns the new tensor.
+  TensorId resize(TensorId t, TensorId x, size_t d, int64_t n) {
+    std::vector<int64_t> sh = m_res.program.graph.tensor(x).shape;
+    if (sh[d] == n) return x;
+    sh[d] = n;
+    TensorId y = temp(t, sh, m_g.tensor(t).name + "/resized" + std::to_string(m_counter));
+    OpAttrs at;
+    at.dim = static_cast<int64_t>(d);
+    emit1(op_name(t, n > m_res.program.graph.tensor(x).shape[d] ? "pad" : "crop"), OpKind::Slice, x, y, at);
+    return y;
+  }
+
+  Version record(TensorId t, const ShardSpec& s, TensorId local) {
+    m_versions[t].push_back({s, local});
+    return m_versions[t].back();
+  }
+
+  // The local tensor holding logical `t` in spec `want`, resharding the current (primary) version if needed.
+  TensorId get(TensorId t, const ShardSpec& want) {
+    for (const Version& v : m_versions[t])
+      if (v.spec == want) return v.local;
+    if (m_versions[t].empty()) throw Error(Err::Internal, "partitioner: tensor '" + m_g.tensor(t).name + "' used before it exists");
+    Version cur = m_versions[t].front();
+    const std::vector<int64_t>& global = m_g.tensor(t).shape;
+    const std::string base = m_g.tensor(t).name;
+    const TensorRole role = copy_role(m_g.tensor(t).role);
+    auto version_name = [&](const ShardSpec& s) { return base + "@" + s.text(); };
+    // 1. A pending sum: reduce-scatter into a dimension the target splits over exactly those axes, or all-reduce.
+    if (cur.spec.is_partial() && cur.spec.partial != want.partial) {
+      ShardSpec next = cur.spec;
+      next.partial.clear();
+      int rs_dim = -1;
+      for (size_t d = 0; d < want.rank() && want.partial.empty(); ++d) {
+        std::vector<std::string> a = want.dims[d];
+        std::sort(a.begin(), a.end());
+        if (!a.empty() && a == cur.spec.partial && cur.spec.dims[d].empty()) {
+          rs_dim = static_cast<int>(d);
+          break;
+        }
+      }
+      OpAttrs at;
+      TensorId y;
+      if (rs_dim >= 0) {
+        const size_t d = static_cast<size_t>(rs_dim);
+        at.axes = want.dims[d];
+        at.dim = rs_dim;
+        next.dims[d] = want.dims[d];
+        const int64_t p = m_m.size(at.axes), local = ceil_div64(global[d], p);
+        TensorId x = resize(t, cur.local, d, local * p);
+        y = add_local(t, next, version_name(next), role);
+        emit1(op_name(t, "reduce_scatter[" + axes_text(at.axes) + "]"), OpKind::ReduceScatter, x, y, at);
+      } else {
+        at.axes = cur.spec.partial;
+        y = add_local(t, next, version_name(next), role);
+        emit1(op_name(t, "all_reduce[" + axes_text(at.axes) + "]"), OpKind::AllReduce, cur.local, y, at);
+      }
+      cur = record(t, next, y);
+      if (cur.spec == want) return cur.local;
+    }
+    if (cur.spec.is_partial())
+      throw Error(Err::Internal, "partitioner: cannot turn " + cur.spec.text() + " of '" + base + "' into " + want.text());
+    // 2. A split moving from one dimension to another over the same axes: all-to-all.
+    for (size_t q = 0; q < want.rank(); ++q) {
+      if (want.dims[q].empty() || !cur.spec.dims[q].empty()) continue;
+      for (size_t p = 0; p < want.rank(); ++p) {
+        if (p == q || cur.spec.dims[p] != want.dims[q] || !want.dims[p].empty()) continue;
+        OpAttrs at;
+        at.axes = want.dims[q];
+        at.dim = static_cast<int64_t>(q);   // split
+        at.dim2 = static_cast<int64_t>(p);  // concatenated
+        const int64_t n = m_m.size(at.axes);
+        ShardSpec next = cur.spec;
+        next.dims[p].clear();
+        next.dims[q] = want.dims[q];
+        TensorId x = resize(t, cur.local, q, ceil_div64(global[q], n) * n);
+        std::vector<int64_t> sh = m_res.program.graph.tensor(x).shape;
+        sh[q] /= n;
+        sh[p] *= n;
+        TensorId y = temp(t, sh, base + "/all_to_all" + std::to_string(m_counter));
+        emit1(op_name(t, "all_to_all[" + axes_text(at.axes) + "]"), OpKind::AllToAll, x, y, at);
+        TensorId z = resize(t, y, p, global[p]);
+        // Name the result as the version it is.
+        m_res.program.graph.tensor(z).name = version_name(next);
+        m_res.program.graph.tensor(z).role = role;
+        cur = record(t, next, z);
+        break;
+      }
+    }
+    // 3. Gather every dimension whose split differs.
+    for (size_t d = 0; d < want.rank(); ++d) {
+      if (cur.spec.dims[d].empty() || cur.spec.dims[d] == want.dims[d]) continue;
+      OpAttrs at;
+      at.axes = cur.spec.dims[d];
+      at.dim = static_cast<int64_t>(d);
+      const int64_t p = m_m.size(at.axes);
+      ShardSpec next = cur.spec;
+      next.dims[d].clear();
+      std::vector<int64_t> sh = m_res.program.graph.tensor(cur.local).shape;
+      sh[d] *= p;
+      TensorId y = sh[d] == global[d] ? add_local(t, next, version_name(next), role)
+                                      : temp(t, sh, base + "/gathered" + std::to_string(m_counter));
+      emit1(op_name(t, "all_gather[" + axes_text(at.axes) + "]"), OpKind::AllGather, cur.local, y, at);
+      if (sh[d] != global[d]) {
+        y = resize(t, y, d, global[d]);
+        m_res.program.graph.tensor(y).name = version_name(next);
+        m_res.program.graph.tensor(y).role = role;
+      }
+      cur = record(t, next, y);
+    }
+    // 4. Slice every dimension the target splits and the current value holds whole.
+    for (size_t d = 0; d < want.rank(); ++d) {
+      if (want.dims[d].empty() || !cur.spec.dims[d].empty()) continue;
+      ShardSpec next = cur.spec;
+      next.dims[d] = want.dims[d];
+      OpAttrs at;
+      at.axes = want.dims[d];
+      at.dim = static_cast<int64_t>(d);
+      TensorId y = add_local(t, next, version_name(next), role);
+      emit1(op_name(t, "slice[" + axes_text(at.axes) + "]"), OpKind::Slice, cur.local, y, at);
+      cur = record(t, next, y);
+    }
+    if (cur.spec != want)
+      throw Error(Err::Internal, "partitioner: resharding '" + base + "' ended at " + cur.spec.text() + ", not " + want.text());
+    return cur.local;
+  }
+
+  // The spec an op's output should end up with, when something asks for one.
+  std::optional<ShardSpec> wanted(TensorId t) const {
+    if (auto a = annotation(t)) return a;
+    const TensorInfo& info = m_g.tensor(t);
+    if (info.role == TensorRole::Updated && info.updates >= 0) {
+      if (auto a = annotation(info.updates)) return a;
+      return ShardSpec::replicated(info.shape.size());
+    }
+    return std::nullopt;
+  }
+
+  void partition_op(const Op& op) {
+    OpShardingQuery q{m_g, op, m_m, {}, {}, m_in.flops_per_comm_byte};
+    for (TensorId t : op.inputs) q.in.push_back(m_versions[t].front().spec);
+    for (TensorId t : op.outputs) q.want.push_back(wanted(t));
+    PartitionRule rule = partition_rule(op.kind);
+    OpSharding dec = rule ? rule(q) : sharding::replicated(q);
+    if (!rule && !m_fallback_noted) {
+      m_res.notes.push_back(std::string("op kind '") + op_kind_name(op.kind) + "' has no partition rule; it runs on whole tensors");
+      m_fallback_noted = true;
+    }
+    if (dec.in.size() != op.inputs.size() || dec.out.size() != op.outputs.size())
+      throw Error(Err::Internal, "the partition rule of '" + op.name + "' returned the wrong number of specs");
+    Op local = op;
+    local.attrs = dec.attrs;
+    for (size_t i = 0; i < op.inputs.size(); ++i) local.inputs[i] = get(op.inputs[i], dec.in[i]);
+    for (size_t j = 0; j < op.outputs.size(); ++j) {
+      TensorId t = op.outputs[j];
+      local.outputs[j] = add_local(t, dec.out[j], m_g.tensor(t).name, m_g.tensor(t).role);
+    }
+    emit(local);
+    for (size_t j = 0; j < op.outputs.size(); ++j) {
+      TensorId t = op.outputs[j];
+      m_versions[t].push_back({dec.out[j], local.outputs[j]});
+      if (auto w = wanted(t); w && *w != dec.out[j]) {
+        TensorId v = get(t, *w);
+        // The wanted version is what consumers start from.
+        auto it = std::find_if(m_versions[t].begin(), m_versions[t].end(), [&](const Version& x) { return x.local == v; });
+        std::iter_swap(m_versions[t].begin(), it);
+      }
+    }
+  }
+
+  // Every logical tensor the program computes is bound to a version that holds its value whole or split; results
+  // that are still pending sums (the loss, products nobody consumed) are reduced first.
+  void bind_results() {
+    for (size_t t = 0; t < m_g.num_tensors(); ++t) {
+      TensorId id = static_cast<TensorId>(t);
+      if (m_g.producer(id) < 0 || m_versions[id].empty()) continue;
+      const Version* best = nullptr;
+      for (const Version& v : m_versions[id])
+        if (!v.spec.is_partial() && (!best || sharding::pieces(v.spec, m_m) > sharding::pieces(best->spec, m_m))) best = &v;
+      if (!best) {
+        const TensorInfo& info = m_g.tensor(id);
+        bool needed = info.role == TensorRole::Loss || info.role == TensorRole::Updated || m_g.consumers(id).empty();
+        for (OpId c : m_g.consumers(id)) needed = needed || m_g.op(c).phase == Phase::Optimizer;
+        if (!needed) continue;
+        ShardSpec s = sharding::settled(m_versions[id].front().spec);
+        TensorId local = get(id, s);
+        m_res.program.results.push_back({local, id, s});
+        continue;
+      }
+      m_res.program.results.push_back({best->local, id, best->spec});
+    }
+  }
+
+  void note_padding(TensorId t, const ShardSpec& s) {
+    const TensorInfo& info = m_g.tensor(t);
+    for (size_t d = 0; d < s.rank(); ++d) {
+      int64_t p = split_count(s, d, m_m);
+      if (p <= 1 || info.shape[d] % p == 0) continue;
+      int64_t padded = ceil_div64(info.shape[d], p) * p;
+      m_res.notes.push_back(strprintf("'%s' dimension %zu: %lld over %lld devices, padded to %lld", info.name.c_str(), d,
+                                      static_cast<long long>(info.shape[d]), static_cast<long long>(p),
+                                      static_cast<long long>(padded)));
+    }
+    int64_t pad = padding_elements(info.shape, s, m_m);
+    if (pad > 0)
+      m_res.padding_bytes += static_cast<double>(pad) / static_cast<double>(sharding::pieces(s, m_m)) *
+                             dtype_bytes(info.dtype);
+  }
+
+  const PartitionInput& m_in;
+  const ModelGraph& m_g;
+  const Mesh& m_m;
+  PartitionResult m_res;
+  std::vector<std::vector<Version>> m_versions;  // per logical tensor; front() is what consumers start from
+  std::vector<TensorId> m_input_local;           // local tensor of each step input
+  int64_t m_counter = 0;
+  bool m_fallback_noted = false;
+};
+
+}  // namespace
+
+PartitionResult partition_step(const PartitionInput& in) { return Partitioner(in).run(); }
+
+}  // namespace podsim

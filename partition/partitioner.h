@@ -1,0 +1,46 @@
+// The SPMD partitioner (GSPMD's design): one logical training step + sharding specs for some of its tensors ->
+// one program every device runs on its shards, with the communication the specs imply.
+//
+//   PartitionInput in{logical, mesh};
+//   in.annotations[logical.find_tensor("fc0.w")] = ShardSpec::parse("[-, model]");
+//   Program prog = partition_step(in).program;
+//
+// Walking the step in topological order, the partitioner asks each op's rule (plan/op_sharding.h) which specs it
+// runs on, reshards the inputs to them (partial -> all-reduce, or reduce-scatter into a split; split -> whole:
+// all-gather; split on one dimension -> split on another over the same axes: all-to-all; whole -> split: a local
+// slice), emits the op on local shapes, and reshards outputs that a spec annotates. Tensors without a spec take
+// what the rules give them (propagation). Dimensions that do not divide evenly are padded (plan/sharding.h).
+// Reshards of a tensor are made once and reused. Collectives are placed right after the op whose output they
+// move, so a gradient's reduction starts as soon as the gradient is ready and overlaps the rest of the backward
+// pass.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "plan/plan.h"
+
+namespace podsim {
+
+struct PartitionInput {
+  const ModelGraph& logical;
+  const Mesh& mesh;
+  // Logical tensor -> the spec it must have. Optimizer state without one takes its parameter's.
+  std::map<TensorId, ShardSpec> annotations;
+  std::string role = "spmd";
+  // Collective algorithm by collective name ("all_reduce" -> "ring"); unnamed ones use the library's default.
+  std::map<std::string, std::string> algorithms;
+  double flops_per_comm_byte = 300;  // for rules that weigh compute against communication
+};
+
+struct PartitionResult {
+  Program program;
+  std::vector<std::string> notes;  // padded dimensions, fallbacks to whole tensors
+  double padding_bytes = 0;        // bytes of padding one device holds in its step inputs
+};
+
+// Throws Error(BadSharding) for an annotation that does not fit its tensor or the mesh.
+PartitionResult partition_step(const PartitionInput& in);
+
+}  // namespace podsim

@@ -1,0 +1,253 @@
+#include "plan/mesh.h"
+
+#include <numeric>
+
+#include "sim/common/error.h"
+#include "sim/common/text.h"
+
+namespace podsim {
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out(1);
+  for (char c : s) {
+    if (c == sep) out.emplace_back();
+    else out.back() += c;
+  }
+  return out;
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+const char* dim_name(int d) { return d == 0 ? "x" : d == 1 ? "y" : "z"; }
+
+int parse_dim(const std::string& s) {
+  if (s == "x") return 0;
+  if (s == "y") return 1;
+  if (s == "z") return 2;
+  return -1;
+}
+
+std::string factor_text(const MeshFactor& f, int64_t dim_size) {
+  std::string t = dim_name(f.dim);
+  if (f.size != dim_size) t += ":" + std::to_string(f.size);
+  if (f.stride > 1) t += " every " + std::to_string(f.stride);
+  return t;
+}
+
+}  // namespace
+
+int64_t MeshGroup::chip_of(int64_t r, const Torus& torus) const {
+  std::vector<int64_t> c = coords;
+  std::vector<int64_t> rc = shape.coords(r);
+  for (size_t i = 0; i < factors.size(); ++i) {
+    const MeshFactor& f = factors[i];
+    int64_t cur = (coords[f.dim] / f.stride) % f.size;
+    c[f.dim] += (rc[i] - cur) * f.stride;
+  }
+  return torus.chip(c);
+}
+
+std::string MeshGroup::describe() const {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < factors.size(); ++i) {
+    const MeshFactor& f = factors[i];
+    std::string kind = shape.wrap[i] ? (f.stride > 1 ? "strided ring" : "ring") : (f.stride > 1 ? "strided line" : "line");
+    std::string s = kind + " of " + std::to_string(f.size) + " on " + dim_name(f.dim);
+    if (f.stride > 1) s += " (every " + std::to_string(f.stride) + " chips)";
+    parts.push_back(s);
+  }
+  return parts.empty() ? "a single chip" : join(parts, " x ");
+}
+
+Mesh Mesh::torus_axes(const Torus& t) {
+  Mesh m;
+  m.m_dims = t.dims();
+  m.m_wrap = t.wrap();
+  for (int d = t.ndims(); d-- > 0;) {  // outermost first, so x is the fastest, as in chip ids
+    MeshAxis a;
+    a.name = dim_name(d);
+    a.size = t.dims()[d];
+    a.factors.push_back({d, a.size, 1});
+    m.m_axes.push_back(a);
+  }
+  return m;
+}
+
+Mesh Mesh::layout(const std::vector<std::string>& names, const std::vector<int64_t>& sizes, const Torus& t,
+                  const std::vector<std::string>& placement) {
+  auto fail = [](const std::string& what) -> void { throw Error(Err::BadMesh, what); };
+  if (names.size() != sizes.size())
+    fail(strprintf("the mesh names %zu axes but gives %zu sizes", names.size(), sizes.size()));
+  if (!placement.empty() && placement.size() != names.size())
+    fail(strprintf("mesh placement lists %zu entries for %zu axes (one per axis, \"\" for automatic)",
+                   placement.size(), names.size()));
+  int64_t product = 1;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (sizes[i] < 1) fail("mesh axis '" + names[i] + "' has size " + std::to_string(sizes[i]));
+    for (size_t j = 0; j < i; ++j)
+      if (names[j] == names[i]) fail("mesh axis '" + names[i] + "' is named twice");
+    product *= sizes[i];
+  }
+  std::vector<std::string> shown;
+  for (size_t i = 0; i < names.size(); ++i) shown.push_back(names[i] + " " + std::to_string(sizes[i]));
+  if (product != t.chips())
+    fail("the mesh axes (" + join(shown, " x ") + ") make " + std::to_string(product) + " devices but the pod has " +
+         std::to_string(t.chips()) + " chips; the sizes must multiply to the chip count");
+  Mesh m;
+  m.m_dims = t.dims();
+  m.m_wrap = t.wrap();
+  m.m_axes.resize(names.size());
+  std::vector<int64_t> taken(t.dims().size(), 1);  // product of the factor sizes placed on each dimension so far
+  auto left = [&](int d) { return t.dims()[d] / taken[d]; };
+  auto remaining_text = [&]() {
+    std::vector<std::string> r;
+    for (int d = 0; d < t.ndims(); ++d)
+      if (left(d) > 1) r.push_back(std::string(dim_name(d)) + ":" + std::to_string(left(d)));
+    return r.empty() ? std::string("nothing") : join(r, ", ");
+  };
+  for (size_t k = names.size(); k-- > 0;) {  // innermost (last) axis first
+    MeshAxis& a = m.m_axes[k];
+    a.name = names[k];
+    a.size = sizes[k];
+    int64_t need = a.size;
+    const std::string spec = placement.empty() ? "" : placement[k];
+    if (!spec.empty()) {
+      for (const std::string& piece : split(spec, ',')) {
+        std::string p = trim(piece);
+        std::string dn = p.substr(0, p.find(':'));
+        int d = parse_dim(dn);
+        if (d < 0 || d >= t.ndims())
+          fail("mesh axis '" + a.name + "' is placed on '" + dn + "', which the " + std::to_string(t.ndims()) +
+               "-D torus does not have (valid: x, y" + (t.ndims() == 3 ? ", z" : "") + ")");
+        int64_t s = left(d);
+        if (p.find(':') != std::string::npos) {
+          try {
+            s = std::stoll(p.substr(p.find(':') + 1));
+          } catch (const std::exception&) {
+            fail("cannot read the placement '" + p + "' of mesh axis '" + a.name + "'; write e.g. \"y:8\"");
+          }
+        }
+        if (s < 1 || left(d) % s != 0)
+          fail("mesh axis '" + a.name + "' takes " + std::to_string(s) + " coordinates of " + dim_name(d) +
+               " but " + std::to_string(left(d)) + " are left there, which " + std::to_string(s) +
+               " does not divide (left of the torus: " + remaining_text() + ")");
+        if (s == 1) continue;
+        a.factors.push_back({d, s, taken[d]});
+        taken[d] *= s;
+        need = need % s == 0 ? need / s : -1;
+        if (need < 0) break;
+      }
+      if (need != 1)
+        fail("mesh axis '" + a.name + "' of size " + std::to_string(a.size) + " is placed on '" + spec +
+             "', which does not give exactly " + std::to_string(a.size) + " chips");
+      continue;
+    }
+    for (int d = 0; d < t.ndims() && need > 1; ++d) {
+      int64_t g = std::gcd(need, left(d));
+      if (g <= 1) continue;
+      a.factors.push_back({d, g, taken[d]});
+      taken[d] *= g;
+      need /= g;
+    }
+    if (need != 1)
+      fail("mesh axis '" + a.name + "' of size " + std::to_string(a.size) +
+           " cannot be laid out on what is left of the torus (" + remaining_text() +
+           "); choose sizes that divide the torus dimensions, or place the axis with mesh.placement");
+  }
+  return m;
+}
+
+int64_t Mesh::devices() const {
+  int64_t n = 1;
+  for (const auto& a : m_axes) n *= a.size;
+  return n;
+}
+
+int Mesh::axis_index(const std::string& name) const {
+  for (size_t i = 0; i < m_axes.size(); ++i)
+    if (m_axes[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+int64_t Mesh::axis_size(const std::string& name) const {
+  int i = axis_index(name);
+  return i < 0 ? 1 : m_axes[i].size;
+}
+
+std::vector<std::string> Mesh::names() const {
+  std::vector<std::string> out;
+  for (const auto& a : m_axes) out.push_back(a.name);
+  return out;
+}
+
+int64_t Mesh::coordinate(int64_t chip, int axis) const {
+  const MeshAxis& a = m_axes.at(static_cast<size_t>(axis));
+  Torus t(m_dims, m_wrap);
+  std::vector<int64_t> c = t.coords(chip);
+  int64_t v = 0, mult = 1;
+  for (const MeshFactor& f : a.factors) {
+    v += ((c[f.dim] / f.stride) % f.size) * mult;
+    mult *= f.size;
+  }
+  return v;
+}
+
+int64_t Mesh::index(int64_t chip, const std::vector<std::string>& axes) const {
+  int64_t v = 0;
+  for (const std::string& name : axes) {
+    int i = axis_index(name);
+    if (i < 0) throw Error(Err::Internal, "index along unknown mesh axis '" + name + "'");
+    v = v * m_axes[i].size + coordinate(chip, i);
+  }
+  return v;
+}
+
+int64_t Mesh::size(const std::vector<std::string>& axes) const {
+  int64_t n = 1;
+  for (const std::string& name : axes) n *= axis_size(name);
+  return n;
+}
+
+MeshGroup Mesh::group(int64_t chip, const std::vector<std::string>& axes) const {
+  Torus t(m_dims, m_wrap);
+  MeshGroup g;
+  g.coords = t.coords(chip);
+  std::vector<std::string> names = axes.empty() ? this->names() : axes;
+  std::vector<int64_t> rc;
+  for (size_t k = names.size(); k-- > 0;) {  // the last axis named is the fastest
+    int i = axis_index(names[k]);
+    if (i < 0) throw Error(Err::Internal, "collective over unknown mesh axis '" + names[k] + "'");
+    for (const MeshFactor& f : m_axes[i].factors) {
+      g.factors.push_back(f);
+      g.shape.dims.push_back(f.size);
+      g.shape.wrap.push_back(m_wrap[f.dim] && f.size * f.stride == m_dims[f.dim]);
+      rc.push_back((g.coords[f.dim] / f.stride) % f.size);
+    }
+  }
+  g.rank = g.shape.rank(rc);
+  return g;
+}
+
+std::vector<int64_t> Mesh::members(int64_t chip, const std::vector<std::string>& axes) const {
+  Torus t(m_dims, m_wrap);
+  MeshGroup g = group(chip, axes);
+  std::vector<int64_t> out;
+  for (int64_t r = 0; r < g.shape.size(); ++r) out.push_back(g.chip_of(r, t));
+  return out;
+}
+
+std::string Mesh::describe() const {
+  std::vector<std::string> parts;
+  for (const auto& a : m_axes) {
+    std::vector<std::string> fs;
+    for (const auto& f : a.factors) fs.push_back(factor_text(f, m_dims[f.dim]));
+    parts.push_back(a.name + " " + std::to_string(a.size) + (fs.empty() ? "" : " (" + join(fs, ", ") + ")"));
+  }
+  return join(parts, " x ");
+}
+
+}  // namespace podsim

@@ -1,0 +1,50 @@
+// A Plan: how one logical training step runs on a pod. A logical device Mesh (named axes on the torus,
+// plan/mesh.h) and one SPMD Program per distinct role (e.g. a pipeline stage) that every chip of that role runs:
+// planning grows with the number of roles, never with the number of chips. Strategies (strategies/) make plans;
+// the hardware (hw/) runs them; neither knows the other, they share these types.
+//
+// A program's graph holds local tensors (each device's shard) and communication ops over mesh axes. Bindings tie
+// local tensors to the logical step's tensors: a step input is initialised from its logical value (each device
+// takes its slice), and a step result is assembled from the devices' shards into the logical tensor.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "plan/mesh.h"
+#include "plan/sharding.h"
+#include "workloads/graph.h"
+
+namespace podsim {
+
+struct TensorBinding {
+  TensorId local = -1;    // in the program's graph
+  TensorId logical = -1;  // in the logical step graph
+  ShardSpec spec;         // how each device's local tensor holds the logical one (never partial)
+};
+
+struct Program {
+  std::string role;
+  ModelGraph graph;         // the per-device step: local shapes and communication ops
+  std::vector<OpId> order;  // issue order, a topological order of `graph`
+  std::vector<TensorBinding> inputs;   // step inputs of `graph` and the logical tensors they come from
+  std::vector<TensorBinding> results;  // local tensors that hold logical step results
+};
+
+struct Plan {
+  std::string strategy;
+  Mesh mesh;
+  std::vector<Program> programs;
+  std::vector<int32_t> role_of_chip;  // index into programs for each physical chip; -1 = idle
+  // The chip whose local tensors are written as they are when a result has no binding (replicate's programs).
+  int32_t result_chip = 0;
+  std::vector<std::string> notes;  // what the user should know about the plan (padding, placement)
+};
+
+// Checks a strategy's plan against the contract (one role per chip or idle, valid issue orders, communication over
+// mesh axes that exist, bindings whose local shapes match their specs, a result chip that runs a program); throws
+// Error(Internal) naming the strategy and the broken rule. `logical` is the step graph the bindings refer to.
+void validate_plan(const Plan& plan, const ModelGraph& logical, int64_t chips);
+
+}  // namespace podsim

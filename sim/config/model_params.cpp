@@ -1,0 +1,28 @@
+#include "sim/config/model_params.h"
+
+namespace podsim {
+
+void read_model_params(Experiment& e) {
+  const ParamSet& p = e.params;
+  HbmConfig& h = e.hardware.chip.hbm;
+  auto real = [&](const char* path, double& out) {
+    if (p.has(path)) out = p.f(path);
+  };
+  auto integer = [&](const char* path, int64_t& out) {
+    if (p.has(path)) out = p.i(path);
+  };
+  real("hardware.chip.hbm.faw", h.faw);
+  integer("hardware.chip.hbm.banks", h.banks);
+  real("hardware.chip.hbm.row_cycle", h.row_cycle);
+  real("hardware.chip.hbm.rcd", h.rcd);
+  real("hardware.chip.hbm.cas", h.cas);
+  real("hardware.chip.hbm.read_to_write", h.read_to_write);
+  real("hardware.chip.hbm.write_to_read", h.write_to_read);
+  integer("hardware.chip.hbm.write_batch", h.write_batch);
+  real("hardware.chip.hbm.refresh_interval", h.refresh_interval);
+  real("hardware.chip.hbm.refresh_time", h.refresh_time);
+  integer("hardware.chip.mxu.accumulator_rows", e.hardware.chip.mxu.accumulator_rows);
+  if (p.has("run.fusion")) e.run.fusion = p.s("run.fusion");
+}
+
+}  // namespace podsim

@@ -1,0 +1,132 @@
+#include "strategies/planner.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "partition/partitioner.h"
+#include "sim/common/error.h"
+#include "sim/common/text.h"
+
+namespace podsim {
+namespace {
+
+std::vector<std::unique_ptr<IStrategy>> make_strategies(const Experiment& exp) {
+  std::vector<std::unique_ptr<IStrategy>> strategies;
+  for (const auto& name : exp.strategies) {
+    strategies.push_back(StrategyRegistry::instance().make(name));
+    if (!strategies.back()) throw Error(Err::Internal, "strategy '" + name + "' vanished from the registry");
+  }
+  return strategies;
+}
+
+Mesh layout_mesh(const Experiment& exp, const std::vector<std::unique_ptr<IStrategy>>& strategies) {
+  const ParamSet& p = exp.params;
+  const Torus torus(exp.hardware.pod.dims, exp.hardware.pod.wrap);
+  std::vector<std::string> owned;
+  for (const auto& s : strategies)
+    for (const auto& a : s->axes(p)) {
+      if (std::find(owned.begin(), owned.end(), a) != owned.end())
+        throw Error(Err::BadMesh, p.where("strategy.name"),
+                    "mesh axis '" + a + "' is owned by two of the composed strategies (" + exp.strategy +
+                        "); give them different axes",
+                    "strategy.name");
+      owned.push_back(a);
+    }
+  std::vector<std::string> names = p.strings("mesh.axes");
+  std::vector<int64_t> sizes = p.ints("mesh.shape");
+  if (owned.empty()) {  // strategies that place the step themselves
+    if (!names.empty() || !sizes.empty())
+      throw Error(Err::BadMesh, p.where(names.empty() ? "mesh.shape" : "mesh.axes"),
+                  "strategy '" + exp.strategy + "' places the step by itself and uses no mesh; drop the mesh section",
+                  names.empty() ? "mesh.shape" : "mesh.axes");
+    return Mesh::torus_axes(torus);
+  }
+  if (names.empty() && sizes.empty()) {
+    if (owned.size() != 1)
+      throw Error(Err::BadMesh, p.where("strategy.name"),
+                  "the strategies " + exp.strategy + " use the mesh axes " + join(owned, ", ") +
+                      "; say how the chips split between them with mesh.axes and mesh.shape, e.g. mesh: {axes: [" +
+                      join(owned, ", ") + "], shape: [...]}",
+                  "strategy.name");
+    names = owned;
+    sizes = {torus.chips()};
+  }
+  if (names.size() != sizes.size())
+    throw Error(Err::LengthMismatch, p.where("mesh.shape"),
+                "mesh.shape has " + std::to_string(sizes.size()) + " entries but mesh.axes names " +
+                    std::to_string(names.size()) + " axes",
+                "mesh.shape");
+  for (const auto& a : owned)
+    if (std::find(names.begin(), names.end(), a) == names.end())
+      throw Error(Err::BadMesh, p.where("mesh.axes"),
+                  "the strategies (" + exp.strategy + ") need mesh axis '" + a + "', which mesh.axes [" +
+                      join(names, ", ") + "] does not name",
+                  "mesh.axes");
+  for (size_t i = 0; i < names.size(); ++i)
+    if (sizes[i] > 1 && std::find(owned.begin(), owned.end(), names[i]) == owned.end())
+      throw Error(Err::BadMesh, p.where("mesh.axes"),
+                  "mesh axis '" + names[i] + "' (size " + std::to_string(sizes[i]) + ") is owned by none of the " +
+                      "strategies (" + exp.strategy + ", which use " + join(owned, ", ") +
+                      "); its chips would repeat each other's work",
+                  "mesh.axes");
+  try {
+    return Mesh::layout(names, sizes, torus, p.strings("mesh.placement"));
+  } catch (const Error& e) {
+    const std::string key = p.strings("mesh.placement").empty() ? "mesh.shape" : "mesh.placement";
+    throw Error(Err::BadMesh, p.where(key), e.message(), key);
+  }
+}
+
+}  // namespace
+
+void add_spec(Annotations& specs, const ModelGraph& g, TensorId t, const ShardSpec& spec) {
+  const TensorInfo& info = g.tensor(t);
+  if (spec.rank() != info.shape.size())
+    throw Error(Err::BadSharding, "the sharding " + spec.text() + " of '" + info.name + "' has " +
+                                      std::to_string(spec.rank()) + " entries but the tensor is " + info.shape_text());
+  auto it = specs.find(t);
+  if (it == specs.end()) {
+    specs[t] = spec;
+    return;
+  }
+  ShardSpec merged = it->second;
+  for (size_t d = 0; d < spec.rank(); ++d)
+    for (const auto& a : spec.dims[d]) {
+      if (merged.uses(a))
+        throw Error(Err::BadSharding, "mesh axis '" + a + "' would split '" + info.name + "' twice (" +
+                                          merged.text() + " and " + spec.text() + ")");
+      merged.dims[d].push_back(a);
+    }
+  it->second = merged;
+}
+
+Mesh plan_mesh(const Experiment& exp) { return layout_mesh(exp, make_strategies(exp)); }
+
+Plan make_plan(const ModelGraph& g, const Experiment& exp) {
+  std::vector<std::unique_ptr<IStrategy>> strategies = make_strategies(exp);
+  Mesh mesh = layout_mesh(exp, strategies);
+  if (strategies.size() == 1)
+    if (std::optional<Plan> placed = strategies.front()->place(g, exp)) return *placed;
+  Plan plan;
+  plan.strategy = exp.strategy;
+  plan.mesh = mesh;
+  Annotations specs;
+  PartitionInput in{g, plan.mesh};
+  for (const auto& s : strategies) s->annotate(g, exp, plan.mesh, specs);
+  for (const auto& s : strategies) s->refine(g, exp, plan.mesh, specs);
+  for (const auto& s : strategies)
+    for (const auto& [k, v] : s->algorithms(exp.params)) in.algorithms[k] = v;
+  in.annotations = specs;
+  in.role = "spmd";
+  const HardwareConfig& hw = exp.hardware;
+  const double links = 2.0 * static_cast<double>(hw.pod.dims.size());
+  if (hw.ici.link_bandwidth > 0) in.flops_per_comm_byte = hw.chip.peak_flops() / (hw.ici.link_bandwidth * links);
+  PartitionResult r = partition_step(in);
+  plan.programs.push_back(std::move(r.program));
+  plan.role_of_chip.assign(static_cast<size_t>(exp.hardware.pod.chips()), 0);
+  plan.notes = r.notes;
+  plan.notes.insert(plan.notes.begin(), "mesh: " + plan.mesh.describe());
+  return plan;
+}
+
+}  // namespace podsim

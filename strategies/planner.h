@@ -1,0 +1,22 @@
+// From an experiment's strategies to a Plan. A strategy that places the step itself (single_device, replicate)
+// returns its plan. Otherwise the planner lays the mesh out on the torus (the `mesh` section, or one axis over
+// every chip for a single strategy), lets every strategy annotate the logical step over the axes it owns, merges
+// the annotations and runs the SPMD partitioner.
+//
+//   Plan plan = make_plan(graph, experiment);
+#pragma once
+
+#include "strategies/i_strategy.h"
+
+namespace podsim {
+
+Plan make_plan(const ModelGraph& g, const Experiment& exp);
+// The mesh the experiment's strategies run on; throws Error(BadMesh) with the mesh section's location when it
+// cannot be laid out (the loader calls it, so `podsim validate` reports it).
+Mesh plan_mesh(const Experiment& exp);
+
+// Adds `spec` to the annotation of `t`, merging dimension by dimension with what is there (axes appended after
+// those already splitting the dimension). Throws Error(BadSharding) when an axis would split the tensor twice.
+void add_spec(Annotations& specs, const ModelGraph& g, TensorId t, const ShardSpec& spec);
+
+}  // namespace podsim

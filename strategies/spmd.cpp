@@ -1,0 +1,185 @@
+// strategy.name: spmd — tensor sharding over the mesh axes in strategy.spmd_axes (default [model]), from a
+// built-in scheme and per-tensor annotations; the SPMD partitioner derives everything else (GSPMD).
+//  - scheme megatron (one axis; Shoeybi et al. 2019): Transformer attention weights split by heads (q, k, v
+//    [D, H, E] over H; the output projection [H, E, D] over H) and the FFN over its hidden units (W1 and b1 by
+//    columns, W2 by rows), so each layer all-reduces its activations twice forward and twice backward. The MLP
+//    alternates column- and row-split layers (pairs), the matmul workload splits B by columns.
+//  - scheme 2d (two axes s0, s1; GSPMD §4, lingvo's 2-D sharding): activations [B, S, M] as [B over s0, S, M over
+//    s1]; FFN weights [M, H] as [M over s0, H over s1] and [H, M] as [H over s1, M over s0]; attention weights
+//    [M, H, E] as [M over s0, H over s1, -], [H, E, M] as [H over s1, -, M over s0]; embedding [V, M] as [-, M over
+//    s1]. The MLP: inputs over s0 and weights alternating [s0, s1] / [s1, s0].
+//  - scheme none: only the annotations.
+// strategy.shard lists annotations "PATTERN = SPEC": every tensor whose name matches the glob PATTERN gets SPEC
+// (plan/sharding.h), replacing the scheme's; e.g. "layer*.ffn.w1 = [-, model]".
+#include <fnmatch.h>
+
+#include "sim/common/error.h"
+#include "sim/common/text.h"
+#include "strategies/planner.h"
+
+namespace podsim {
+namespace {
+
+struct Rule {
+  std::string pattern;
+  std::string spec;  // with axis placeholders A and B
+};
+
+std::vector<Rule> scheme_rules(const std::string& scheme, const std::string& workload, const ModelGraph& g) {
+  if (scheme == "megatron") {
+    if (workload == "transformer")
+      return {{"layer*.attn.[qkv].w", "[-, A, -]"}, {"layer*.attn.o.w", "[A, -, -]"},
+              {"layer*.ffn.w1", "[-, A]"},         {"layer*.ffn.b1", "[A]"},
+              {"layer*.ffn.w2", "[A, -]"}};
+    if (workload == "matmul") return {{"b", "[-, A]"}};
+    if (workload == "mlp") {
+      std::vector<Rule> r;
+      int layers = 0;
+      while (g.find_tensor("fc" + std::to_string(layers) + ".w") >= 0) ++layers;
+      for (int l = 0; l + 1 < layers; l += 2) {
+        std::string a = "fc" + std::to_string(l), b = "fc" + std::to_string(l + 1);
+        r.push_back({a + ".w", "[-, A]"});
+        r.push_back({a + ".b", "[A]"});
+        r.push_back({b + ".w", "[A, -]"});
+      }
+      if (layers % 2 == 1) {
+        std::string a = "fc" + std::to_string(layers - 1);
+        r.push_back({a + ".w", "[-, A]"});
+        r.push_back({a + ".b", "[A]"});
+        r.push_back({"out.w", "[A, -]"});
+      }
+      return r;
+    }
+  }
+  if (scheme == "2d") {
+    if (workload == "transformer")
+      return {{"tokens", "[A, -]"},          {"labels", "[A, -]"},           {"embed", "[A, -, B]"},
+              {"layer*.attn.residual", "[A, -, B]"},
+              {"layer*.ffn.residual", "[A, -, B]"}, {"embedding", "[-, B]"},
+              {"layer*.attn.[qkv].w", "[A, B, -]"}, {"layer*.attn.o.w", "[B, -, A]"},
+              {"layer*.ffn.w1", "[A, B]"},     {"layer*.ffn.b1", "[B]"},       {"layer*.ffn.w2", "[B, A]"},
+              {"layer*.ffn.gelu", "[A, -, B]"}};
+    if (workload == "mlp") {
+      std::vector<Rule> r = {{"x", "[A, -]"}, {"labels", "[A]"}};
+      for (int l = 0; g.find_tensor("fc" + std::to_string(l) + ".w") >= 0; ++l)
+        r.push_back({"fc" + std::to_string(l) + ".w", l % 2 == 0 ? "[A, B]" : "[B, A]"});
+      return r;
+    }
+    if (workload == "matmul") return {{"a", "[A, -]"}, {"b", "[-, B]"}};
+  }
+  return {};
+}
+
+std::string substitute(std::string spec, const std::vector<std::string>& axes) {
+  std::string out;
+  for (char c : spec) {
+    if (c == 'A') out += axes.at(0);
+    else if (c == 'B') out += axes.at(1);
+    else out += c;
+  }
+  return out;
+}
+
+// "PATTERN = SPEC"
+bool split_rule(const std::string& entry, std::string& pattern, std::string& spec) {
+  auto eq = entry.find('=');
+  if (eq == std::string::npos) return false;
+  auto trim = [](std::string s) {
+    size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+    return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+  };
+  pattern = trim(entry.substr(0, eq));
+  spec = trim(entry.substr(eq + 1));
+  return !pattern.empty() && !spec.empty();
+}
+
+class Spmd : public IStrategy {
+ public:
+  std::vector<ParamSpec> params() const override {
+    return {
+        ParamSpec::choice("strategy.scheme", {"megatron", "2d", "none"},
+                          "spmd: built-in sharding scheme (docs/strategies.md): megatron (1-D over one axis), 2d "
+                          "(GSPMD's 2-D Transformer sharding over two axes), none (only strategy.shard).")
+            .def("megatron"),
+        ParamSpec::text_list("strategy.spmd_axes", "spmd: the mesh axes it owns; megatron uses one, 2d two (s0, s1).")
+            .length(1, 2)
+            .def("[model]"),
+        ParamSpec::text_list("strategy.shard",
+                             "spmd: per-tensor annotations \"PATTERN = SPEC\": tensors whose name matches the glob "
+                             "get SPEC, e.g. \"layer*.ffn.w1 = [-, model]\" (docs/strategies.md).")
+            .length(0, 1000)
+            .def("[]"),
+    };
+  }
+
+  void validate(const ParamSet& p) const override {
+    const auto& axes = p.strings("strategy.spmd_axes");
+    const std::string scheme = p.s("strategy.scheme");
+    size_t need = scheme == "megatron" ? 1 : scheme == "2d" ? 2 : axes.size();
+    if (axes.size() != need)
+      throw Error(Err::LengthMismatch, p.where("strategy.spmd_axes"),
+                  "strategy.scheme " + scheme + " shards over " + std::to_string(need) + " mesh axes, but "
+                  "strategy.spmd_axes names " + std::to_string(axes.size()),
+                  "strategy.spmd_axes");
+    for (const std::string& entry : p.strings("strategy.shard")) {
+      std::string pattern, spec;
+      if (!split_rule(entry, pattern, spec))
+        throw Error(Err::BadSharding, p.where("strategy.shard"),
+                    "cannot read the annotation '" + entry + "'; write \"PATTERN = SPEC\", e.g. "
+                    "\"layer*.ffn.w1 = [-, model]\"",
+                    "strategy.shard");
+      try {
+        ShardSpec::parse(spec);
+      } catch (const Error& e) {
+        throw Error(Err::BadSharding, p.where("strategy.shard"), e.message(), "strategy.shard");
+      }
+    }
+  }
+
+  std::vector<std::string> axes(const ParamSet& p) const override { return p.strings("strategy.spmd_axes"); }
+
+  void annotate(const ModelGraph& g, const Experiment& exp, const Mesh&, Annotations& specs) const override {
+    const ParamSet& p = exp.params;
+    const auto& axes = p.strings("strategy.spmd_axes");
+    std::map<TensorId, ShardSpec> mine;
+    for (const Rule& r : scheme_rules(p.s("strategy.scheme"), exp.workload, g))
+      for (size_t t = 0; t < g.num_tensors(); ++t)
+        if (fnmatch(r.pattern.c_str(), g.tensor(static_cast<TensorId>(t)).name.c_str(), 0) == 0)
+          mine[static_cast<TensorId>(t)] = ShardSpec::parse(substitute(r.spec, axes));
+    for (const std::string& entry : p.strings("strategy.shard")) {
+      std::string pattern, spec;
+      split_rule(entry, pattern, spec);
+      ShardSpec s = ShardSpec::parse(spec);
+      int matched = 0;
+      for (size_t t = 0; t < g.num_tensors(); ++t) {
+        const TensorInfo& info = g.tensor(static_cast<TensorId>(t));
+        if (fnmatch(pattern.c_str(), info.name.c_str(), 0) != 0) continue;
+        ++matched;
+        if (s.rank() != info.shape.size())
+          throw Error(Err::BadSharding, p.where("strategy.shard"),
+                      "the annotation '" + entry + "' gives " + std::to_string(s.rank()) + " entries but '" +
+                          info.name + "' is " + info.shape_text() + " (one entry per dimension)",
+                      "strategy.shard");
+        for (const auto& a : s.axes())
+          if (std::find(axes.begin(), axes.end(), a) == axes.end())
+            throw Error(Err::BadSharding, p.where("strategy.shard"),
+                        "the annotation '" + entry + "' splits over mesh axis '" + a +
+                            "', which spmd does not own (strategy.spmd_axes: [" + join(axes, ", ") + "])",
+                        "strategy.shard");
+        mine[static_cast<TensorId>(t)] = s;
+      }
+      if (matched == 0)
+        throw Error(Err::BadSharding, p.where("strategy.shard"),
+                    "the annotation '" + entry + "' matches no tensor of the " + exp.workload +
+                        " step (names as in tensors/ and the trace, e.g. layer0.ffn.w1)",
+                    "strategy.shard");
+    }
+    for (const auto& [t, s] : mine) add_spec(specs, g, t, s);
+  }
+};
+
+PODSIM_REGISTER_STRATEGY(Spmd, "spmd",
+                         "Tensor sharding (GSPMD): Megatron 1-D or 2-D schemes and per-tensor annotations");
+
+}  // namespace
+}  // namespace podsim

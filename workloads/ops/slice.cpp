@@ -1,0 +1,42 @@
+// Slice: one piece of dimension attrs.dim, the size of the output's. With mesh axes (attrs.axes) the piece is the
+// device's own shard: it starts at index(axes) * size, as a sharded dimension is laid out (plan/sharding.h). With
+// none it starts at 0: a crop (smaller output) or a zero pad (larger). Positions past the input are zeros (the
+// padding of an unevenly split dimension). The partitioner inserts slices when a whole tensor becomes a shard;
+// data movement through the vector unit, no arithmetic.
+#include <cstring>
+
+#include "workloads/ops/kernel_util.h"
+
+namespace podsim {
+namespace {
+
+using ops::in;
+
+OpCost slice_cost(const ModelGraph& g, const Op& op) {
+  OpCost c = ops::vpu_cost(g, op, 1, 0, 0, 0, 0);
+  c.bytes_read = std::min(input_bytes(g, op), output_bytes(g, op));  // only the piece is read
+  c.fusible = true;
+  return c;
+}
+
+void slice_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
+  const Tensor& x = in(s, op, 0);
+  Tensor y = ops::out_like(g, op);
+  const size_t d = static_cast<size_t>(op.attrs.dim);
+  ops::check(d < x.shape.size() && x.shape.size() == y.shape.size(), op, "slice dimension out of range");
+  int64_t outer = 1, inner = 1;
+  for (size_t k = 0; k < d; ++k) outer *= x.shape[k];
+  for (size_t k = d + 1; k < x.shape.size(); ++k) inner *= x.shape[k];
+  const int64_t n_in = x.shape[d], n_out = y.shape[d];
+  const int64_t offset = op.attrs.axes.empty() ? 0 : s.device_index(op.attrs.axes) * n_out;
+  const int64_t take = std::max<int64_t>(0, std::min(n_out, n_in - offset));
+  for (int64_t o = 0; o < outer && take > 0; ++o)
+    std::memcpy(&y.data[(o * n_out) * inner], &x.data[(o * n_in + offset) * inner],
+                static_cast<size_t>(take * inner) * sizeof(float));
+  ops::put(g, op, s, std::move(y));
+}
+
+const bool registered = register_op_kind({OpKind::Slice, "slice", Unit::Vpu, slice_cost, slice_kernel, nullptr});
+
+}  // namespace
+}  // namespace podsim
