@@ -41,8 +41,7 @@ int sc_main(int argc, char** argv) {
 
   cli::ListArgs list;
   auto* l = app.add_subcommand("list", "List hardware presets, workloads, strategies, collectives, params or errors");
-  l->add_option("what", list.what, "What to list")
-      ->required()
+  l->add_option("what", list.what, "What to list (without it: what can be listed)")
       ->check(CLI::IsMember({"hardware", "workloads", "strategies", "collectives", "params", "errors"}));
   l->add_option("--workload", list.workload, "For params: only this workload's parameters");
   l->add_option("--plugin", list.plugins, "Load workloads/strategies/collectives from a shared library (repeatable)")

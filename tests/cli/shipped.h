@@ -7,8 +7,8 @@
 // file runs as is if it fits the quick budget (below); one that does not fails and says so, and then needs an entry
 // in reduced_sizes(): `--set` overrides that shrink it for the quick tier (the long tier runs it at full size).
 //
-// configs/sweeps/ is planned through `podsim sweep plan` (ShippedSweeps in shipped_test.cpp); until that command
-// exists the sweep files are skipped with a message.
+// configs/sweeps/: every sweep file plans in the quick tier (`podsim sweep plan`), and runs as shipped in the long
+// tier (`podsim sweep FILE`).
 #pragma once
 
 #include <gtest/gtest.h>
