@@ -42,6 +42,11 @@ Microbatched microbatch(const ModelGraph& g, int64_t M) {
     if (info.updates >= 0) info.updates = map[info.updates].empty() ? -1 : map[info.updates].front();
     TensorId id = u.add_tensor(info);
     out.origin.push_back(origin);
+    // A micro-batch's piece of a logical tensor (its batch split, not a partial sum).
+    const ShardSpec& s = p.local_spec[local];
+    const bool piece = origin < 0 && p.local_logical[local] >= 0 && !s.is_partial() && s.rank() > 0 &&
+                       s.dims[0] == std::vector<std::string>{"micro"};
+    out.slice_of.push_back(piece ? p.local_logical[local] : -1);
     return id;
   };
   auto logical_name = [&](TensorId local) {
@@ -54,6 +59,7 @@ Microbatched microbatch(const ModelGraph& g, int64_t M) {
     TensorInfo whole = li;
     TensorId id = u.add_tensor(whole);
     out.origin.push_back(b.logical);
+    out.slice_of.push_back(-1);
     if (!uses_micro(b.spec)) {
       map[b.local] = {id};
       continue;
@@ -67,6 +73,7 @@ Microbatched microbatch(const ModelGraph& g, int64_t M) {
       part.role = TensorRole::Activation;
       TensorId pid = u.add_tensor(part);
       out.origin.push_back(-1);
+      out.slice_of.push_back(b.logical);
       Op s;
       s.name = part.name;
       s.kind = OpKind::Slice;

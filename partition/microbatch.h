@@ -22,6 +22,7 @@ namespace podsim {
 struct Microbatched {
   ModelGraph graph;
   std::vector<TensorId> origin;   // per tensor of `graph`: the logical tensor it is (-1: a micro-batch's value)
+  std::vector<TensorId> slice_of;  // per tensor: the logical tensor whose micro-batch it holds (-1: none)
   std::vector<int32_t> instance;  // per op: its micro-batch, or -1 for ops that run once per step
 };
 
