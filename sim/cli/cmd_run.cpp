@@ -106,7 +106,10 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
 int cmd_run(const RunArgs& a) {
   std::vector<std::string> sets = a.overrides;
   if (!a.trace_format.empty()) sets.push_back("run.trace.format=" + a.trace_format);
-  Experiment e = load_experiment(a.experiment, {sets});
+  LoadOptions lo;
+  lo.overrides = sets;
+  lo.single_device = a.single_device;
+  Experiment e = load_experiment(a.experiment, lo);
   RunOutcome r = run_experiment(e, {a.out, a.force});
   if (!a.quiet) print_summary(nlohmann::json::parse(r.summary), r.out_dir, r.notes);
   return 0;

@@ -136,6 +136,15 @@ void roles_and_pipeline(const Prepared& p, const Simulation& s, J& j) {
                   {"exposed_communication_s", exposed},
                   {"idle_s", idle},
                   {"peak_memory_bytes", ep.memory.peak_bytes},
+                  {"memory_at_peak",
+                   {{"weights", ep.memory.at_peak.weights},
+                    {"gradients", ep.memory.at_peak.gradients},
+                    {"optimizer_state", ep.memory.at_peak.optimizer_state},
+                    {"activations", ep.memory.at_peak.activations},
+                    {"temporaries", ep.memory.at_peak.temporaries}}},
+                  {"mxu_busy_fraction", T > 0 ? r6(chips[first[r]]->log().mxu_busy /
+                                                   (T * static_cast<double>(p.exp.hardware.chip.tensorcores)))
+                                              : 0.0},
                   {"fits", ep.memory.peak_bytes <= p.exp.hardware.chip.hbm.capacity}});
   }
   j["roles"] = jr;
