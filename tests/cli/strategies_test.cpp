@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/cli_util.h"
@@ -120,25 +121,30 @@ nlohmann::json timing_run(const std::string& name, const std::string& text) {
   return summary(test_dir() + "/" + name);
 }
 
-// Four equal layers of 4096 x 4096 matmuls on batch 4096: four balanced stages whose transfers are small next to
-// their compute.
-const std::string kBalancedMlp = "workload:\n  model: mlp\n  batch: 4096\n  input: 4096\n  hidden: 4096\n  layers: 3\n"
-                                 "  classes: 4096\n";
+// GPipe's balanced case: four Transformer stages of one equal layer each (the embedding and the head are tiny with a
+// vocabulary of 128, and ride on the first and last stage), with links fast enough that transfers are nearly free.
+const std::string kBalancedTransformer =
+    "hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\n  ici: {link_bandwidth: 100TB/s}\n"
+    "workload:\n  model: transformer\n  layers: 4\n  d_model: 1024\n  d_ff: 4096\n  heads: 16\n  vocab: 128\n"
+    "  seq_len: 512\n  batch: 64\nrun: {trace: {format: \"off\"}}\n";
 
 }  // namespace
 
 TEST(StrategiesTest, PipelineBubbleFollowsGpipe) {
-  // GPipe's bubble for K balanced stages, M micro-batches and free communication is (K - 1) / (M + K - 1): 0.75,
-  // 0.43 and 0.16 for K = 4 and M = 1, 4, 16. The simulated stages are not quite equal (the first computes no input
-  // gradient) and transfers take time, so the measured idle share may differ by a few points, not more.
-  for (int m : {1, 4, 16}) {
-    nlohmann::json s = timing_run("m" + std::to_string(m), hw("[4, 1]") + kBalancedMlp +
+  // GPipe's bubble for K balanced stages, M micro-batches and free communication is (K - 1) / (M + K - 1): 0.75 and
+  // 0.43 for K = 4 and M = 1, 4; within a point here. At M = 16 (0.158) the stages' remaining imbalance (the last
+  // carries the head: about 3 % more work, which every micro-batch waits for) and the per-micro-batch gradient
+  // accumulation add about 3 points.
+  const std::map<int, double> tolerance = {{1, 0.01}, {4, 0.01}, {16, 0.035}};
+  for (const auto& [m, tol] : tolerance) {
+    nlohmann::json s = timing_run("m" + std::to_string(m), kBalancedTransformer +
                                                               "strategy: {name: pipeline, micro_batches: " +
                                                               std::to_string(m) + "}\n");
     const double ideal = 3.0 / (m + 3.0);
     EXPECT_DOUBLE_EQ(s["pipeline"]["ideal_bubble_fraction"].get<double>(), std::round(ideal * 1e6) / 1e6);
-    EXPECT_NEAR(s["pipeline"]["bubble_fraction"].get<double>(), ideal, 0.07) << "M = " << m;
-    EXPECT_EQ(s["pipeline"]["stage_cells"], nlohmann::json::parse("[[0], [1], [2], [3]]"));
+    EXPECT_NEAR(s["pipeline"]["bubble_fraction"].get<double>(), ideal, tol) << "M = " << m;
+    EXPECT_GE(s["pipeline"]["bubble_fraction"].get<double>(), ideal - 0.002) << "M = " << m;  // never better
+    EXPECT_EQ(s["pipeline"]["stage_cells"], nlohmann::json::parse("[[0, 1], [2], [3], [4, 5]]"));
   }
 }
 
@@ -188,4 +194,18 @@ TEST(StrategiesTest, ShippedExampleAgainstItsSingleDeviceReference) {
   ASSERT_EQ(r.code, 0) << r.err;
   c = run_podsim({"compare", test_dir() + "/lr", test_dir() + "/dp"});
   EXPECT_EQ(c.code, 1) << c.out << c.err;
+}
+
+TEST(StrategiesTest, RematerializationChangesNoNumber) {
+  // Recomputed activations are the same values: with and without remat every tensor is bit for bit the same.
+  const std::string w = hw("[2, 1]") + kTransformer;
+  for (const char* remat : {"false", "true"}) {
+    const std::string f = write_file(std::string("r") + remat + ".yaml",
+                                     w + "strategy: {name: pipeline, micro_batches: 4, remat: " + remat +
+                                         "}\nrun: {numeric: true}\n");
+    ASSERT_EQ(run_podsim({"run", f, "--out", test_dir() + "/" + remat, "-q"}).code, 0);
+  }
+  CliResult c = run_podsim({"compare", test_dir() + "/false", test_dir() + "/true", "--tolerance", "0"});
+  EXPECT_EQ(c.code, 0) << c.out << c.err;
+  EXPECT_NE(c.out.find("worst"), std::string::npos) << c.out;
 }
