@@ -91,6 +91,11 @@ TEST(StrategiesTest, PipelineGpipe) {
   nlohmann::json s = summary(d);
   EXPECT_EQ(s["pipeline"]["stages"], 4);
   EXPECT_EQ(s["roles"].size(), 4u);
+  // The report shows each stage's times and the bubble beside GPipe's.
+  CliResult r = run_podsim({"report", d});
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (const char* want : {"stage0", "stage3", "exposed communication:", "pipeline: 4 stages x 4 micro-batches", "bubble"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
 }
 
 TEST(StrategiesTest, PipelineWithRematAnd1F1B) {
