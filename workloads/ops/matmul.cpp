@@ -116,15 +116,14 @@ std::vector<TensorId> grad(GraphBuilder& bld, const Op& op, const std::vector<Te
   const Einsum e = Einsum::parse(op.attrs.equation);
   ModelGraph& g = bld.graph();
   const TensorInfo ia = g.tensor(op.inputs[0]), ib = g.tensor(op.inputs[1]);
-  auto needs_grad = [](const TensorInfo& t) { return t.role != TensorRole::Input && t.role != TensorRole::Label; };
   std::vector<TensorId> out(2, -1);
-  if (needs_grad(ia)) {
+  if (bld.wants_grad(op.inputs[0])) {
     OpAttrs at;
     at.equation = e.out + "," + e.rhs + "->" + e.lhs;
     out[0] = bld.emit(op.name + ".dA", OpKind::MatMul, Phase::Backward, {dc, op.inputs[1]}, ia.shape, ia.dtype,
                       TensorRole::Gradient, at);
   }
-  if (needs_grad(ib)) {
+  if (bld.wants_grad(op.inputs[1])) {
     OpAttrs at;
     at.equation = e.lhs + "," + e.out + "->" + e.rhs;
     out[1] = bld.emit(op.name + ".dB", OpKind::MatMul, Phase::Backward, {op.inputs[0], dc}, ib.shape, ib.dtype,
