@@ -272,6 +272,17 @@ TEST(MoeEquivalenceTest, MoeTimesDataOnFourChips) {
   expect_same_step(got, ref, 4);
 }
 
+TEST(MoeEquivalenceTest, MoeTimesDataTimesModelOnEightChips) {
+  // spmd splits the dense layers Megatron-style and, by annotation, each expert's hidden units over `model`.
+  const std::string moe = "{experts: 4, groups: 4, capacity_factor: 0.75, second_expert: random}";
+  StepRun ref = run(moe_yaml("[1, 1]", kSingle, "", moe));
+  StepRun got = run(moe_yaml("[4, 2]",
+                             "[moe, data_parallel, spmd], shard: [\"layer*.moe.wi = [-, -, model]\", "
+                             "\"layer*.moe.wo = [-, model, -]\"]",
+                             "mesh: {axes: [data, expert, model], shape: [2, 2, 2]}\n", moe));
+  expect_same_step(got, ref, 4);
+}
+
 TEST(MoeEquivalenceTest, UnevenExpertsAndGroupsArePaddedAndMasked) {
   // 6 experts and 2 groups over 4 devices: experts padded to 8, groups to 4 (two devices hold only padding).
   const std::string moe = "{experts: 6, groups: 2, capacity_factor: 0.75}";
