@@ -6,7 +6,8 @@
 // D with D). A group of one dimension on each side keeps its split as it is (padding included). In a larger
 // group only the outermost dimension may stay split, and only when its axes divide both outermost sizes: a
 // device's block of B rows is then a block of G rows. Anything else in a group is gathered first.
-#include <cstring>
+#include <algorithm>
+#include <optional>
 
 #include "workloads/ops/kernel_util.h"
 

@@ -15,6 +15,8 @@
 // of its groups: random routing draws by global token position, and padded groups of an uneven split route
 // nothing); tokens and experts of a group stay whole. The auxiliary loss is then a pending sum over those axes,
 // each device adding its groups' terms over the global group count (attrs.count).
+#include <algorithm>
+
 #include "workloads/moe_routing.h"
 #include "workloads/ops/kernel_util.h"
 
