@@ -1,7 +1,7 @@
 // "direct": every transfer goes straight to its destination chip over the torus (routing finds the way).
 //  - all_to_all (the default): rank r sends block j of its input to rank j, in the order j = r+1, r+2, ... so
 //    that at each moment the ranks target different chips; block r of its own input is a local copy. Output block
-//    i holds what rank i sent.
+//    i holds what rank i sent. Chunk k of the block for rank j has tag j * chunks_per_block + k.
 //  - collective_permute (the default): rank r sends its whole input to the rank `shift` steps along the group's
 //    first axis and receives from the rank `shift` steps back.
 #include "collectives/ring_steps.h"
@@ -27,11 +27,13 @@ Schedule all_to_all(const CollectiveRequest& req, int64_t rank) {
     int64_t to = (rank + j) % N, from = (rank - j + N) % N;
     std::vector<Region> sc = ring::chunks(contiguous(to * B, B), req.chunk_elements);
     std::vector<Region> rc = ring::chunks(contiguous(from * B, B), req.chunk_elements);
+    // Tags name the destination block and the chunk: a transfer's tag is unique among all of its sender's.
+    const int64_t per_block = static_cast<int64_t>(sc.size());
     for (size_t k = 0; k < sc.size(); ++k) {
       Task t;
       t.type = Task::Type::Send;
       t.peer = to;
-      t.tag = static_cast<int64_t>(k);
+      t.tag = to * per_block + static_cast<int64_t>(k);
       t.src = sc[k];
       s.add(t);
     }
@@ -39,7 +41,7 @@ Schedule all_to_all(const CollectiveRequest& req, int64_t rank) {
       Task t;
       t.type = Task::Type::Recv;
       t.peer = from;
-      t.tag = static_cast<int64_t>(k);
+      t.tag = rank * per_block + static_cast<int64_t>(k);
       t.dst = rc[k];
       s.add(t);
     }

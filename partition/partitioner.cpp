@@ -33,6 +33,9 @@ class Partitioner {
     }
     for (OpId id : m_g.topological_order()) partition_op(m_g.op(id));
     bind_results();
+    for (const auto& [t, s] : m_in.annotations)
+      for (const Version& v : m_versions[t])
+        if (v.spec == s) m_res.annotated_local[t] = v.local;
     return std::move(m_res);
   }
 
@@ -80,7 +83,10 @@ class Partitioner {
     li.dtype = info.dtype;
     li.role = role;
     if (role == TensorRole::Updated && info.updates >= 0) li.updates = m_input_local[info.updates];
-    return m_res.program.graph.add_tensor(li);
+    TensorId id = m_res.program.graph.add_tensor(li);
+    m_res.local_logical.push_back(t);
+    m_res.local_spec.push_back(s);
+    return id;
   }
 
   // Role of a reshard's output: copies of step inputs are working values, not persistent state.
@@ -98,7 +104,10 @@ class Partitioner {
     li.shape = std::move(shape);
     li.dtype = m_g.tensor(t).dtype;
     li.role = copy_role(m_g.tensor(t).role);
-    return m_res.program.graph.add_tensor(li);
+    TensorId id = m_res.program.graph.add_tensor(li);
+    m_res.local_logical.push_back(-1);
+    m_res.local_spec.push_back(ShardSpec{});
+    return id;
   }
 
   void emit(Op op) {
@@ -230,6 +239,8 @@ class Partitioner {
         // Name the result as the version it is.
         m_res.program.graph.tensor(z).name = version_name(next);
         m_res.program.graph.tensor(z).role = role;
+        m_res.local_logical[z] = t;
+        m_res.local_spec[z] = next;
         cur = record(t, next, z);
         break;
       }
@@ -252,6 +263,8 @@ class Partitioner {
         y = resize(t, y, d, global[d]);
         m_res.program.graph.tensor(y).name = version_name(next);
         m_res.program.graph.tensor(y).role = role;
+        m_res.local_logical[y] = t;
+        m_res.local_spec[y] = next;
       }
       cur = record(t, next, y);
     }

@@ -36,6 +36,12 @@ struct PartitionInput {
 
 struct PartitionResult {
   Program program;
+  // For every local tensor: the logical tensor it holds a piece or copy of (-1: a scratch value between the steps
+  // of a reshard) and how (its spec; meaningless for scratch values).
+  std::vector<TensorId> local_logical;
+  std::vector<ShardSpec> local_spec;
+  // For every annotated logical tensor: the local tensor holding it in its annotated spec.
+  std::map<TensorId, TensorId> annotated_local;
   std::vector<std::string> notes;  // padded dimensions, fallbacks to whole tensors
   double padding_bytes = 0;        // bytes of padding one device holds in its step inputs
 };

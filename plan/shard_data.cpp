@@ -152,13 +152,18 @@ void bind_inputs(const Plan& plan, const ModelGraph& logical, const TensorStore&
   if (role < 0) return;
   const Program& prog = plan.programs[role];
   store.resize(prog.graph.num_tensors());
+  // Per-device inputs, and inputs a hand-made plan did not bind: drawn for this chip alone.
+  std::vector<bool> logical_value(prog.graph.num_tensors(), false);
+  for (const TensorBinding& b : prog.inputs) logical_value[b.local] = !b.spec.per_device;
   bool own = false;
-  for (const TensorBinding& b : prog.inputs) own = own || b.spec.per_device;
+  for (size_t t = 0; t < prog.graph.num_tensors(); ++t)
+    own = own || (prog.graph.producer(static_cast<TensorId>(t)) < 0 && !logical_value[t]);
   if (own) {
     TensorStore mine;
     init_step_inputs(prog.graph, mine, seed + static_cast<uint64_t>(chip) * 0x9e3779b9ull);
-    for (const TensorBinding& b : prog.inputs)
-      if (b.spec.per_device) store.share(b.local, mine.shared(b.local));
+    for (size_t t = 0; t < prog.graph.num_tensors(); ++t)
+      if (prog.graph.producer(static_cast<TensorId>(t)) < 0 && !logical_value[t])
+        store.share(static_cast<TensorId>(t), mine.shared(static_cast<TensorId>(t)));
   }
   for (const TensorBinding& b : prog.inputs) {
     if (b.spec.per_device) continue;

@@ -40,6 +40,7 @@ TensorId GraphBuilder::emit(const std::string& name, OpKind kind, Phase phase, s
   op.inputs = std::move(inputs);
   op.outputs = {out};
   op.attrs = std::move(attrs);
+  op.cell = m_cell;
   m_g.add_op(std::move(op));
   return out;
 }
@@ -128,6 +129,7 @@ TensorId GraphBuilder::layer_norm(TensorId x, TensorId gamma, TensorId beta, con
   op.inputs = {x, gamma, beta};
   op.outputs = {y, mean, rstd};
   op.attrs.eps = eps;
+  op.cell = m_cell;
   m_g.add_op(op);
   return y;
 }
@@ -166,6 +168,7 @@ TensorId GraphBuilder::softmax_cross_entropy(TensorId logits, TensorId labels, c
   op.attrs.count = li.elements() / li.shape.back();  // the mean's denominator: every row of the step
   op.inputs = {logits, labels};
   op.outputs = {loss, probs};
+  op.cell = m_cell;
   m_g.add_op(op);
   return loss;
 }
@@ -229,6 +232,7 @@ void GraphBuilder::backward(TensorId loss) {
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Op op = m_g.op(*it);  // copy: rules add ops, which may move the op table
     if (op.phase != Phase::Forward && op.phase != Phase::Loss) continue;
+    m_cell = op.cell;  // its gradient ops belong to its cell
     std::vector<TensorId> out_grads;
     bool any = false;
     for (TensorId t : op.outputs) {
@@ -251,6 +255,7 @@ void GraphBuilder::backward(TensorId loss) {
   for (TensorId p : m_params) {
     auto it = parts.find(p);
     if (it == parts.end() || it->second.empty()) continue;
+    m_cell = m_g.consumers(p).empty() ? -1 : m_g.op(m_g.consumers(p).front()).cell;
     TensorId gsum = accumulate(it->second, m_g.tensor(p).name + ".grad");
     m_grad[p] = gsum;
   }
@@ -275,6 +280,7 @@ void GraphBuilder::optimizer(const OptimizerConfig& cfg) {
     Op op;
     op.name = w.name + ".update";
     op.phase = Phase::Optimizer;
+    op.cell = m_g.consumers(p).empty() ? -1 : m_g.op(m_g.consumers(p).front()).cell;
     op.attrs = at;
     TensorInfo nw{w.name + ".new", w.shape, w.dtype, TensorRole::Updated, p};
     if (cfg.kind == Optimizer::Sgd) {

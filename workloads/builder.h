@@ -68,6 +68,9 @@ class GraphBuilder {
   // Whether reverse mode computes a gradient for `t`: not for the batch, integer ids or stop-gradient values.
   bool wants_grad(TensorId t) const;
 
+  // Ops added from now on belong to model cell `c` (a layer; pipelines cut between cells).
+  void set_cell(int32_t c) { m_cell = c; }
+
   // Adds Backward ops computing d(loss)/d(every parameter), summing gradients of tensors used more than once.
   void backward(TensorId loss);
   // Adds one Optimizer op per parameter, producing Updated tensors "<param>.new" (and "<param>.m.new", ...).
@@ -90,6 +93,7 @@ class GraphBuilder {
   ModelGraph& m_g;
   DType m_dtype;
   Phase m_phase = Phase::Forward;  // phase of ops the forward methods add (Backward while rules run)
+  int32_t m_cell = -1;
   std::vector<TensorId> m_params;
   std::map<TensorId, TensorId> m_grad;
 };

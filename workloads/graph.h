@@ -31,6 +31,8 @@ class ModelGraph {
   TensorId add_tensor(TensorInfo t);
   // Adds the op and an edge from the producer of each input; an input must already exist. Returns the op id.
   OpId add_op(Op op);
+  // Orders `after` behind `before` without a tensor between them (a schedule's control dependency).
+  void add_control(OpId before, OpId after);
 
   const TensorInfo& tensor(TensorId id) const { return m_tensors.at(id); }
   TensorInfo& tensor(TensorId id) { return m_tensors.at(id); }

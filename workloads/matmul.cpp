@@ -29,6 +29,7 @@ class MatmulWorkload : public IWorkload {
     op.name = "matmul";
     op.kind = OpKind::MatMul;
     op.phase = Phase::Forward;
+    op.cell = 0;
     op.inputs = {a, b};
     op.outputs = {c};
     op.attrs.equation = "mk,kn->mn";

@@ -31,12 +31,14 @@ class MlpWorkload : public IWorkload {
     int64_t in = p.i("workload.input");
     for (int64_t l = 0; l < p.i("workload.layers"); ++l) {
       std::string n = "fc" + std::to_string(l);
+      b.set_cell(static_cast<int32_t>(l));  // each layer a cell; the output layer and the loss the last
       TensorId w = b.param(n + ".w", {in, width});
       TensorId bias = b.param(n + ".b", {width});
       TensorId h = b.bias_add(b.matmul(x, w, n), bias, n + ".bias");
       x = gelu ? b.gelu(h, n + ".gelu") : b.relu(h, n + ".relu");
       in = width;
     }
+    b.set_cell(static_cast<int32_t>(p.i("workload.layers")));
     TensorId w = b.param("out.w", {in, p.i("workload.classes")});
     TensorId bias = b.param("out.b", {p.i("workload.classes")});
     TensorId logits = b.bias_add(b.matmul(x, w, "out"), bias, "out.bias");

@@ -68,11 +68,13 @@ struct OpAttrs {
   // Softmax (a causal mask over the last two dimensions).
   bool causal = false;
   // Communication: mesh axes of the group, algorithm (empty: the collective's default), permute shift and
-  // broadcast root (rank in the group); Send/Recv peer as an absolute device id, and a tag pairing them.
+  // broadcast root (rank in the group); Send/Recv: the peer `shift` steps along `axes` (a pipeline's neighbour
+  // stage; with no axes, `peer` is an absolute chip id), and a tag pairing them.
   // all_gather / reduce_scatter gather or scatter tensor dimension `dim`; all_to_all splits `dim` and concatenates
   // `dim2`. Slice: the dimension it cuts, and the mesh axes whose index picks the piece (none: from index 0).
   std::vector<std::string> axes;
   int64_t dim = 0, dim2 = 0;
+  int64_t offset = 0;  // Slice without axes: which piece (the piece's size is the output's)
   std::string algorithm;
   int64_t shift = 1;
   int64_t root = 0;
@@ -102,6 +104,9 @@ struct Op {
   std::string name;
   OpKind kind = OpKind::Add;
   Phase phase = Phase::Forward;
+  // The model cell (layer) the op belongs to, in model order: a pipeline cuts the step between cells. Backward
+  // ops take the cell of the forward op they differentiate, optimizer ops their parameter's. -1: none.
+  int32_t cell = -1;
   std::vector<TensorId> inputs;
   std::vector<TensorId> outputs;
   OpAttrs attrs;

@@ -73,6 +73,8 @@ int64_t id_range(const ModelGraph& g, TensorId t) {
     const Op& op = g.op(c);
     if (op.kind == OpKind::Embedding && op.inputs[1] == t) return g.tensor(op.inputs[0]).shape.front();
     if (op.kind == OpKind::SoftmaxCrossEntropy && op.inputs[1] == t) return g.tensor(op.inputs[0]).shape.back();
+    // Data movement (a micro-batch's slice) passes the ids on: their use decides.
+    if (op.kind == OpKind::Slice && op.inputs[0] == t) return id_range(g, op.outputs[0]);
   }
   return 2;
 }

@@ -79,9 +79,12 @@ class TransformerWorkload : public IWorkload {
     GraphBuilder b(g, training_dtype(p));
     TensorId ids = b.input("tokens", {B, S}, DType::I32);
     TensorId labels = b.label("labels", {B, S});
+    // Cells (what a pipeline cuts between): the embedding, each layer, and the head (final norm, logits, loss).
+    b.set_cell(0);
     TensorId x = b.embedding(b.param("embedding", {V, D}), ids, "embed");
     for (int64_t l = 0; l < L; ++l) {
       std::string n = "layer" + std::to_string(l);
+      b.set_cell(static_cast<int32_t>(l + 1));
       TensorId h = b.layer_norm(x, b.param(n + ".ln1.gamma", {D}), b.param(n + ".ln1.beta", {D}), n + ".ln1");
       auto proj = [&](const char* what) {
         std::string name = n + ".attn." + what;
@@ -107,6 +110,7 @@ class TransformerWorkload : public IWorkload {
                                b.param(n + ".ffn.b2", {D}), n + ".ffn.down.bias");
       x = b.add(x, f2, n + ".ffn.residual");
     }
+    b.set_cell(static_cast<int32_t>(L + 1));
     TensorId hf = b.layer_norm(x, b.param("final_ln.gamma", {D}), b.param("final_ln.beta", {D}), "final_ln");
     TensorId logits = b.einsum(hf, b.param("unembed", {D, V}), "bsd,dv->bsv", "logits");
     TensorId loss = b.softmax_cross_entropy(logits, labels, aux_terms.empty() ? "loss" : "loss.nll");

@@ -1,6 +1,8 @@
 #include "hw/chip/chip.h"
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
 
 #include "hw/chip/sim_time.h"
 #include "hw/timing/mxu_timing.h"
@@ -41,8 +43,11 @@ Chip::Chip(sc_core::sc_module_name name, int64_t id, PodContext& ctx)
   m_router = std::make_unique<IciRouter>("ici", id, ctx.torus, ctx.messages, m_log, m_stalls,
                                          [this](Message&& m) { m_dma->deliver(std::move(m)); });
   m_dma = std::make_unique<Dma>("dma", id, ctx, m_program ? &m_program->graph : nullptr, m_prog, *m_hbm, *m_router,
-                                m_log, m_store,
-                                [this](int32_t op, double s, double e) { op_done(op, s, e); });
+                                m_log, m_store, [this](int32_t op, double s, double e) { op_done(op, s, e); },
+                                [this](int32_t op, double elements, double read, double write,
+                                       std::function<void()> done) {
+                                  reduce_on_vpus(op, elements, read, write, std::move(done));
+                                });
   if (m_prog) {
     const size_t n = m_prog->ops.size();
     m_log.ops.assign(n, OpRecord{});
@@ -100,6 +105,26 @@ void Chip::dispatch(int32_t op) {
     case Unit::Ici:
       m_dma->start(op);
       break;
+  }
+}
+
+void Chip::reduce_on_vpus(int32_t op, double elements, double read, double write, std::function<void()> done) {
+  // Shared by the cores like a vector op: each core's VPU adds its share (one add per element), streaming its HBM
+  // traffic in groups of about 256 KiB (load the next group while adding this one).
+  const int cores = m_cfg.tensorcores;
+  auto left = std::make_shared<int>(cores);
+  const int64_t n = static_cast<int64_t>(elements);
+  for (int c = 0; c < cores; ++c) {
+    VectorWork w;
+    w.elements = static_cast<double>(n * (c + 1) / cores - n * c / cores);
+    w.simple = 1;
+    const double r = read / cores, wr = write / cores;
+    UnitJob job{op, vpu_cycles(m_cfg.vpu, w),
+                static_cast<int>(std::clamp(std::ceil((r + wr) / (256.0 * 1024)), 1.0, 16.0)), r, wr, 0};
+    job.on_done = [left, done](double, double) {
+      if (--*left == 0) done();
+    };
+    m_vpu[c]->submit(job);
   }
 }
 

@@ -47,6 +47,8 @@ class Chip : public sc_core::sc_module {
   SC_HAS_PROCESS(Chip);
   void kick();  // issues the ops with no dependencies at time 0
   void dispatch(int32_t op);
+  // The adds of a collective's reduction on the cores' VPUs, queued behind their vector ops (hw/chip/dma.h).
+  void reduce_on_vpus(int32_t op, double elements, double read, double write, std::function<void()> done);
   void part_done(int32_t op, double start, double end, int64_t cycles);
   void op_done(int32_t op, double start, double end);
   void drain();

@@ -129,8 +129,9 @@ void ComputeUnit::step() {
       }
       case State::Drain: {
         m_active = false;
-        UnitJob done = m_job;
-        m_on_done(done.op, m_start, now, done.cycles);
+        UnitJob done = std::move(m_job);
+        if (done.on_done) done.on_done(m_start, now);
+        else m_on_done(done.op, m_start, now, done.cycles);
         continue;  // next job, if any
       }
     }

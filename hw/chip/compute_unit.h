@@ -30,6 +30,8 @@ struct UnitJob {
   HbmPattern read_pattern = HbmPattern::Stream;
   HbmPattern write_pattern = HbmPattern::Stream;
   int64_t vpu_cycles = 0;  // MXU jobs: the epilogue's vector cycles, overlapped with the MXU (output fusion)
+  // When set, called at the end instead of the unit's Done callback (work the DMA engines queue: reductions).
+  std::function<void(double start, double end)> on_done;
 };
 
 class ComputeUnit : public sc_core::sc_module {

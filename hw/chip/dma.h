@@ -1,15 +1,15 @@
-// The DMA engines of one chip: they execute its communication ops over ICI.
-//  - Collectives: the op's algorithm (collectives/) gives this chip's schedule; sends read their region from HBM
-//    and inject a message, receives wait for theirs and land it (writing HBM on arrival; a reduction reads and
-//    writes HBM again), copies move data within HBM. Tasks start when their dependencies are done, so chunks of a
-//    ring pipeline through it. In numeric mode messages carry the real data and reductions run in the order the
-//    schedule performs them.
-//  - Point-to-point Send/Recv ops (paired by peer and tag).
-//  - Synthetic traffic: Poisson injection of packets to destinations drawn from a pattern.
-// Injection has backpressure: a message is launched (read from HBM, then put on its first link) only when the link
-// will be free within the time the message itself takes to serialise, so concurrent flows out of a chip share a
-// link chunk by chunk (round robin between flows) instead of one of them reserving it far ahead, and HBM reads
-// happen just in time. Messages wait in a queue per outgoing direction meanwhile.
+// The DMA engines of one chip: they execute its communication ops over ICI. One class, its jobs in their own files:
+//  - dma_collective.cpp: collectives. The op's algorithm (collectives/) gives this chip's schedule; sends read
+//    their region from HBM and inject a message, receives wait for theirs and land it (writing HBM on arrival; a
+//    reduction runs its adds on the chip's vector units, which read the local data and write the sum), copies move
+//    data within HBM. Tasks start when their dependencies are
+//    done, so chunks of a ring pipeline through it. In numeric mode messages carry the real data and reductions
+//    run in the order the schedule performs them (dma_numerics.h).
+//  - dma_p2p.cpp: point-to-point Send/Recv ops (paired by peer and tag), chunked like collectives; a Send completes
+//    when the receiver's acknowledgement comes back over the ICI, after its data has all landed.
+//  - dma_traffic.cpp: synthetic traffic, Poisson injection of packets to destinations drawn from a pattern.
+//  - link_injector.h: injection onto the links, with backpressure and round robin between flows.
+//  - dma.cpp: starting ops, routing arrivals to the op that waits for them, finishing ops, deadlock reports.
 // A message whose receive is ready when it arrives lands in place (a reduction reads the local data and writes the
 // sum as it streams in); one that arrives early is staged in HBM and moved or reduced from there later.
 #pragma once
@@ -27,6 +27,7 @@
 
 #include "hw/chip/action_queue.h"
 #include "hw/chip/hbm.h"
+#include "hw/chip/link_injector.h"
 #include "hw/ici/router.h"
 #include "hw/pod/pod_context.h"
 #include "workloads/tensor.h"
@@ -36,9 +37,13 @@ namespace podsim {
 class Dma : public sc_core::sc_module {
  public:
   using Done = std::function<void(int32_t op, double start, double end)>;
+  // Runs the adds of a reduction on the chip's vector units, queued behind the vector ops already waiting there:
+  // (op, elements, HBM bytes read, HBM bytes written, called when done).
+  using VectorJob = std::function<void(int32_t op, double elements, double read, double write, std::function<void()>)>;
 
   Dma(sc_core::sc_module_name name, int64_t chip, PodContext& ctx, const ModelGraph* graph,
-      const ExecProgram* prog, Hbm& hbm, IciRouter& router, ChipLog& log, TensorStore& store, Done on_done);
+      const ExecProgram* prog, Hbm& hbm, IciRouter& router, ChipLog& log, TensorStore& store, Done on_done,
+      VectorJob vector_job);
 
   void start(int32_t exec_op);
   // A message has fully arrived at this chip (called by the router).
@@ -51,6 +56,10 @@ class Dma : public sc_core::sc_module {
  private:
   SC_HAS_PROCESS(Dma);
   void wake() { m_queue.run_due(); }
+
+  // A trace flow id for a new message (pairs its send slice with its receive slice): unique by construction, the
+  // chip in the high bits and a count of the chip's messages in the low ones; never a hash.
+  uint64_t next_flow();
 
   struct Running {
     int32_t op = -1;
@@ -67,15 +76,20 @@ class Dma : public sc_core::sc_module {
     std::vector<uint8_t> done;
     size_t finished = 0;
     std::vector<float> buf[3];  // Input, Output, Scratch (numeric)
+    bool bf16 = false;          // the buffers hold bf16 values: every value written is rounded
     std::unordered_map<MsgKey, int32_t, MsgKeyHash> waiting_recv;
-    // Point-to-point Recv
+    // Point to point: the transfer's key, the peer chip, and (Recv) the chunks still to land
     MsgKey p2p_key;
+    int64_t p2p_peer = -1;
+    int64_t p2p_chunks_left = 0;
     // Traffic
     double traffic_end = 0;
     std::mt19937_64 rng;
   };
 
   void start_collective(Running& r, const Op& op);
+  // The chip a Send or Recv exchanges with: attrs.peer, or `shift` steps along its mesh axes when it names some.
+  int64_t peer_of(const Op& op) const;
   void start_send(Running& r, const Op& op);
   void start_recv(Running& r, const Op& op);
   void start_traffic(Running& r, const Op& op);
@@ -87,14 +101,13 @@ class Dma : public sc_core::sc_module {
   void complete_recv(Running& r, int32_t task, Message&& m, bool staged);
   void finish_op(Running& r);
   void on_message(Message&& m);
-  // Queues `m` for its first link in flow `flow`; when the link is about to need it, reads it from HBM (unless it
-  // is still on chip) and injects it. Injection completes m.op_here / m.task_here (task -2: the whole op).
-  void send(Message&& m, uint64_t flow, int32_t priority, bool read_hbm);
-  void launch(uint32_t slot);
+  // A message left on its first link: completes its op_here / task_here (task -2: the whole op).
+  void injected(int32_t op, int32_t task);
   void land(uint32_t slot);  // a receive's data is in place: apply it and finish the task
-  void pump(int dir);
-  void stage(Message&& m);
+  void stage(Message&& m);  // an early arrival waits in a staging buffer in HBM
+  // A chunk of a point-to-point transfer lands in the Recv `op`'s output; the last one acknowledges the Send.
   void land_p2p(int32_t op, Message&& m, bool staged);
+  void on_ack(const Message& m);
 
   double elem_bytes(const Running& r) const { return r.req.elem_bytes; }
 
@@ -108,27 +121,24 @@ class Dma : public sc_core::sc_module {
   ChipLog& m_log;
   TensorStore& m_store;
   Done m_on_done;
+  VectorJob m_vector_job;
   ActionQueue m_queue;
   std::map<int32_t, Running> m_running;
-  std::unordered_map<MsgKey, std::deque<Message>, MsgKeyHash> m_mailbox;
+  std::unordered_map<MsgKey, std::deque<Message>, MsgKeyHash> m_mailbox;      // collective chunks that came early
+  std::unordered_map<MsgKey, std::deque<Message>, MsgKeyHash> m_p2p_mailbox;  // point-to-point chunks that came early
+  // Point-to-point transfers so far per (peer chip, tag): the k-th Send to a peer with a tag pairs with the peer's
+  // k-th Recv from this chip with that tag.
+  std::map<std::pair<int64_t, int64_t>, int64_t> m_p2p_sends, m_p2p_recvs;
   std::unordered_map<uint64_t, int32_t> m_instance_op;  // running collective instance -> exec op
-  struct Outgoing {
-    uint32_t slot = 0;  // in the message pool
-    bool read_hbm = true;
-  };
-  struct Direction {
-    // Waiting messages per (priority, flow): the lowest priority value is served first, flows of equal priority in
-    // turn.
-    std::map<std::pair<int32_t, uint64_t>, std::deque<Outgoing>> flows;
-    uint64_t next = 0;  // round robin: serve the first flow >= next among the best priority
-    double committed = 0;  // when the link will have sent everything launched so far
-    bool armed = false;
-  };
-  std::vector<Direction> m_out;  // per outgoing direction
+  LinkInjector m_links;
+  uint64_t m_messages_sent = 0;
 };
 
 // The collective kind of a communication op kind (AllReduce..Broadcast).
 CollectiveKind collective_of(OpKind k);
+// The algorithm a communication op runs: the one it names, else its collective's default; "point_to_point" for
+// Send and Recv.
+std::string comm_algorithm(const Op& op);
 // A stable id for the collective instance of an op (same on every chip that runs it).
 uint64_t collective_instance(const std::string& op_name);
 

@@ -219,14 +219,13 @@ ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const Chi
     } else if (e.unit == Unit::Vpu) {
       lower_vector(chip, member_traffic(g, members), e);
     }
-    // Dependencies: the exec ops producing this op's inputs.
+    // Dependencies: the exec ops producing this op's inputs, and those it is ordered after (control edges: a
+    // pipeline schedule).
     std::set<int32_t> deps;
     int32_t self = static_cast<int32_t>(ep.ops.size());
     for (OpId id : members)
-      for (TensorId t : g.op(id).inputs) {
-        OpId p = g.producer(t);
-        if (p >= 0 && exec_of_op[p] >= 0 && exec_of_op[p] != self) deps.insert(exec_of_op[p]);
-      }
+      for (OpId p : g.predecessors(id))
+        if (exec_of_op[p] >= 0 && exec_of_op[p] != self) deps.insert(exec_of_op[p]);
     e.deps.assign(deps.begin(), deps.end());
     for (OpId id : members) exec_of_op[id] = self;
     ep.ops.push_back(std::move(e));

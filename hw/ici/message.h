@@ -9,8 +9,13 @@
 
 namespace podsim {
 
-// Identifies which receive a message is for: the collective instance (a hash of the op), the sender's group
-// rank (or chip, for point-to-point) and the schedule's tag.
+// What a message carries: a chunk of a collective, a chunk of a point-to-point Send, the acknowledgement that a
+// Send's data has all landed (no payload), or a synthetic-traffic packet.
+enum class MsgKind : uint8_t { Collective, PointToPoint, Ack, Traffic };
+
+// Identifies which receive a message is for. Collectives: the collective instance (a hash of the op's name), the
+// sender's group rank and the schedule's tag. Point to point and acknowledgements: the count of earlier transfers
+// with the same (sender chip, receiver chip, tag), the sender chip and the tag.
 struct MsgKey {
   uint64_t instance = 0;
   int64_t src = 0;
@@ -28,9 +33,11 @@ struct MsgKeyHash {
 };
 
 struct Message {
+  MsgKind kind = MsgKind::Collective;
   int64_t src = -1, dst = -1;  // chips
   double bytes = 0;
   MsgKey key;
+  int64_t offset = 0;  // point to point: the chunk's first element within the transfer
   std::shared_ptr<const std::vector<float>> payload;  // numeric mode
   double created = 0;  // when the sender's DMA started it
   double tail = 0;     // when its tail reaches the current router

@@ -13,7 +13,7 @@ int cmd_validate(const ValidateArgs& a) {
 
 int report_failure(const std::exception& e) {
   if (const auto* err = dynamic_cast<const Error*>(&e)) {
-    std::cerr << err->what() << "\n";
+    for (const Error* each : err->all()) std::cerr << each->what() << "\n";
     return err->exit_code();
   }
   std::cerr << "error " << error_info(Err::Internal).id << ": internal failure: " << e.what() << "\n";

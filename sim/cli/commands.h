@@ -5,6 +5,10 @@
 #include <string>
 #include <vector>
 
+namespace CLI {
+class App;
+}
+
 namespace podsim::cli {
 
 struct RunArgs {
@@ -46,6 +50,11 @@ struct CompareArgs {
 };
 // Exit 0: every tensor within the tolerance; 1: some differ or are missing; 2: a folder is not a numeric run.
 int cmd_compare(const CompareArgs& a);
+// `podsim sweep` and its subcommands (cmd_sweep.cpp): added to the app before parsing, run after.
+struct SweepCommand;
+SweepCommand* add_sweep_command(CLI::App& app);
+bool sweep_selected(const SweepCommand* c);
+int cmd_sweep(SweepCommand* c);
 
 // Regenerates docs/config.md or docs/errors.md text (printed to stdout).
 int cmd_docs(const std::string& what);

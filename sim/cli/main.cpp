@@ -41,8 +41,7 @@ int sc_main(int argc, char** argv) {
 
   cli::ListArgs list;
   auto* l = app.add_subcommand("list", "List hardware presets, workloads, strategies, collectives, params or errors");
-  l->add_option("what", list.what, "What to list")
-      ->required()
+  l->add_option("what", list.what, "What to list (without it: what can be listed)")
       ->check(CLI::IsMember({"hardware", "workloads", "strategies", "collectives", "params", "errors"}));
   l->add_option("--workload", list.workload, "For params: only this workload's parameters");
   l->add_option("--plugin", list.plugins, "Load workloads/strategies/collectives from a shared library (repeatable)")
@@ -60,6 +59,7 @@ int sc_main(int argc, char** argv) {
   c->add_option("--tolerance", cmp.tolerance, "Largest relative norm error accepted per tensor (default 1e-5)")
       ->check(CLI::PositiveNumber);
   c->add_flag("--brief", cmp.brief, "Print only the tensors above the tolerance and the verdict");
+  cli::SweepCommand* sweep = cli::add_sweep_command(app);
 
   std::string docs_what;
   auto* d = app.add_subcommand("docs", "Print generated documentation (config or errors) in Markdown");
@@ -90,6 +90,7 @@ int sc_main(int argc, char** argv) {
     if (*p) return cli::cmd_report(rep);
     if (*d) return cli::cmd_docs(docs_what);
     if (*c) return cli::cmd_compare(cmp);
+    if (cli::sweep_selected(sweep)) return cli::cmd_sweep(sweep);
   } catch (const std::exception& e) {
     return cli::report_failure(e);
   }

@@ -40,4 +40,10 @@ Error::Error(Err err, SourceLocation where, std::string message, std::string key
       m_message(std::move(message)),
       m_key_path(std::move(key_path)) {}
 
+std::vector<const Error*> Error::all() const {
+  std::vector<const Error*> out{this};
+  for (const Error& e : m_also) out.push_back(&e);
+  return out;
+}
+
 }  // namespace podsim

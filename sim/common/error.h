@@ -2,8 +2,8 @@
 //
 //   throw Error(Err::UnknownKey, loc, "unknown key 'hardware.chip.mxu.rowz' (did you mean 'rows'?)");
 //
-// what() renders "exp.yaml:12:5: error PODSIM-CFG-002: unknown key ..."; the CLI prints it and exits with the
-// entry's exit code. Models and planners throw the same type, with an empty location when none applies.
+// what() renders "exp.yaml:12:5: error PODSIM-CFG-002: unknown key ..."; the CLI prints it (and the further errors
+// of the same pass, also()) and exits with the first one's exit code. Models and planners throw the same type, with an empty location when none applies.
 #pragma once
 
 #include <stdexcept>
@@ -54,11 +54,19 @@ class Error : public std::runtime_error {
   const std::string& message() const { return m_message; }
   const std::string& key_path() const { return m_key_path; }
 
+  // Further errors found in the same pass (a configuration file reports all of its errors at once, most specific
+  // first); what() renders only this one, the CLI prints all.
+  const std::vector<Error>& also() const { return m_also; }
+  void add_also(Error e) { m_also.push_back(std::move(e)); }
+  // Every error: this one, then also().
+  std::vector<const Error*> all() const;
+
  private:
   Err m_err;
   SourceLocation m_where;
   std::string m_message;
   std::string m_key_path;
+  std::vector<Error> m_also;
 };
 
 }  // namespace podsim

@@ -96,7 +96,7 @@ std::string format_bandwidth(double bps) {
 
 std::string format_frequency(double hz) {
   static const char* const u[] = {"Hz", "kHz", "MHz", "GHz"};
-  return scaled(hz, u, 4, 1000.0, "%.0f %s");
+  return scaled(hz, u, 4, 1000.0, "%.4g %s");  // 940 MHz, 1.05 GHz, 1.5 GHz: the decimals a clock has
 }
 
 std::string format_count(double n) {

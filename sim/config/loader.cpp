@@ -10,10 +10,11 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "sim/common/text.h"
 #include "sim/config/model_params.h"
-#include "sim/config/param_yaml.h"
+#include "sim/config/param_reader.h"
 #include "strategies/planner.h"
 #include "workloads/i_workload.h"
 
@@ -103,35 +104,6 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& label) {
   return docs.empty() ? YAML::Node() : docs.front();
 }
 
-// Checks that `node` is a mapping whose keys are unique plain scalars; returns the keys in order.
-std::vector<std::pair<std::string, YAML::Node>> mapping_entries(const YAML::Node& node, const std::string& file,
-                                                                const std::string& path) {
-  std::vector<std::pair<std::string, YAML::Node>> out;
-  if (node.IsNull() || !node.IsDefined()) return out;
-  if (!node.IsMap())
-    throw Error(Err::NotAMapping, node_location(file, node),
-                (path.empty() ? std::string("the experiment file") : "'" + path + "'") +
-                    " must be a mapping of keys to values, not " +
-                    (node.IsSequence() ? "a list" : "'" + node.Scalar() + "'"),
-                path);
-  std::map<std::string, SourceLocation> seen;
-  for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node k = it->first;  // a copy: the iterator hands out temporaries
-    SourceLocation kw = node_location(file, k);
-    if (!k.IsScalar())
-      throw Error(Err::WrongType, kw, "keys must be plain words" + (path.empty() ? "" : " under '" + path + "'"), path);
-    std::string key = k.Scalar();
-    auto [pos, fresh] = seen.emplace(key, kw);
-    if (!fresh) {
-      std::string full = path.empty() ? key : path + "." + key;
-      throw Error(Err::DuplicateKey, kw,
-                  "duplicated key '" + full + "' (first given at line " + std::to_string(pos->second.line) + ")", full);
-    }
-    out.emplace_back(key, it->second);
-  }
-  return out;
-}
-
 std::optional<YAML::Node> child(const YAML::Node& map, const std::string& key) {
   if (!map.IsMap()) return std::nullopt;
   for (auto it = map.begin(); it != map.end(); ++it)
@@ -139,55 +111,6 @@ std::optional<YAML::Node> child(const YAML::Node& map, const std::string& key) {
   return std::nullopt;
 }
 
-struct Loader {
-  Schema schema;
-  ParamSet values;
-  std::map<std::string, SourceLocation> group_where;  // where each mapping (section) was written
-  std::string file;
-
-  void unknown_key(const std::string& prefix, const std::string& key, const SourceLocation& where) {
-    std::string path = prefix.empty() ? key : prefix + "." + key;
-    std::vector<std::string> siblings = schema.children(prefix);
-    std::string near = nearest(key, siblings);
-    std::string hint;
-    if (!near.empty()) {
-      hint = "did you mean '" + near + "'?";
-    } else {
-      // A valid key in the wrong place: offer its full path.
-      for (const auto& s : schema.specs())
-        if (s.leaf() == key) {
-          hint = "'" + key + "' belongs at '" + s.path + "'";
-          break;
-        }
-      if (hint.empty()) hint = "valid keys here: " + join(siblings, ", ");
-    }
-    throw Error(Err::UnknownKey, where, "unknown key '" + path + "' (" + hint + ")", path);
-  }
-
-  void walk(const YAML::Node& node, const std::string& prefix, const std::string& src) {
-    for (auto& [key, value] : mapping_entries(node, src, prefix)) {
-      std::string path = prefix.empty() ? key : prefix + "." + key;
-      SourceLocation kw;
-      // Locate the key for unknown-key errors and the value for value errors.
-      for (auto it = node.begin(); it != node.end(); ++it)
-        if (it->first.Scalar() == key) kw = node_location(src, it->first);
-      if (const ParamSpec* spec = schema.find(path)) {
-        SourceLocation vw = node_location(src, value);
-        if (value.IsNull() && !value.IsDefined()) vw = kw;
-        if (vw.line == 0) vw = kw;
-        values.put({*spec, parse_param_node(*spec, value, vw), vw, true});
-      } else if (schema.is_group(path)) {
-        if (!value.IsMap() && !value.IsNull())
-          throw Error(Err::WrongType, node_location(src, value),
-                      "'" + path + "' expects a mapping with keys " + join(schema.children(path), ", "), path);
-        group_where[path] = kw;
-        walk(value, path, src);
-      } else {
-        unknown_key(prefix, key, kw);
-      }
-    }
-  }
-};
 
 std::string exe_dir() {
   char buf[4096];
@@ -216,7 +139,7 @@ std::string file_stem(const std::string& path) {
 }
 
 // Checks that only make sense across parameters.
-void validate_hardware(Experiment& e, Loader& L) {
+void validate_hardware(Experiment& e, ParamReader& L) {
   ParamSet& p = L.values;
   int64_t ndim = p.i("hardware.ici.dimensions");
   const ParamValue& dims_v = p.at("hardware.pod.dims");
@@ -317,32 +240,46 @@ SourceLocation file_location(const std::string& file) {
   return w;
 }
 
-Experiment load(const YAML::Node& root, const std::string& file, const std::string& stem, const LoadOptions& opts) {
-  Loader L;
-  L.file = file;
-  std::vector<Override> overrides = parse_overrides(opts.overrides);
-
-  // Top-level sections.
-  std::map<std::string, YAML::Node> section;
-  for (auto& [key, value] : mapping_entries(root, file, "")) {
-    if (std::find(kSections.begin(), kSections.end(), key) == kSections.end()) {
-      SourceLocation kw;
-      for (auto it = root.begin(); it != root.end(); ++it)
-        if (it->first.Scalar() == key) kw = node_location(file, it->first);
-      throw Error(Err::UnknownKey, kw, "unknown section '" + key + "' (" + suggestion(key, kSections) + ")", key);
-    }
-    if (!value.IsMap() && !value.IsNull())
-      throw Error(Err::NotAMapping, node_location(file, value),
-                  "'" + key + "' must be a mapping of keys to values, not " +
-                      (value.IsSequence() ? std::string("a list") : "'" + value.Scalar() + "'"),
-                  key);
-    section[key] = value;
-  }
+// Reads the experiment's parameters into L (preset, file, overrides), collecting errors in L. Stops early (by
+// throwing) only at an error after which nothing further can be read, such as an unreadable preset.
+void read_parameters(ParamReader& L, const YAML::Node& root, const std::string& file,
+                     const std::vector<Override>& overrides, std::string& model,
+                     std::vector<std::string>& strategy_names, std::string& preset) {
+  if (root.IsDefined() && !root.IsNull() && !root.IsMap())
+    throw Error(Err::NotAMapping, node_location(file, root),
+                std::string("the experiment file must be a mapping of keys to values, not ") +
+                    (root.IsSequence() ? "a list" : "'" + root.Scalar() + "'"));
   if (root.IsNull() || !root.IsDefined())
     throw Error(Err::MissingKey, file_location(file),
                 "the experiment is empty; it needs at least hardware.preset and workload.model", "");
 
-  // The selectors decide which parameters exist, so read them first (an override wins).
+  // Top-level sections.
+  std::map<std::string, YAML::Node> section;
+  std::map<std::string, SourceLocation> section_at;
+  for (const ParamReader::Entry& en : L.entries(root, file, "")) {
+    if (std::find(kSections.begin(), kSections.end(), en.key) == kSections.end()) {
+      if (!nearest(en.key, kSections).empty()) L.suggested.insert(nearest(en.key, kSections));
+      L.fail(Error(Err::UnknownKey, en.where, "unknown section '" + en.key + "' (" + suggestion(en.key, kSections) + ")",
+                   en.key));
+      continue;
+    }
+    section_at[en.key] = en.where;
+    if (!en.value.IsMap() && !en.value.IsNull()) {
+      L.fail(Error(Err::NotAMapping, node_location(file, en.value),
+                   "'" + en.key + "' must be a mapping of keys to values, not " +
+                       (en.value.IsSequence() ? std::string("a list") : "'" + en.value.Scalar() + "'"),
+                   en.key));
+      continue;
+    }
+    section[en.key] = en.value;
+  }
+  auto section_where = [&](const std::string& sec) {
+    auto it = section_at.find(sec);
+    return it == section_at.end() ? file_location(file) : it->second;
+  };
+
+  // The selectors decide which parameters exist, so read them first (an override wins). Each is "ok" when given
+  // and valid; a failed one is reported once and its section is then read leniently.
   auto selector = [&](const std::string& sec, const std::string& key, std::string& out, SourceLocation& where) {
     std::string path = sec + "." + key;
     for (const auto& o : overrides)
@@ -357,42 +294,64 @@ Experiment load(const YAML::Node& root, const std::string& file, const std::stri
     if (!found) return false;
     const YAML::Node& n = *found;
     where = node_location(file, n);
-    if (!n.IsScalar())
-      throw Error(Err::WrongType, where, path + " expects a name, got " + (n.IsMap() ? "a mapping" : "a list"), path);
+    if (!n.IsScalar()) {
+      L.fail(Error(Err::WrongType, where, path + " expects a name, got " + (n.IsMap() ? "a mapping" : "a list"), path));
+      out.clear();
+      return true;
+    }
     out = n.Scalar();
     return true;
   };
-  auto section_where = [&](const std::string& sec) {
-    for (auto it = root.begin(); root.IsMap() && it != root.end(); ++it)
-      if (it->first.Scalar() == sec) return node_location(file, it->first);
-    return file_location(file);
-  };
-
-  std::string model, preset;
+  std::vector<Error> missing_selectors;
   SourceLocation model_w, strategy_w, preset_w;
-  if (!selector("workload", "model", model, model_w))
-    throw Error(Err::MissingKey, section_where("workload"),
-                "missing required key 'workload.model' (" + ParamSpec::choice("workload.model",
-                WorkloadRegistry::instance().names(), "").type_text() + ")", "workload.model");
-  if (!selector("hardware", "preset", preset, preset_w))
-    throw Error(Err::MissingKey, section_where("hardware"),
-                "missing required key 'hardware.preset' (one of the presets in `podsim list hardware`, or a preset "
-                "file)", "hardware.preset");
+  bool model_ok = selector("workload", "model", model, model_w);
+  if (!model_ok) {
+    missing_selectors.emplace_back(Err::MissingKey, section_where("workload"),
+                                   "missing required key 'workload.model' (" +
+                                       ParamSpec::choice("workload.model", WorkloadRegistry::instance().names(), "")
+                                           .type_text() +
+                                       ")",
+                                   "workload.model");
+  } else if (!model.empty() && !WorkloadRegistry::instance().find(model)) {
+    L.fail(Error(Err::UnknownWorkload, model_w,
+                 "unknown workload model '" + model + "' (" +
+                     suggestion(model, WorkloadRegistry::instance().names()) + ")",
+                 "workload.model"));
+    model_ok = false;
+  }
+  model_ok = model_ok && !model.empty();
+  bool preset_ok = selector("hardware", "preset", preset, preset_w);
+  if (!preset_ok)
+    missing_selectors.emplace_back(Err::MissingKey, section_where("hardware"),
+                                   "missing required key 'hardware.preset' (one of the presets in `podsim list "
+                                   "hardware`, or a preset file)",
+                                   "hardware.preset");
+  preset_ok = preset_ok && !preset.empty();
+  std::string preset_file = preset_ok ? find_preset(preset) : "";
+  if (preset_ok && preset_file.empty()) {
+    std::vector<std::string> names;
+    for (const auto& pi : list_presets()) names.push_back(pi.name);
+    L.fail(Error(Err::UnknownPreset, preset_w,
+                 "unknown hardware preset '" + preset + "' (" + suggestion(preset, names) + ")", "hardware.preset"));
+    preset_ok = false;
+  }
   // strategy.name: one name, or a list of strategies composed in one experiment (each owning its mesh axes).
-  std::vector<std::string> strategy_names = {"auto"};
+  bool strategy_ok = true;
+  strategy_names = {"auto"};
   {
     std::optional<YAML::Node> node;
     for (const auto& o : overrides)
       if (o.path == "strategy.name") {
+        strategy_w = o.where;
         try {
           node = YAML::Load(o.value);
         } catch (const YAML::Exception& ex) {
-          throw Error(Err::WrongType, o.where, "strategy.name: cannot read '" + o.value + "': " + ex.msg,
-                      "strategy.name");
+          L.fail(Error(Err::WrongType, o.where, "strategy.name: cannot read '" + o.value + "': " + ex.msg,
+                       "strategy.name"));
+          strategy_ok = false;
         }
-        strategy_w = o.where;
       }
-    if (!node && section.count("strategy"))
+    if (!node && strategy_ok && section.count("strategy"))
       if (auto found = child(section["strategy"], "name")) {
         node = *found;
         strategy_w = node_location(file, *node);
@@ -402,50 +361,55 @@ Experiment load(const YAML::Node& root, const std::string& file, const std::stri
       if (node->IsScalar()) {
         strategy_names.push_back(node->Scalar());
       } else if (node->IsSequence() && node->size() > 0) {
-        for (size_t i = 0; i < node->size(); ++i) {
-          if (!(*node)[i].IsScalar())
-            throw Error(Err::WrongType, strategy_w, "strategy.name lists strategy names, e.g. [data_parallel, spmd]",
-                        "strategy.name");
-          strategy_names.push_back((*node)[i].Scalar());
+        for (size_t i = 0; i < node->size() && strategy_ok; ++i) {
+          if (!(*node)[i].IsScalar()) {
+            L.fail(Error(Err::WrongType, strategy_w, "strategy.name lists strategy names, e.g. [data_parallel, spmd]",
+                         "strategy.name"));
+            strategy_ok = false;
+          } else {
+            strategy_names.push_back((*node)[i].Scalar());
+          }
         }
       } else {
-        throw Error(Err::WrongType, strategy_w,
-                    "strategy.name expects a strategy name or a list of them, e.g. data_parallel or "
-                    "[data_parallel, spmd]",
-                    "strategy.name");
+        L.fail(Error(Err::WrongType, strategy_w,
+                     "strategy.name expects a strategy name or a list of them, e.g. data_parallel or "
+                     "[data_parallel, spmd]",
+                     "strategy.name"));
+        strategy_ok = false;
       }
     }
   }
-
-  const auto* wl = WorkloadRegistry::instance().find(model);
-  if (!wl)
-    throw Error(Err::UnknownWorkload, model_w,
-                "unknown workload model '" + model + "' (" + suggestion(model, WorkloadRegistry::instance().names()) +
-                    ")", "workload.model");
-  std::unique_ptr<IWorkload> workload = wl->make();
   std::vector<std::string> strategies = StrategyRegistry::instance().names();
   strategies.insert(strategies.begin(), "auto");
   for (const std::string& strategy : strategy_names) {
+    if (!strategy_ok) break;
+    std::string problem;
     if (std::find(strategies.begin(), strategies.end(), strategy) == strategies.end())
-      throw Error(Err::UnknownStrategy, strategy_w,
-                  "unknown strategy '" + strategy + "' (" + suggestion(strategy, strategies) + ")", "strategy.name");
-    if ((strategy == "auto" || strategy == "single_device" || strategy == "replicate") && strategy_names.size() > 1)
-      throw Error(Err::UnknownStrategy, strategy_w,
-                  "strategy '" + strategy + "' places the whole step by itself and cannot be composed with others; "
-                  "compose sharding strategies such as [data_parallel, spmd]",
-                  "strategy.name");
-    if (std::count(strategy_names.begin(), strategy_names.end(), strategy) > 1)
-      throw Error(Err::UnknownStrategy, strategy_w, "strategy '" + strategy + "' is listed twice", "strategy.name");
-  }
-  std::vector<std::string> resolved_strategies = strategy_names;
-  if (resolved_strategies.front() == "auto") resolved_strategies = {workload->default_strategy()};
-  std::vector<std::unique_ptr<IStrategy>> strats;
-  for (const std::string& s : resolved_strategies) {
-    strats.push_back(StrategyRegistry::instance().make(s));
-    if (!strats.back()) throw Error(Err::Internal, "workload '" + model + "' names unknown default strategy " + s);
+      problem = "unknown strategy '" + strategy + "' (" + suggestion(strategy, strategies) + ")";
+    else if ((strategy == "auto" || strategy == "single_device" || strategy == "replicate") &&
+             strategy_names.size() > 1)
+      problem = "strategy '" + strategy + "' places the whole step by itself and cannot be composed with others; "
+                "compose sharding strategies such as [data_parallel, spmd]";
+    else if (std::count(strategy_names.begin(), strategy_names.end(), strategy) > 1)
+      problem = "strategy '" + strategy + "' is listed twice";
+    if (!problem.empty()) {
+      L.fail(Error(Err::UnknownStrategy, strategy_w, problem, "strategy.name"));
+      strategy_ok = false;
+    }
   }
 
-  L.schema = experiment_schema(model, strategy_names);
+  L.schema = experiment_schema(model_ok ? model : "", strategy_ok ? strategy_names : std::vector<std::string>{"auto"});
+  // Selectors that failed were reported once; their values are not read again.
+  std::set<std::string> skip;
+  if (!model_ok) skip.insert("workload.model");
+  if (!preset_ok) skip.insert("hardware.preset");
+  if (!strategy_ok) skip.insert("strategy.name");
+  if (!model_ok)
+    for (const auto* entry : WorkloadRegistry::instance().entries())
+      for (const ParamSpec& spec : entry->make()->params()) L.lenient["workload"].insert(spec.path);
+  if (!strategy_ok || !model_ok)
+    for (const auto* entry : StrategyRegistry::instance().entries())
+      for (const ParamSpec& spec : entry->make()->params()) L.lenient["strategy"].insert(spec.path);
 
   // Defaults.
   for (const auto& spec : L.schema.specs()) {
@@ -460,61 +424,91 @@ Experiment load(const YAML::Node& root, const std::string& file, const std::stri
   }
 
   // Preset.
-  std::string preset_file = find_preset(preset);
-  if (preset_file.empty()) {
-    std::vector<std::string> names;
-    for (const auto& pi : list_presets()) names.push_back(pi.name);
-    throw Error(Err::UnknownPreset, preset_w,
-                "unknown hardware preset '" + preset + "' (" + suggestion(preset, names) + ")", "hardware.preset");
+  if (preset_ok) {
+    YAML::Node preset_root = load_yaml_file(preset_file, "hardware preset");
+    if (auto named = child(preset_root, "preset"))
+      L.fail(Error(Err::UnknownKey, node_location(preset_file, *named),
+                   "a preset file cannot name another preset ('preset' key)", "hardware.preset"));
+    L.walk(preset_root, "hardware", preset_file, skip);
   }
-  YAML::Node preset_root = load_yaml_file(preset_file, "hardware preset");
-  for (auto& [key, value] : mapping_entries(preset_root, preset_file, "hardware")) {
-    (void)value;
-    if (key == "preset")
-      throw Error(Err::UnknownKey, node_location(preset_file, value),
-                  "a preset file cannot name another preset ('preset' key)", "hardware.preset");
-  }
-  L.walk(preset_root, "hardware", preset_file);
 
   // The experiment file, then overrides.
   for (const auto& sec : kSections) {
     if (!section.count(sec)) continue;
     L.group_where[sec] = section_where(sec);
-    L.walk(section[sec], sec, file);
+    L.walk(section[sec], sec, file, skip);
   }
   for (const auto& o : overrides) {
+    if (skip.count(o.path)) continue;
     const ParamSpec* spec = L.schema.find(o.path);
     if (!spec) {
+      auto group = L.lenient.find(o.path.substr(0, o.path.find('.')));
+      if (group != L.lenient.end() && group->second.count(o.path)) continue;
       std::string near = nearest(o.path, L.schema.paths());
-      throw Error(Err::UnknownKey, o.where,
-                  "unknown key '" + o.path + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)"), o.path);
+      L.fail(Error(Err::UnknownKey, o.where,
+                   "unknown key '" + o.path + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)"), o.path));
+      continue;
     }
-    L.values.put({*spec, parse_param_text(*spec, o.value, o.where), o.where, true});
+    L.given.insert(o.path);
+    try {
+      L.values.put({*spec, parse_param_text(*spec, o.value, o.where), o.where, true});
+    } catch (const Error& e) {
+      L.fail(e);
+    }
   }
-  // The selectors as resolved (the file may have omitted strategy.name).
-  {
+  // The preset as resolved (the file may name it by path).
+  if (preset_ok) {
     ParamValue pv = L.values.at("hardware.preset");
     pv.data = preset;
     L.values.put(pv);
   }
 
-  // Required parameters.
+  // Required parameters: not those a misspelled key already points at, nor those of a section whose selector
+  // failed (they depend on it).
+  for (Error& e : missing_selectors)
+    if (!L.suggested.count(e.key_path())) L.fail(std::move(e));
   for (const auto& spec : L.schema.specs()) {
-    if (spec.required() && !L.values.values().count(spec.path)) {
-      std::string group = spec.path.substr(0, spec.path.rfind('.'));
-      SourceLocation w = file_location(file);
-      for (std::string g = group; !g.empty(); g = g.substr(0, g.rfind('.') == std::string::npos ? 0 : g.rfind('.'))) {
-        if (L.group_where.count(g)) {
-          w = L.group_where[g];
-          break;
-        }
-        if (g.find('.') == std::string::npos) break;
+    if (!spec.required() || L.given.count(spec.path) || L.values.values().count(spec.path) ||
+        L.suggested.count(spec.path))
+      continue;
+    if (skip.count(spec.path)) continue;
+    if ((!preset_ok && spec.path.rfind("hardware.", 0) == 0) || (!model_ok && spec.path.rfind("workload.", 0) == 0))
+      continue;
+    std::string group = spec.path.substr(0, spec.path.rfind('.'));
+    SourceLocation w = file_location(file);
+    for (std::string g = group; !g.empty(); g = g.substr(0, g.rfind('.') == std::string::npos ? 0 : g.rfind('.'))) {
+      if (L.group_where.count(g)) {
+        w = L.group_where[g];
+        break;
       }
-      throw Error(Err::MissingKey, w,
-                  "missing required key '" + spec.path + "' (" + spec.type_text() +
-                      (spec.range_text().empty() ? "" : ", " + spec.range_text()) + ": " + spec.description + ")",
-                  spec.path);
+      if (g.find('.') == std::string::npos) break;
     }
+    L.fail(Error(Err::MissingKey, w,
+                 "missing required key '" + spec.path + "' (" + spec.type_text() +
+                     (spec.range_text().empty() ? "" : ", " + spec.range_text()) + ": " + spec.description + ")",
+                 spec.path));
+  }
+}
+
+Experiment load(const YAML::Node& root, const std::string& file, const std::string& stem, const LoadOptions& opts) {
+  ParamReader L;
+  std::vector<Override> overrides = parse_overrides(opts.overrides);
+  std::string model, preset;
+  std::vector<std::string> strategy_names;
+  try {
+    read_parameters(L, root, file, overrides, model, strategy_names, preset);
+  } catch (const Error& e) {
+    L.fail(e);  // what could not be read further, reported after what was found before it
+  }
+  L.throw_if_failed();
+
+  std::unique_ptr<IWorkload> workload = WorkloadRegistry::instance().make(model);
+  std::vector<std::string> resolved_strategies = strategy_names;
+  if (resolved_strategies.front() == "auto") resolved_strategies = {workload->default_strategy()};
+  std::vector<std::unique_ptr<IStrategy>> strats;
+  for (const std::string& s : resolved_strategies) {
+    strats.push_back(StrategyRegistry::instance().make(s));
+    if (!strats.back()) throw Error(Err::Internal, "workload '" + model + "' names unknown default strategy " + s);
   }
 
   Experiment e;

@@ -219,7 +219,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
       double t = r.end - r.start;
       comms.push_back({{"name", op.name},
                        {"kind", op_kind_name(op.kind)},
-                       {"algorithm", op.attrs.algorithm},
+                       {"algorithm", comm_algorithm(op)},
                        {"axes", op.attrs.axes},
                        {"bytes_per_chip", bytes},
                        {"time_s", t},

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "tests/cli/cli_util.h"
 
@@ -40,6 +41,35 @@ TEST(CliTest, ListHardwareShowsTheSixPresets) {
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* p : {"tpu-v2", "tpu-v3", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"})
     EXPECT_NE(r.out.find(std::string("  ") + p + " "), std::string::npos) << p << "\n" << r.out;
+}
+
+TEST(CliTest, ListWithoutArgumentSaysWhatCanBeListed) {
+  auto r = run_podsim({"list"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* what : {"hardware", "workloads", "strategies", "collectives", "params", "errors"}) {
+    EXPECT_NE(r.out.find(std::string("  ") + what + " "), std::string::npos) << what << "\n" << r.out;
+    EXPECT_EQ(run_podsim({"list", what}).code, 0) << what;  // and each of them works
+  }
+}
+
+TEST(CliTest, ListHardwareAlignsTheDescriptions) {
+  auto r = run_podsim({"list", "hardware"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::set<size_t> columns;
+  for (size_t at = r.out.find("TPU v"); at != std::string::npos; at = r.out.find("TPU v", at + 1))
+    columns.insert(at - r.out.rfind('\n', at));
+  EXPECT_EQ(columns.size(), 1u) << r.out;
+}
+
+// The run summary prints the clock with its decimals: 1.05 GHz on TPU v4, 1.5 GHz on v5e.
+TEST(CliTest, RunPrintsClockRatesWithTheirDecimals) {
+  for (auto [preset, clock] : {std::pair<std::string, std::string>{"tpu-v4", "1.05 GHz"}, {"tpu-v5e", "1.5 GHz"}}) {
+    std::string exp = write_file(preset + ".yaml", "hardware:\n  preset: " + preset +
+                                                       "\nworkload:\n  model: matmul\n  m: 128\n  k: 128\n  n: 128\n");
+    auto r = run_podsim({"run", exp, "--out", preset});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("cycles at " + clock + ")"), std::string::npos) << r.out;
+  }
 }
 
 TEST(CliTest, ListOtherRegistries) {
@@ -82,6 +112,32 @@ TEST(CliTest, MisspelledKeyFailsWithLineAndSuggestion) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(file + ":" + std::to_string(line) + ":3: error PODSIM-CFG-002"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("did you mean 'heads'?"), std::string::npos) << r.err;
+}
+
+// The issue as a user met it: `mdoel: transformer` in the quickstart, and a second typo further down. Both are
+// reported, each at its own line, the misspelled model with its suggestion and not as a missing key.
+TEST(CliTest, EveryErrorOfAFileAtItsOwnLine) {
+  std::string text = read_file(source_dir() + "/configs/quickstart.yaml");
+  auto line_of = [&](size_t pos) {
+    int line = 1;
+    for (size_t i = 0; i < pos; ++i) line += text[i] == '\n';
+    return line;
+  };
+  auto model = text.find("  model: transformer");
+  auto numeric = text.find("  numeric: false");
+  ASSERT_NE(model, std::string::npos);
+  ASSERT_NE(numeric, std::string::npos);
+  text.replace(model, 8, "  mdoel:");
+  text.replace(numeric, 10, "  numerci:");
+  std::string file = write_file("typos.yaml", text);
+  auto r = run_podsim({"run", file, "--out", "o"});
+  EXPECT_EQ(r.code, 2);
+  std::string first = file + ":" + std::to_string(line_of(model)) + ":3: error PODSIM-CFG-002: unknown key " +
+                      "'workload.mdoel' (did you mean 'model'?)\n";
+  std::string second = file + ":" + std::to_string(line_of(numeric)) + ":3: error PODSIM-CFG-002: unknown key " +
+                       "'run.numerci' (did you mean 'numeric'?)\n";
+  EXPECT_EQ(r.err, first + second);
+  EXPECT_FALSE(exists(test_dir() + "/o"));
 }
 
 TEST(CliTest, RunWritesItsFolder) {

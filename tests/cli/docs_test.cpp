@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <set>
 
 #include "tests/cli/cli_util.h"
 
@@ -26,6 +29,47 @@ TEST(DocsTest, ErrorCatalogueIsCurrent) {
   EXPECT_EQ(r.out, read_file(source_dir() + "/docs/errors.md"))
       << "docs/errors.md is stale: regenerate it with `podsim docs errors > docs/errors.md`";
   EXPECT_NE(r.out.find("`PODSIM-SIM-001`"), std::string::npos);
+}
+
+// The documentation cites what it relies on within the repository or by a full reference: a relative path (a
+// Markdown link or a "../" path outside code blocks) must name a file inside the checkout.
+TEST(DocsTest, DocsPointAtNothingOutsideTheRepository) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::weakly_canonical(source_dir());
+  std::vector<fs::path> files = {root / "README.md"};
+  for (const auto& dir : {root / "docs", root / "configs" / "hardware"})
+    for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+  std::regex link(R"(\]\(([^)#\s]+)[^)]*\)|((?:\.\./)+[\w./-]+))");
+  for (const fs::path& f : files) {
+    // Code blocks hold example files, whose paths are relative to where such a file would live: not checked.
+    std::string text = std::regex_replace(read_file(f.string()), std::regex("```[^`]*```"), "");
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), link); it != std::sregex_iterator(); ++it) {
+      std::string target = (*it)[1].matched ? (*it)[1].str() : (*it)[2].str();
+      if (target.find("://") != std::string::npos || target.rfind("mailto:", 0) == 0) continue;
+      fs::path resolved = fs::weakly_canonical(f.parent_path() / target);
+      std::string rel = fs::relative(resolved, root).generic_string();
+      EXPECT_TRUE(rel.rfind("..", 0) != 0 && fs::exists(resolved))
+          << f.lexically_relative(root).generic_string() << " points at '" << target << "', outside the repository "
+          << "or missing";
+    }
+  }
+}
+
+// docs/hardware.md cites its sources as [Name]; every name used is defined in its Sources section.
+TEST(DocsTest, HardwareSourcesAreAllListed) {
+  std::string text = read_file(source_dir() + "/docs/hardware.md");
+  auto sources = text.find("## Sources");
+  ASSERT_NE(sources, std::string::npos);
+  std::set<std::string> defined;
+  std::regex def(R"(\n- (\[[^\]]+\]) )");
+  for (auto it = std::sregex_iterator(text.begin() + sources, text.end(), def); it != std::sregex_iterator(); ++it)
+    defined.insert((*it)[1].str());
+  EXPECT_GE(defined.size(), 8u);
+  std::regex use(R"(\[(Cloud [^\]]+|CACM'20|IEEE Micro'21|ISCA'23|Scaling book|Wikipedia)\])");
+  size_t uses = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), use); it != std::sregex_iterator(); ++it, ++uses)
+    EXPECT_TRUE(defined.count((*it)[0].str())) << (*it)[0].str() << " is cited but not listed under Sources";
+  EXPECT_GT(uses, 20u);
 }
 
 // docs/validation.md is what tools/validate measures now (it runs this build's podsim).

@@ -6,6 +6,12 @@
 #include <filesystem>
 #include <regex>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include "sim/common/error.h"
 #include "tests/cli/cli_util.h"
 
@@ -105,8 +111,10 @@ TEST(ErrorsTest, CFG011_UnknownWorkload) {
 }
 
 TEST(ErrorsTest, CFG012_UnknownStrategy) {
-  auto r = expect_error(kHw + kMm + "strategy:\n  name: pipline\n", "PODSIM-CFG-012", 9, 9);
+  auto r = expect_error(kHw + kMm + "strategy:\n  name: zigzag\n", "PODSIM-CFG-012", 9, 9);
   EXPECT_NE(r.err.find("valid:"), std::string::npos) << r.err;
+  r = expect_error(kHw + kMm + "strategy:\n  name: pipline\n", "PODSIM-CFG-012", 9, 9);
+  EXPECT_NE(r.err.find("did you mean 'pipeline'?"), std::string::npos) << r.err;
 }
 
 TEST(ErrorsTest, CFG013_UnknownAlgorithm) {
@@ -294,6 +302,80 @@ TEST(ErrorsTest, CLI001_Usage) {
   auto r = run_podsim({"run", "a.yaml", "--bogus"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("error PODSIM-CLI-001"), std::string::npos) << r.err;
+}
+
+namespace {
+
+const std::string kSweepBase = "base:\n  hardware: {preset: tpu-v3}\n  workload: {model: matmul, m: 64, k: 64, n: 64}\n"
+                               "set: {run.trace.format: \"off\"}\n";
+
+CliResult sweep_error(const std::vector<std::string>& args, const std::string& id) {
+  auto r = run_podsim(args);
+  EXPECT_EQ(r.code, exit_of(id)) << r.err;
+  EXPECT_NE(r.err.find("error " + id + ":"), std::string::npos) << r.err;
+  return r;
+}
+
+}  // namespace
+
+TEST(ErrorsTest, SWP001_SweepTemplate) {
+  std::string file = write_file("s.yaml", kSweepBase + "grid: {workload.m: [64]}\nrun_name: \"{workload.q}\"\n");
+  auto r = sweep_error({"sweep", "plan", file}, "PODSIM-SWP-001");
+  EXPECT_NE(r.err.find(file + ":6:11:"), std::string::npos) << r.err;
+}
+
+TEST(ErrorsTest, SWP002_SweepDuplicateName) {
+  std::string file = write_file("s.yaml", kSweepBase + "grid: {workload.m: [64, 128]}\nrun_name: \"mm\"\n");
+  auto r = sweep_error({"sweep", "plan", file}, "PODSIM-SWP-002");
+  EXPECT_NE(r.err.find(file + ":6:11: error PODSIM-SWP-002: runs 0 and 1 are both named 'mm'"), std::string::npos)
+      << r.err;
+}
+
+TEST(ErrorsTest, SWP003_SweepBusy) {
+  // Another driver holds the sweep folder's lock.
+  std::string file = write_file("s.yaml", kSweepBase);
+  write_file("busy/sweep.json", "{}\n");
+  int fd = open((test_dir() + "/busy/.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  sweep_error({"sweep", file, "--out", "busy"}, "PODSIM-SWP-003");
+  close(fd);
+}
+
+TEST(ErrorsTest, SWP004_NotASweepDir) {
+  sweep_error({"sweep", "export", test_dir()}, "PODSIM-SWP-004");
+  // A folder that holds something else is never written into.
+  std::string file = write_file("s.yaml", kSweepBase);
+  write_file("other/notes.txt", "mine\n");
+  sweep_error({"sweep", file, "--out", "other"}, "PODSIM-SWP-004");
+  EXPECT_EQ(read_file(test_dir() + "/other/notes.txt"), "mine\n");
+}
+
+TEST(ErrorsTest, SWP005_SlurmFailed) {
+  // No Slurm tools on PATH.
+  std::string file = write_file("s.yaml", kSweepBase);
+  std::filesystem::create_directories(test_dir() + "/empty");
+  std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  setenv("PATH", (test_dir() + "/empty").c_str(), 1);
+  auto r = run_podsim({"sweep", file, "--backend", "slurm", "--out", "sl"});
+  setenv("PATH", path.c_str(), 1);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("error PODSIM-SWP-005: 'scontrol show config' could not be run"), std::string::npos) << r.err;
+}
+
+TEST(ErrorsTest, SWP006_SweepQuery) {
+  std::string file = write_file("s.yaml", kSweepBase + "grid: {workload.m: [64, 128]}\n");
+  ASSERT_EQ(run_podsim({"sweep", file, "--out", "sw"}).code, 0);
+  auto r = sweep_error({"sweep", "plot", "sw", "--x", "workload.mm", "--y", "mfu"}, "PODSIM-SWP-006");
+  EXPECT_NE(r.err.find("--x 'workload.mm' is no column of results.db (did you mean 'workload.m'?)"), std::string::npos)
+      << r.err;
+}
+
+TEST(ErrorsTest, SWP007_RunsFailed) {
+  // The second run does not fit a 16 KiB HBM; the first one is done all the same.
+  std::string file = write_file("s.yaml", kSweepBase + "runs: [{}, {hardware.chip.hbm.capacity: 16KiB}]\nrun_name: \"r{index}\"\n");
+  auto r = sweep_error({"sweep", file, "--out", "sw"}, "PODSIM-SWP-007");
+  EXPECT_NE(r.err.find("1 of 2 runs failed"), std::string::npos) << r.err;
+  EXPECT_TRUE(exists(test_dir() + "/sw/runs/r0/summary.json"));
 }
 
 TEST(ErrorsTest, EveryCatalogueEntryHasATestHere) {

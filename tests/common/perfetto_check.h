@@ -1,6 +1,7 @@
 // Runs tools/perfetto_check/check (Perfetto's own trace processor) on a trace and parses what it prints: the
 // summary line, import problems ("STAT ...") and the rows of extra SQL queries ("ROW {...}"). Shared by the trace
-// writer's unit tests and the end-to-end trace tests.
+// writer's unit tests and the end-to-end trace tests. A missing checker fails those tests: tools/bootstrap test
+// installs it before it runs them.
 #pragma once
 
 #include <sys/wait.h>
@@ -16,12 +17,17 @@ namespace podsim::test {
 
 struct PerfettoCheck {
   int rc = -1;
-  bool no_engine = false;              // npm could not fetch the trace processor: the trace was not checked
+  bool no_engine = false;              // the trace processor is not installed and could not be fetched
   nlohmann::json summary;              // {"slices", "counter_values", "flows", "tracks", "processes", ...}
   std::vector<std::string> stats;      // import problems
   std::vector<nlohmann::json> rows;    // rows of every query, in order
   std::string output;                  // stdout then stderr, for failure messages
 };
+
+// Why a trace test fails when the checker has no engine: a trace that was not checked is not a pass.
+inline const char* kNoTraceChecker =
+    "Perfetto's trace processor is not installed and could not be fetched, so the trace was NOT checked. "
+    "tools/bootstrap test installs it (tools/perfetto_check/check --fetch).";
 
 inline std::string shell_quote(const std::string& s) {
   std::string q = "'";
@@ -48,7 +54,8 @@ inline PerfettoCheck perfetto_check(const std::string& trace, const std::vector<
   c.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   std::stringstream err;
   err << std::ifstream(err_file).rdbuf();
-  c.no_engine = c.rc == 2 && err.str().find("npm pack failed") != std::string::npos;
+  c.no_engine = c.rc == 2 && (err.str().find("npm pack failed") != std::string::npos ||
+                               err.str().find("node is not installed") != std::string::npos);
   std::istringstream lines(c.output);
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("{", 0) == 0) c.summary = nlohmann::json::parse(line)["summary"];

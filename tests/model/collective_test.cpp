@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 
 #include "collectives/reference.h"
 #include "hw/pod/pod.h"
@@ -40,40 +41,39 @@ TEST(CollectiveTest, BidirectionalRingMatchesClosedForms) {
     double bytes = std::string(op) == "all_gather" ? 64.0 * (1 << 20) : 1024.0 * (1 << 20);
     auto s = simulate_in_child(collective(op, "[16, 1]", std::string(op) == "all_gather" ? "64MiB" : "1GiB"));
     ASSERT_FALSE(s.contains("error")) << s.dump();
-    double r = ratio(s, op, bytes);
-    EXPECT_GT(r, 0.99) << op;  // never faster than the links allow
-    EXPECT_LT(r, 1.10) << op;
+    EXPECT_NEAR(ratio(s, op, bytes), 1.0, 0.10) << op;
+    EXPECT_EQ(s["collectives"][0]["algorithm"], "torus") << op;  // the default that ran, named
   }
 }
 
 TEST(CollectiveTest, TwoDimensionalTorusMatchesClosedFormsDividedByAxes) {
   for (const char* op : {"all_gather", "reduce_scatter", "all_reduce"}) {
     bool ag = std::string(op) == "all_gather";
-    auto s = simulate_in_child(collective(op, "[8, 8]", ag ? "16MiB" : "1GiB"));
+    // HBM without refresh and turnarounds: on v3 the 1 GiB all-reduce is otherwise bound by the HBM traffic of its
+    // sends, receives and reductions, not by the links this test checks.
+    auto s = simulate_in_child(collective(op, "[8, 8]", ag ? "16MiB" : "1GiB"), podsim::test::kIdealHbm);
     ASSERT_FALSE(s.contains("error")) << s.dump();
-    double r = ratio(s, op, ag ? 16.0 * (1 << 20) : 1024.0 * (1 << 20));
-    EXPECT_GT(r, 0.99) << op;
-    EXPECT_LT(r, 1.10) << op;
+    EXPECT_NEAR(ratio(s, op, ag ? 16.0 * (1 << 20) : 1024.0 * (1 << 20)), 1.0, 0.10) << op;
   }
 }
 
 TEST(CollectiveTest, ThreeDimensionalTorusUsesAllAxes) {
   auto s = simulate_in_child(collective("all_reduce", "[4, 4, 4]", "256MiB", "", "tpu-v4"));
   ASSERT_FALSE(s.contains("error")) << s.dump();
-  double r = ratio(s, "all_reduce", 256.0 * (1 << 20));
-  EXPECT_GT(r, 0.99);
-  EXPECT_LT(r, 1.10);
+  EXPECT_NEAR(ratio(s, "all_reduce", 256.0 * (1 << 20)), 1.0, 0.10);
 }
 
 TEST(CollectiveTest, RingBaselineIsSlowerOnTwoAxes) {
   auto torus = simulate_in_child(collective("all_reduce", "[8, 8]", "256MiB"));
   auto ring = simulate_in_child(collective("all_reduce", "[8, 8]", "256MiB", "  algorithm: ring\n"));
   ASSERT_FALSE(torus.contains("error") || ring.contains("error"));
+  EXPECT_EQ(ring["collectives"][0]["algorithm"], "ring");
   // The ring all-reduces the whole buffer along each axis in turn, on half of the links at a time: 2 x 2V/W x 7/8
-  // against the torus scheme's 2V/(2W) x 63/64, about 3.5 times as long.
-  double k = ring["step_time_s"].get<double>() / torus["step_time_s"].get<double>();
-  EXPECT_GT(k, 2.8);
-  EXPECT_LT(k, 3.8);
+  // (W the bidirectional link bandwidth), against the torus scheme's 2V/(2W) x 63/64 (checked at 1 GiB above; at
+  // 256 MiB its pipeline fill adds about 12 %).
+  const double V = 256.0 * (1 << 20), W = 2 * 100e9;
+  EXPECT_NEAR(ring["step_time_s"].get<double>() / (2 * 2 * V / W * 7 / 8), 1.0, 0.10);
+  EXPECT_GT(ring["step_time_s"].get<double>(), 2.8 * torus["step_time_s"].get<double>());
 }
 
 TEST(CollectiveTest, OpenMeshIsSlowerThanTorus) {
@@ -81,8 +81,11 @@ TEST(CollectiveTest, OpenMeshIsSlowerThanTorus) {
   auto mesh = simulate_in_child(collective("all_reduce", "[8, 1]", "256MiB"),
                                 {"hardware.pod.wrap=[false, false]"});
   ASSERT_FALSE(torus.contains("error") || mesh.contains("error"));
-  // Without the wrap link the ring's closing hop crosses the whole line and shares its links.
-  EXPECT_GT(mesh["step_time_s"].get<double>(), 1.5 * torus["step_time_s"].get<double>());
+  // Without the wrap link each ring's closing hop crosses the whole line, so every link carries two ring edges
+  // (one of each direction's ring): twice the torus's closed form 2V/W x 7/8 (W bidirectional).
+  const double V = 256.0 * (1 << 20), W = 2 * 100e9;
+  EXPECT_NEAR(torus["step_time_s"].get<double>() / (2 * V / W * 7 / 8), 1.0, 0.10);
+  EXPECT_NEAR(mesh["step_time_s"].get<double>() / (2 * 2 * V / W * 7 / 8), 1.0, 0.10);
 }
 
 TEST(CollectiveTest, GroupsAlongOneAxisRunConcurrently) {
@@ -93,23 +96,29 @@ TEST(CollectiveTest, GroupsAlongOneAxisRunConcurrently) {
   EXPECT_NEAR(rows["step_time_s"].get<double>() / one_row["step_time_s"].get<double>(), 1.0, 0.02);
 }
 
-TEST(CollectiveTest, ContentionRaisesLatencyUnderLoad) {
-  auto light = simulate_in_child(
-      "hardware:\n  preset: tpu-v3\n  pod: {dims: [8, 8]}\nworkload:\n  model: traffic\n  pattern: uniform\n"
-      "  rate: 0.05\n  message: 4KiB\n  duration: 50us\nrun: {trace: {format: \"off\"}}\n");
-  auto heavy = simulate_in_child(
-      "hardware:\n  preset: tpu-v3\n  pod: {dims: [8, 8]}\nworkload:\n  model: traffic\n  pattern: uniform\n"
-      "  rate: 1.5\n  message: 4KiB\n  duration: 50us\nrun: {trace: {format: \"off\"}}\n");
+// Uniform random traffic on an 8 x 8 torus (100 GB/s links, 1 us per hop, 4 KiB packets, a 50 us window).
+// Hand counts: a ring of 8 has distances 0,1,2,3,4,3,2,1 (sum 16), so a chip's 63 destinations are on average
+// 2 * 8 * 16 / 63 = 4.063 hops away: zero-load latency T0 = 4.063 us + 4 KiB / 100 GB/s. The bisection bound: cut
+// the torus between x = 3|4 and x = 7|0; 2 x 8 links cross each way. Each of the 32 chips on one side sends 32/63
+// of its load across, so lambda * 32 * 32/63 <= 16 links: lambda* = 63/64 of a link per chip. Accepted throughput
+// counts what arrives within the window; what was injected in its last T0 arrives after it, so the expected
+// accepted throughput is min(offered, lambda*) x (1 - T0 / window).
+TEST(CollectiveTest, UniformTrafficMeetsZeroLoadLatencyAndTheBisectionBound) {
+  auto traffic = [](const std::string& rate) {
+    return simulate_in_child(
+        "hardware:\n  preset: tpu-v3\n  pod: {dims: [8, 8]}\nworkload:\n  model: traffic\n  pattern: uniform\n"
+        "  rate: " + rate + "\n  message: 4KiB\n  duration: 50us\nrun: {trace: {format: \"off\"}}\n");
+  };
+  auto light = traffic("0.05");
+  auto heavy = traffic("1.5");
   ASSERT_FALSE(light.contains("error") || heavy.contains("error"));
-  double zero_load = 4 * 1e-6 + 4096 / 100e9;  // about 4 hops on an 8 x 8 torus
+  const double t0 = 2.0 * 8 * 16 / 63 * 1e-6 + 4096 / 100e9, window = 50e-6, bisection = 63.0 / 64;
   double l = light["traffic"]["average_latency_s"].get<double>();
-  double h = heavy["traffic"]["average_latency_s"].get<double>();
-  EXPECT_LT(l, 1.5 * zero_load);
-  EXPECT_GT(h, 2 * l);
-  EXPECT_NEAR(light["traffic"]["accepted_throughput"].get<double>(), 0.05, 0.01);
-  // Uniform traffic saturates an 8 x 8 torus near one link's worth per chip (four links, about four hops): beyond
-  // it, the network accepts less than is offered.
-  EXPECT_LT(heavy["traffic"]["accepted_throughput"].get<double>(), 1.35);
+  EXPECT_NEAR(l / t0, 1.0, 0.10);
+  EXPECT_NEAR(light["traffic"]["accepted_throughput"].get<double>() / (0.05 * (1 - t0 / window)), 1.0, 0.10);
+  EXPECT_NEAR(heavy["traffic"]["accepted_throughput"].get<double>() / (bisection * (1 - t0 / window)), 1.0, 0.10);
+  // Beyond saturation packets queue: latency grows several times over.
+  EXPECT_GT(heavy["traffic"]["average_latency_s"].get<double>(), 3 * l);
 }
 
 // ---- numerics -------------------------------------------------------------------------------------------------
@@ -228,4 +237,73 @@ TEST(CollectiveNumericsTest, AllToAllDeliversEveryChunkToTheRightChip) {
   ASSERT_FALSE(r.contains("error")) << r.dump();
   EXPECT_EQ(r["wrong"].get<int64_t>(), 0);
   EXPECT_EQ(r["elements"].get<int64_t>(), 8 * 2048);
+}
+
+// ---- bf16: every value written to a bf16 buffer is rounded (docs/model.md) -----------------------------------
+
+namespace {
+
+// Runs a bf16 all-reduce with the inputs `fill(chip, i)`; returns every chip's output.
+nlohmann::json bf16_all_reduce(const std::string& dims, int64_t elements,
+                               const std::function<double(int64_t chip, int64_t i)>& fill) {
+  return in_child([&] {
+    std::string yaml = collective("all_reduce", dims, std::to_string(2 * elements) + "B", "  dtype: bf16\n",
+                                  "tpu-v3", true);
+    Experiment e = load_experiment_text(yaml, "t.yaml");
+    std::unique_ptr<Prepared> p = prepare(e);
+    Simulation s;
+    s.pod = std::make_unique<Pod>(*p->ctx);
+    for (auto& chip : s.pod->chips()) {
+      auto& data = chip->store().get_mut(0).data;
+      for (int64_t i = 0; i < elements; ++i) data[i] = static_cast<float>(fill(chip->id(), i));
+    }
+    sc_core::sc_start();
+    nlohmann::json out = nlohmann::json::array();
+    for (auto& chip : s.pod->chips()) out.push_back(chip->store().get(1).data);
+    return nlohmann::json({{"outputs", out}});
+  });
+}
+
+}  // namespace
+
+// Two chips: 1 + 2^-8 is a tie between the bf16 neighbours 1 and 1 + 2^-7 and rounds to the even one, 1;
+// 1 + 3 * 2^-8 is a tie between 1 + 2^-7 and 1 + 2^-6 and rounds to 1 + 2^-6. The exact (fp32) sums are
+// 1.00390625 and 1.01171875; a bf16 all-reduce that kept fp32 partial sums would return those.
+TEST(CollectiveNumericsTest, Bf16AllReduceRoundsTheSum) {
+  auto r = bf16_all_reduce("[2, 1]", 64, [](int64_t chip, int64_t i) {
+    return chip == 0 ? 1.0 : (i % 2 == 0 ? 1.0 / 256 : 3.0 / 256);
+  });
+  ASSERT_FALSE(r.contains("error")) << r.dump();
+  for (const auto& out : r["outputs"]) {
+    ASSERT_EQ(out.size(), 64u);
+    for (size_t i = 0; i < 64; ++i) EXPECT_EQ(out[i].get<double>(), i % 2 == 0 ? 1.0 : 1.015625) << i;
+  }
+}
+
+// Four chips, normal(0, 1)-like inputs: every value of the result is a bf16 value, all chips agree, each is within
+// the rounding error of three bf16 partial sums of the exact sum (|error| <= 3 * 2^-8 * sum |x|), and some differ
+// from the fp32 sum (the partial sums were rounded).
+TEST(CollectiveNumericsTest, Bf16AllReduceRoundsEveryPartialSum) {
+  auto value = [](int64_t chip, int64_t i) {
+    double u = std::sin(static_cast<double>(chip * 7919 + i * 104729) * 0.001) * 3.0;
+    return static_cast<double>(round_bf16(static_cast<float>(u)));
+  };
+  auto r = bf16_all_reduce("[4, 1]", 1024, value);
+  ASSERT_FALSE(r.contains("error")) << r.dump();
+  int64_t differ = 0;
+  for (size_t i = 0; i < 1024; ++i) {
+    double exact = 0, magnitude = 0;
+    float fp32 = 0;
+    for (int64_t c = 0; c < 4; ++c) {
+      exact += value(c, static_cast<int64_t>(i));
+      magnitude += std::fabs(value(c, static_cast<int64_t>(i)));
+      fp32 += static_cast<float>(value(c, static_cast<int64_t>(i)));
+    }
+    double got = r["outputs"][0][i].get<double>();
+    for (int c = 1; c < 4; ++c) EXPECT_EQ(r["outputs"][c][i].get<double>(), got) << i;
+    EXPECT_EQ(static_cast<double>(round_bf16(static_cast<float>(got))), got) << i;
+    EXPECT_LE(std::fabs(got - exact), 3 * magnitude / 256) << i;
+    differ += static_cast<float>(got) != fp32;
+  }
+  EXPECT_GT(differ, 100);
 }

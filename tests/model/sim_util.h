@@ -15,6 +15,14 @@
 
 namespace podsim::test {
 
+// HBM without the losses hw/timing/hbm_timing.h models (refresh, bus turnarounds, the DRAM's own read latency):
+// peak bandwidth and the path latency only, so tests of the ICI and of scheduling can count HBM time by hand.
+inline const char* kIdealHbmYaml =
+    "  chip: {hbm: {refresh_interval: 0s, cas: 0s, rcd: 0s, read_to_write: 0s, write_to_read: 0s}}\n";
+inline const std::vector<std::string> kIdealHbm = {
+    "hardware.chip.hbm.refresh_interval=0s", "hardware.chip.hbm.cas=0s", "hardware.chip.hbm.rcd=0s",
+    "hardware.chip.hbm.read_to_write=0s", "hardware.chip.hbm.write_to_read=0s"};
+
 // Runs `body` in a forked child and returns the JSON it produced; {"error": id, "message": text} when it throws.
 template <class Body>
 nlohmann::json in_child(Body body) {

@@ -13,11 +13,11 @@ Plan torus_plan(const Experiment& exp, const std::string& name) {
   return p;
 }
 
-Program single_op(const std::string& role, OpKind kind, int64_t peer, int64_t tag) {
+Program single_op(const std::string& role, OpKind kind, int64_t peer, int64_t tag, int64_t elements = 256) {
   Program prog;
   prog.role = role;
-  TensorId x = prog.graph.add_tensor({"x", {256}, DType::F32, TensorRole::Input});
-  TensorId y = prog.graph.add_tensor({"y", {256}, DType::F32, TensorRole::Activation});
+  TensorId x = prog.graph.add_tensor({"x", {elements}, DType::F32, TensorRole::Input});
+  TensorId y = prog.graph.add_tensor({"y", {elements}, DType::F32, TensorRole::Activation});
   Op op;
   op.name = role;
   op.kind = kind;
@@ -68,6 +68,22 @@ class BrokenPlan : public IStrategy {
   }
 };
 
+// Chip 0 sends the workload's input (its element count) to chip 2, which receives it.
+class SendRecv : public IStrategy {
+ public:
+  std::optional<Plan> place(const ModelGraph& g, const Experiment& exp) const override {
+    Plan p = torus_plan(exp, "test_send_recv");
+    const int64_t n = g.tensor(0).elements();
+    p.programs.push_back(single_op("send", OpKind::Send, 2, 5, n));
+    p.programs.push_back(single_op("recv", OpKind::Recv, 0, 5, n));
+    p.role_of_chip[0] = 0;
+    p.role_of_chip[2] = 1;
+    p.result_chip = 2;
+    return p;
+  }
+};
+
+PODSIM_REGISTER_STRATEGY(SendRecv, "test_send_recv", "Test: chip 0 sends its input to chip 2");
 PODSIM_REGISTER_STRATEGY(RecvWithoutSend, "test_recv_without_send", "Test: a receive with no matching send");
 PODSIM_REGISTER_STRATEGY(MissingMember, "test_missing_member", "Test: a collective one chip never joins");
 PODSIM_REGISTER_STRATEGY(BrokenPlan, "test_broken_plan", "Test: a plan that breaks the contract");

@@ -1,6 +1,7 @@
 // Units parser: every kind, prefixes, binary vs decimal, bits, errors.
 #include <gtest/gtest.h>
 
+#include "sim/common/text.h"
 #include "sim/config/units.h"
 
 using namespace podsim;
@@ -81,4 +82,14 @@ TEST(UnitsTest, FormatRoundTrips) {
       EXPECT_NEAR(q(k, t.c_str()), v, 1e-9 * v) << t;
     }
   }
+}
+
+// Printed clock rates keep their decimals (a "%.0f" once printed 1.5 GHz as "2 GHz" and 1050 MHz as "1 GHz").
+TEST(TextTest, ClockRatesPrintWithTheirDecimals) {
+  EXPECT_EQ(format_frequency(1.5e9), "1.5 GHz");
+  EXPECT_EQ(format_frequency(1.05e9), "1.05 GHz");
+  EXPECT_EQ(format_frequency(1.75e9), "1.75 GHz");
+  EXPECT_EQ(format_frequency(940e6), "940 MHz");
+  EXPECT_EQ(format_frequency(700e6), "700 MHz");
+  EXPECT_EQ(format_frequency(2e9), "2 GHz");
 }

@@ -1,6 +1,7 @@
 // Slice: one piece of dimension attrs.dim, the size of the output's. With mesh axes (attrs.axes) the piece is the
 // device's own shard: it starts at index(axes) * size, as a sharded dimension is laid out (plan/sharding.h). With
-// none it starts at 0: a crop (smaller output) or a zero pad (larger). Positions past the input are zeros (the
+// none it is piece attrs.offset (0: a crop, or a zero pad to a larger output; m: a pipeline's micro-batch m, the
+// m-th block of whatever a device holds). Positions past the input are zeros (the
 // padding of an unevenly split dimension). The partitioner inserts slices when a whole tensor becomes a shard;
 // data movement through the vector unit, no arithmetic.
 #include <cstring>
@@ -28,7 +29,7 @@ void slice_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   for (size_t k = 0; k < d; ++k) outer *= x.shape[k];
   for (size_t k = d + 1; k < x.shape.size(); ++k) inner *= x.shape[k];
   const int64_t n_in = x.shape[d], n_out = y.shape[d];
-  const int64_t offset = op.attrs.axes.empty() ? 0 : s.device_index(op.attrs.axes) * n_out;
+  const int64_t offset = (op.attrs.axes.empty() ? op.attrs.offset : s.device_index(op.attrs.axes)) * n_out;
   const int64_t take = std::max<int64_t>(0, std::min(n_out, n_in - offset));
   for (int64_t o = 0; o < outer && take > 0; ++o)
     std::memcpy(&y.data[(o * n_out) * inner], &x.data[(o * n_in + offset) * inner],
@@ -36,7 +37,20 @@ void slice_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   ops::put(g, op, s, std::move(y));
 }
 
-const bool registered = register_op_kind({OpKind::Slice, "slice", Unit::Vpu, slice_cost, slice_kernel, nullptr});
+// A static piece (a pipeline's micro-batch) of a dimension that mesh axes split is taken from every device's own
+// shard: micro-batch m of a data-parallel replica is the m-th block of that replica's examples. Which examples
+// form a micro-batch then depends on the split, not the step's result (every example is in exactly one).
+OpSharding slice_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  ShardSpec x = sharding::settled(q.in[0]);
+  r.in = {x};
+  r.out = {x};
+  return r;
+}
+
+const bool registered =
+    register_op_kind({OpKind::Slice, "slice", Unit::Vpu, slice_cost, slice_kernel, nullptr, slice_rule});
 
 }  // namespace
 }  // namespace podsim

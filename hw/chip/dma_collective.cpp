@@ -1,0 +1,176 @@
+// The DMA engines executing a collective's schedule: tasks become ready when their dependencies are done; sends
+// inject a message, receives land theirs (in place, or from the staging buffer if it came early), copies move data
+// within HBM.
+#include <algorithm>
+
+#include "hw/chip/dma.h"
+#include "plan/shard_data.h"
+#include "hw/chip/dma_numerics.h"
+#include "hw/chip/sim_time.h"
+#include "sim/common/error.h"
+
+namespace podsim {
+
+void Dma::start_collective(Running& r, const Op& op) {
+  const TensorInfo& in = m_graph->tensor(op.inputs.front());
+  r.instance = collective_instance(op.name);
+  r.group = m_ctx.group(m_chip, op.attrs.axes);
+  r.req.kind = collective_of(op.kind);
+  r.req.group = r.group.shape;
+  r.req.elements = in.elements();
+  r.req.elem_bytes = dtype_bytes(in.dtype);
+  r.bf16 = in.dtype == DType::BF16;
+  r.req.chunk_elements = std::max<int64_t>(1, static_cast<int64_t>(m_ctx.exp->hardware.ici.chunk) / r.req.elem_bytes);
+  r.req.shift = op.attrs.shift;
+  r.req.root = op.attrs.root;
+  // An all-reduce of a count the group does not divide runs on the count padded with zeros (its blocks are
+  // equal), and the padding is dropped at the end.
+  const int64_t group = r.req.group.size();
+  if (r.req.kind == CollectiveKind::AllReduce && group > 1 && r.req.elements % group != 0)
+    r.req.elements = (r.req.elements + group - 1) / group * group;
+  std::string algo_name = comm_algorithm(op);
+  std::unique_ptr<ICollectiveAlgorithm> algo = CollectiveRegistry::instance().make(algo_name);
+  if (!algo) throw Error(Err::Internal, "collective algorithm '" + algo_name + "' is not registered");
+  r.sched = algo->schedule(r.req, r.group.rank);
+  const size_t n = r.sched.tasks.size();
+  r.deps_left.resize(n);
+  r.done.assign(n, 0);
+  // Dependents in compressed rows.
+  std::vector<int32_t> count(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Task& t = r.sched.tasks[i];
+    r.deps_left[i] = t.dep_count;
+    for (int32_t d = 0; d < t.dep_count; ++d) ++count[r.sched.deps[t.dep_begin + d] + 1];
+  }
+  for (size_t i = 0; i < n; ++i) count[i + 1] += count[i];
+  r.dep_ptr = count;
+  r.dep_list.assign(count[n], 0);
+  std::vector<int32_t> fill(count.begin(), count.end() - 1);
+  for (size_t i = 0; i < n; ++i) {
+    const Task& t = r.sched.tasks[i];
+    for (int32_t d = 0; d < t.dep_count; ++d) r.dep_list[fill[r.sched.deps[t.dep_begin + d]]++] = static_cast<int32_t>(i);
+  }
+  if (m_ctx.numeric) {
+    const Tensor& data = m_store.get(op.inputs.front());
+    r.buf[0] = pack_collective(op, data, r.req.group.size());  // a dimension's parts outermost (plan/shard_data.h)
+    r.buf[0].resize(static_cast<size_t>(r.req.elements), 0.0f);
+    int64_t out = r.sched.output_elements;
+    r.buf[1] = out == r.req.elements ? r.buf[0] : std::vector<float>(static_cast<size_t>(out), 0.0f);
+    r.buf[2].assign(static_cast<size_t>(r.sched.scratch_elements), 0.0f);
+  }
+  m_instance_op[r.instance] = r.op;
+  if (n == 0) {
+    finish_op(r);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (r.deps_left[i] == 0) ready(r, static_cast<int32_t>(i));
+}
+
+void Dma::ready(Running& r, int32_t i) {
+  const Task& t = r.sched.tasks[i];
+  const double eb = elem_bytes(r);
+  const int32_t op = r.op;
+  switch (t.type) {
+    case Task::Type::Send: {
+      double bytes = static_cast<double>(t.src.elements()) * eb;
+      Message m;
+      m.src = m_chip;
+      m.dst = r.group.chip_of(t.peer, m_ctx.torus);
+      m.bytes = bytes;
+      m.key = {r.instance, r.group.rank, t.tag};
+      m.created = now_seconds();
+      m.op = op;
+      m.flow = next_flow();
+      if (m_ctx.numeric)
+        m.payload = std::make_shared<std::vector<float>>(gather_region(r.buf[static_cast<int>(t.src_buf)], t.src));
+      m.op_here = op;
+      m.task_here = i;
+      m_links.send(std::move(m), FlowId{op, t.flow}, t.priority, !t.on_chip);
+      break;
+    }
+    case Task::Type::Recv: {
+      MsgKey key{r.instance, t.peer, t.tag};
+      auto it = m_mailbox.find(key);
+      if (it != m_mailbox.end() && !it->second.empty()) {
+        Message m = std::move(it->second.front());
+        it->second.pop_front();
+        if (it->second.empty()) m_mailbox.erase(it);
+        complete_recv(r, i, std::move(m), true);
+      } else {
+        r.waiting_recv[key] = i;
+      }
+      break;
+    }
+    case Task::Type::Copy: {
+      double bytes = static_cast<double>(t.src.elements()) * eb;
+      auto copy = [this, op, i] {
+        Running& rr = m_running.at(op);
+        const Task& tt = rr.sched.tasks[i];
+        if (m_ctx.numeric)
+          land_region(rr.buf[static_cast<int>(tt.dst_buf)], tt.dst,
+                      gather_region(rr.buf[static_cast<int>(tt.src_buf)], tt.src), tt.combine, rr.bf16);
+        finish_task(op, i);
+      };
+      if (t.combine == Task::Combine::Add) {
+        // The vector units read both addends and write the sum.
+        m_vector_job(op, static_cast<double>(t.src.elements()), 2 * bytes, bytes,
+                     [this, copy] { m_queue.schedule(sc_core::sc_time_stamp(), copy); });
+      } else {
+        m_queue.schedule(at_seconds(m_hbm.access(2 * bytes, 0, HbmClient::Dma, op, true)), copy);
+      }
+      break;
+    }
+  }
+}
+
+void Dma::complete_recv(Running& r, int32_t i, Message&& m, bool staged) {
+  const Task& t = r.sched.tasks[i];
+  if (m_log.traced)
+    m_log.messages.push_back({r.op, now_seconds(), now_seconds(), m.src, m.bytes, m.flow, false,
+                              "recv from " + std::to_string(m.src) + " tag " + std::to_string(t.tag)});
+  const double bytes = m.bytes, elements = bytes / elem_bytes(r);
+  m.op_here = r.op;
+  m.task_here = i;
+  uint32_t slot = m_pool.put(std::move(m));
+  if (t.combine == Task::Combine::Add) {
+    // A reduction: the vector units read the local addend (and the arrival, if it was staged in HBM), add, and
+    // write the sum unless it stays on chip to be forwarded. They run it in their queue, after the vector ops
+    // already waiting there, so reductions and compute slow each other down.
+    m_vector_job(r.op, elements, bytes * (staged ? 2.0 : 1.0), t.on_chip ? 0.0 : bytes,
+                 [this, slot] { m_queue.schedule(sc_core::sc_time_stamp(), [this, slot] { land(slot); }); });
+    return;
+  }
+  // Overwriting: the arrival is written to HBM unless it stays on chip; from the staging buffer, read once more.
+  double factor = (t.on_chip ? 0.0 : 1.0) + (staged ? 1.0 : 0.0);
+  double done = factor > 0 ? m_hbm.access(factor * bytes, 0, HbmClient::Dma, r.op, true) : now_seconds();
+  // Finish at the earliest in the next delta, never from inside another task's completion.
+  m_queue.schedule(at_seconds(std::max(done, now_seconds())), [this, slot] { land(slot); });
+}
+
+void Dma::land(uint32_t slot) {
+  Message m = m_pool.take(slot);
+  const int32_t op = m.op_here, i = m.task_here;
+  auto it = m_running.find(op);
+  if (it == m_running.end()) return;
+  Running& r = it->second;
+  const Task& t = r.sched.tasks[i];
+  if (m_ctx.numeric && m.payload) land_region(r.buf[static_cast<int>(t.dst_buf)], t.dst, *m.payload, t.combine, r.bf16);
+  finish_task(op, i);
+}
+
+void Dma::finish_task(int32_t op, int32_t i) {
+  auto it = m_running.find(op);
+  if (it == m_running.end()) return;
+  Running& r = it->second;
+  if (r.done[i]) throw Error(Err::Internal, "collective task finished twice");
+  r.done[i] = 1;
+  ++r.finished;
+  for (int32_t k = r.dep_ptr[i]; k < r.dep_ptr[i + 1]; ++k) {
+    int32_t j = r.dep_list[k];
+    if (--r.deps_left[j] == 0) ready(r, j);
+  }
+  if (r.finished == r.sched.tasks.size() && m_running.count(op)) finish_op(r);
+}
+
+}  // namespace podsim

@@ -1,0 +1,74 @@
+#include "hw/chip/link_injector.h"
+
+#include <algorithm>
+#include <string>
+
+#include "hw/chip/sim_time.h"
+#include "sim/common/error.h"
+
+namespace podsim {
+
+LinkInjector::LinkInjector(int64_t chip, const PodContext& ctx, MessagePool& pool, Hbm& hbm, IciRouter& router,
+                           ChipLog& log, ActionQueue& queue, Injected on_injected)
+    : m_chip(chip),
+      m_ctx(ctx),
+      m_pool(pool),
+      m_hbm(hbm),
+      m_router(router),
+      m_log(log),
+      m_queue(queue),
+      m_on_injected(std::move(on_injected)),
+      m_out(static_cast<size_t>(ctx.torus.directions())) {}
+
+void LinkInjector::send(Message&& m, FlowId flow, int32_t priority, bool read_hbm) {
+  int dir = m_ctx.torus.next_hop(m_chip, m.dst);
+  if (dir < 0) throw Error(Err::Internal, "a chip sends a message to itself");
+  m_out[dir].flows[{priority, flow}].push_back({m_pool.put(std::move(m)), read_hbm});
+  if (!m_out[dir].armed) pump(dir);
+}
+
+void LinkInjector::pump(int dir) {
+  Direction& d = m_out[dir];
+  d.armed = false;
+  const IciLink* link = m_router.link(dir);
+  if (!link) throw Error(Err::Internal, "no ICI link in direction " + Torus::direction_name(dir));
+  while (!d.flows.empty()) {
+    const int32_t best = d.flows.begin()->first.first;
+    auto it = d.flows.lower_bound({best, d.next});
+    if (it == d.flows.end() || it->first.first != best) it = d.flows.begin();
+    const double now = now_seconds();
+    const Message& front = m_pool.at(it->second.front().slot);
+    const double ser = front.bytes / link->bandwidth;
+    // Launch when the link will be free within one chunk's time (a fixed horizon, so one wake-up per message).
+    const double horizon = m_ctx.exp->hardware.ici.chunk / link->bandwidth;
+    const double busy_until = std::max(link->free, d.committed);
+    if (busy_until > now + horizon + kTimeEpsilon) {
+      d.armed = true;
+      m_queue.schedule(at_seconds(busy_until - horizon), [this, dir] { pump(dir); });
+      return;
+    }
+    Outgoing o = it->second.front();
+    it->second.pop_front();
+    d.next = FlowId{it->first.second.op, it->first.second.flow + 1};
+    if (it->second.empty()) d.flows.erase(it);
+    const Message& m = m_pool.at(o.slot);
+    double ready = o.read_hbm ? m_hbm.access(m.bytes, 0, HbmClient::Dma, m.op, false) : now;
+    d.committed = std::max(busy_until, ready) + ser;
+    if (m_log.traced)  // the send as the trace shows it: from launch to injection
+      m_log.messages.push_back({m.op, now, ready, m.dst, m.bytes, m.flow, true,
+                                (m.kind == MsgKind::Ack ? "acknowledge to " : "send to ") + std::to_string(m.dst)});
+    uint32_t slot = o.slot;
+    if (reached(ready)) launch(slot);
+    else m_queue.schedule(at_seconds(ready), [this, slot] { launch(slot); });
+  }
+}
+
+void LinkInjector::launch(uint32_t slot) {
+  Message m = m_pool.take(slot);
+  int32_t op = m.op_here, task = m.task_here;
+  m.op_here = m.task_here = -1;
+  m_router.inject(std::move(m));
+  if (op >= 0) m_on_injected(op, task);
+}
+
+}  // namespace podsim

@@ -1,0 +1,156 @@
+#include "partition/microbatch.h"
+
+#include "partition/partitioner.h"
+#include "sim/common/error.h"
+
+namespace podsim {
+namespace {
+
+bool uses_micro(const ShardSpec& s) { return s.uses("micro"); }
+
+}  // namespace
+
+Microbatched microbatch(const ModelGraph& g, int64_t M) {
+  Microbatched out;
+  out.graph = ModelGraph(g.name());
+  ModelGraph& u = out.graph;
+  // 1. The step over a virtual axis `micro`: the batch of every input split M ways.
+  const Mesh micro = Mesh::layout({"micro"}, {M}, Torus({M, 1}, {false, false}), {});
+  PartitionInput in{g, micro};
+  for (size_t t = 0; t < g.num_tensors(); ++t) {
+    const TensorInfo& info = g.tensor(static_cast<TensorId>(t));
+    if (g.producer(static_cast<TensorId>(t)) >= 0 || (info.role != TensorRole::Input && info.role != TensorRole::Label))
+      continue;
+    if (info.shape.empty() || info.shape[0] % M != 0)
+      throw Error(Err::NotDivisible, "the pipeline's " + std::to_string(M) + " micro-batches do not divide the batch of '" +
+                                         info.name + "' " + info.shape_text() + "; choose micro-batches that divide it");
+    ShardSpec s = ShardSpec::replicated(info.shape.size());
+    s.dims[0] = {"micro"};
+    in.annotations[static_cast<TensorId>(t)] = s;
+  }
+  in.role = "microbatched";
+  PartitionResult p = partition_step(in);
+  const ModelGraph& pg = p.program.graph;
+
+  // 2. Unroll: local tensors holding micro shards get M instances; the rest one.
+  const size_t nt = pg.num_tensors();
+  std::vector<std::vector<TensorId>> map(nt);  // per local tensor: its U tensor per instance (1 entry if shared)
+  auto is_micro = [&](TensorId t) { return p.local_logical[t] >= 0 && uses_micro(p.local_spec[t]); };
+  auto add = [&](TensorId local, const std::string& name, TensorId origin) {
+    TensorInfo info = pg.tensor(local);
+    info.name = name;
+    if (info.updates >= 0) info.updates = map[info.updates].empty() ? -1 : map[info.updates].front();
+    TensorId id = u.add_tensor(info);
+    out.origin.push_back(origin);
+    // A micro-batch's piece of a logical tensor (its batch split, not a partial sum).
+    const ShardSpec& s = p.local_spec[local];
+    const bool piece = origin < 0 && p.local_logical[local] >= 0 && !s.is_partial() && s.rank() > 0 &&
+                       s.dims[0] == std::vector<std::string>{"micro"};
+    out.slice_of.push_back(piece ? p.local_logical[local] : -1);
+    return id;
+  };
+  auto logical_name = [&](TensorId local) {
+    TensorId l = p.local_logical[local];
+    return l >= 0 ? g.tensor(l).name : pg.tensor(local).name;
+  };
+  // Step inputs: a batch input becomes the whole logical tensor, sliced per micro-batch where it is used.
+  for (const TensorBinding& b : p.program.inputs) {
+    const TensorInfo& li = g.tensor(b.logical);
+    TensorInfo whole = li;
+    TensorId id = u.add_tensor(whole);
+    out.origin.push_back(b.logical);
+    out.slice_of.push_back(-1);
+    if (!uses_micro(b.spec)) {
+      map[b.local] = {id};
+      continue;
+    }
+    const int64_t rows = pg.tensor(b.local).shape[0];
+    int32_t cell = -1;
+    for (OpId c : g.consumers(b.logical)) cell = cell < 0 ? g.op(c).cell : std::min(cell, g.op(c).cell);
+    for (int64_t m = 0; m < M; ++m) {
+      TensorInfo part = pg.tensor(b.local);
+      part.name = li.name + "/mb" + std::to_string(m);
+      part.role = TensorRole::Activation;
+      TensorId pid = u.add_tensor(part);
+      out.origin.push_back(-1);
+      out.slice_of.push_back(b.logical);
+      Op s;
+      s.name = part.name;
+      s.kind = OpKind::Slice;
+      s.phase = Phase::Forward;
+      s.cell = cell;
+      s.inputs = {id};
+      s.outputs = {pid};
+      s.attrs.dim = 0;
+      s.attrs.offset = m;
+      u.add_op(s);
+      out.instance.push_back(static_cast<int32_t>(m));
+      map[b.local].push_back(pid);
+    }
+  }
+  auto input_of = [&](TensorId local, int64_t m) {
+    const auto& v = map[local];
+    if (v.empty()) throw Error(Err::Internal, "micro-batching: '" + pg.tensor(local).name + "' used before it exists");
+    return v.size() == 1 ? v.front() : v.at(static_cast<size_t>(m));
+  };
+  for (OpId id : p.program.order) {
+    const Op& op = pg.op(id);
+    bool micro_op = false;
+    for (TensorId t : op.inputs) micro_op = micro_op || map[t].size() > 1;
+    for (TensorId t : op.outputs) micro_op = micro_op || is_micro(t);
+    if (is_communication(op.kind)) {
+      if (op.kind != OpKind::AllReduce || op.attrs.axes != std::vector<std::string>{"micro"})
+        throw Error(Err::StrategyMismatch, std::string("the pipeline cannot split '") + op.name +
+                                               "' along the batch (it would need a " + op_kind_name(op.kind) +
+                                               " between micro-batches)");
+      // The sum over micro-batches: accumulated in micro-batch order.
+      const TensorId x = op.inputs.front(), y = op.outputs.front();
+      TensorId acc = input_of(x, 0);
+      int32_t cell = u.op(u.producer(acc)).cell;
+      for (int64_t m = 1; m < M; ++m) {
+        const bool last = m == M - 1;
+        TensorId next = add(y, last ? logical_name(y) : logical_name(y) + "/sum" + std::to_string(m),
+                            last ? p.local_logical[y] : -1);
+        Op a;
+        a.name = logical_name(y) + "/accumulate" + std::to_string(m);
+        a.kind = OpKind::Add;
+        a.phase = u.op(u.producer(acc)).phase;
+        a.cell = cell;
+        a.inputs = {acc, input_of(x, m)};
+        a.outputs = {next};
+        u.add_op(a);
+        out.instance.push_back(-1);
+        acc = next;
+      }
+      if (M == 1) {  // nothing to add: the one micro-batch's value is the step's
+        u.tensor(acc).name = logical_name(y);
+        out.origin[acc] = p.local_logical[y];
+      }
+      map[y] = {acc};
+      continue;
+    }
+    const int64_t copies = micro_op ? M : 1;
+    std::vector<std::vector<TensorId>> outs(op.outputs.size());
+    for (int64_t m = 0; m < copies; ++m) {
+      Op c = op;
+      if (micro_op) c.name = op.name + "/mb" + std::to_string(m);
+      if (c.kind == OpKind::Slice && c.attrs.axes == std::vector<std::string>{"micro"}) {
+        c.attrs.axes.clear();  // the micro-batch's own piece, at a fixed place
+        c.attrs.offset = m;
+      }
+      for (auto& t : c.inputs) t = input_of(t, m);
+      for (size_t j = 0; j < op.outputs.size(); ++j) {
+        const TensorId lt = op.outputs[j];
+        c.outputs[j] = micro_op ? add(lt, logical_name(lt) + "/mb" + std::to_string(m), -1)
+                                : add(lt, logical_name(lt), p.local_logical[lt]);
+        outs[j].push_back(c.outputs[j]);
+      }
+      u.add_op(c);
+      out.instance.push_back(micro_op ? static_cast<int32_t>(m) : -1);
+    }
+    for (size_t j = 0; j < op.outputs.size(); ++j) map[op.outputs[j]] = outs[j];
+  }
+  return out;
+}
+
+}  // namespace podsim

@@ -1,0 +1,142 @@
+// The experiments the project ships, run as a user runs them: `podsim run FILE` with default settings (trace on),
+// expecting exit 0, a summary.json and a trace. Used by shipped_test.cpp (quick tier) and shipped_slow_test.cpp
+// (long tier).
+//
+// Which files: configs/quickstart.yaml and every *.yaml under configs/examples/ and configs/papers/, found when the
+// tests are listed, so a file dropped into those folders is tested without touching this code. In the quick tier a
+// file runs as is if it fits the quick budget (below); one that does not fails and says so, and then needs an entry
+// in reduced_sizes(): `--set` overrides that shrink it for the quick tier (the long tier runs it at full size).
+//
+// configs/sweeps/: every sweep file plans in the quick tier (`podsim sweep plan`), and runs as shipped in the long
+// tier (`podsim sweep FILE`).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/cli/cli_util.h"
+
+namespace podsim::test {
+
+struct Shipped {
+  std::string path;  // relative to the source tree, e.g. "configs/examples/mlp.yaml"
+  std::string name;  // a test name: "examples_mlp"
+};
+inline void PrintTo(const Shipped& s, std::ostream* os) { *os << s.path; }
+
+// The GShard family's quick-tier size (reduced_sizes() below).
+inline std::vector<std::string> gshard_reduced() {
+  return {"hardware.pod.dims=[4,4]", "workload.layers=2",   "workload.batch=32", "workload.seq_len=64",
+          "workload.moe.groups=32",  "workload.d_model=128", "workload.d_ff=256", "workload.heads=4",
+          "workload.vocab=1024"};
+}
+
+// Overrides that bring a large experiment within the quick budget, by path. Keep the experiment's character (same
+// pod shape or model family, numeric mode as shipped); shrink what only scales its cost.
+inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
+  static const std::map<std::string, std::vector<std::string>> table = {
+      // 256 chips as shipped; 1/64 of the data (4 MiB per chip instead of 256 MiB).
+      {"configs/examples/allreduce_16x16.yaml", {"workload.bytes=4MiB"}},
+      // Numeric as shipped; a narrower, shorter MLP (the full one computes 89 GFLOP in the kernels).
+      {"configs/examples/mlp.yaml", {"workload.batch=32", "workload.input=256", "workload.hidden=512"}},
+      // GShard Table 1 (64 to 1024 chips, 12 or 36 layers, M = 1024): the same expert counts and strategy on a 4 x 4
+      // pod with 2 layers (one MoE layer) and narrow widths; the all-reduces over 64+ chips alone exceed the budget.
+      {"configs/papers/gshard/moe_128e_12l.yaml", gshard_reduced()},
+      {"configs/papers/gshard/moe_128e_36l.yaml", gshard_reduced()},
+      {"configs/papers/gshard/moe_512e_12l.yaml", gshard_reduced()},
+      {"configs/papers/gshard/moe_512e_36l.yaml", gshard_reduced()},
+      {"configs/papers/gshard/moe_2048e_12l.yaml", gshard_reduced()},
+      {"configs/papers/gshard/moe_2048e_36l.yaml", gshard_reduced()},
+  };
+  return table;
+}
+
+// The quick tier's budget, counted deterministically from the run's own outputs (never from the wall clock):
+// model activations and trace events (host.json), and in numeric mode the FLOPs the kernels compute
+// (summary.json), since numeric kernels dominate those runs.
+struct QuickBudget {
+  static constexpr double kActivations = 400e3;
+  static constexpr double kTraceEvents = 1e6;
+  static constexpr double kNumericFlops = 2e9;
+};
+
+namespace detail {
+
+inline std::vector<Shipped> yaml_files_under(const std::vector<std::string>& roots) {
+  namespace fs = std::filesystem;
+  std::vector<Shipped> out;
+  for (const std::string& root : roots) {
+    fs::path abs = fs::path(source_dir()) / root;
+    std::vector<fs::path> files;
+    if (fs::is_regular_file(abs)) files.push_back(abs);
+    else if (fs::is_directory(abs))
+      for (const auto& e : fs::recursive_directory_iterator(abs))
+        if (e.is_regular_file() && (e.path().extension() == ".yaml" || e.path().extension() == ".yml"))
+          files.push_back(e.path());
+    for (const fs::path& f : files) {
+      std::string rel = fs::relative(f, source_dir()).generic_string();
+      std::string name = rel.substr(rel.find('/') + 1);  // drop "configs/"
+      name = name.substr(0, name.rfind('.'));
+      for (char& ch : name)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      out.push_back({rel, name});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Shipped& a, const Shipped& b) { return a.path < b.path; });
+  return out;
+}
+
+}  // namespace detail
+
+// Every shipped experiment (not the sweeps), sorted by path.
+inline std::vector<Shipped> shipped_experiments() {
+  return detail::yaml_files_under({"configs/quickstart.yaml", "configs/examples", "configs/papers"});
+}
+
+// Every file under configs/sweeps/, sorted.
+inline std::vector<Shipped> shipped_sweeps() { return detail::yaml_files_under({"configs/sweeps"}); }
+
+// Runs `podsim run <path> --set ...` into `out` and checks exit 0, summary.json, the trace and the resolved
+// config. With `check_budget`, also fails when the run exceeds QuickBudget, naming the file and what to do.
+inline void run_shipped(const std::string& path, const std::vector<std::string>& sets, const std::string& out,
+                        bool check_budget) {
+  std::vector<std::string> args = {"run", source_dir() + "/" + path, "--out", out};
+  for (const std::string& s : sets) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  CliResult r = run_podsim(args);
+  const bool too_slow = r.err.find("PODSIM-SIM-002") != std::string::npos;
+  ASSERT_EQ(r.code, 0) << path << " (" << ::testing::PrintToString(sets) << ") failed:\n" << r.err
+                       << (too_slow ? "It is too large for the quick tier: add overrides that shrink it to "
+                                      "reduced_sizes() in tests/cli/shipped.h."
+                                    : "");
+  ASSERT_TRUE(exists(out + "/summary.json")) << path;
+  auto s = nlohmann::json::parse(read_file(out + "/summary.json"));
+  EXPECT_GT(s["step_time_s"].get<double>(), 0) << path;
+  EXPECT_TRUE(exists(out + "/config.resolved.yaml")) << path;
+  auto host = nlohmann::json::parse(read_file(out + "/host.json"));
+  ASSERT_TRUE(host.contains("trace")) << path << ": no trace written with the default settings";
+  const std::string trace = out + "/" + host["trace"]["file"].get<std::string>();
+  ASSERT_TRUE(exists(trace)) << path;
+  EXPECT_GT(std::filesystem::file_size(trace), 0u) << path;
+  if (!check_budget) return;
+  const double activations = host["activations"].get<double>();
+  const double events = host["trace"]["events"].get<double>();
+  const double flops = s["numeric"].get<bool>() ? s["flops"].get<double>() : 0.0;
+  const bool over = activations > QuickBudget::kActivations || events > QuickBudget::kTraceEvents ||
+                    flops > QuickBudget::kNumericFlops;
+  EXPECT_FALSE(over) << path << " is too large for the quick tier: " << activations << " model activations (budget "
+                     << QuickBudget::kActivations << "), " << events << " trace events (budget "
+                     << QuickBudget::kTraceEvents << "), " << flops << " numeric FLOPs (budget "
+                     << QuickBudget::kNumericFlops << "). Add overrides that shrink it to reduced_sizes() in "
+                     << "tests/cli/shipped.h; the long tier (shipped_slow_test.cpp) then runs it at full size.";
+}
+
+}  // namespace podsim::test
