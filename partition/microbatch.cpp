@@ -10,7 +10,9 @@ bool uses_micro(const ShardSpec& s) { return s.uses("micro"); }
 
 }  // namespace
 
-Microbatched microbatch(const ModelGraph& g, int64_t M) {
+Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> accumulation_order) {
+  if (accumulation_order.empty())
+    for (int64_t m = 0; m < M; ++m) accumulation_order.push_back(m);
   Microbatched out;
   out.graph = ModelGraph(g.name());
   ModelGraph& u = out.graph;
@@ -103,9 +105,9 @@ Microbatched microbatch(const ModelGraph& g, int64_t M) {
         throw Error(Err::StrategyMismatch, std::string("the pipeline cannot split '") + op.name +
                                                "' along the batch (it would need a " + op_kind_name(op.kind) +
                                                " between micro-batches)");
-      // The sum over micro-batches: accumulated in micro-batch order.
+      // The sum over micro-batches: accumulated in the order given (that in which their backward passes end).
       const TensorId x = op.inputs.front(), y = op.outputs.front();
-      TensorId acc = input_of(x, 0);
+      TensorId acc = input_of(x, accumulation_order.front());
       int32_t cell = u.op(u.producer(acc)).cell;
       for (int64_t m = 1; m < M; ++m) {
         const bool last = m == M - 1;
@@ -116,7 +118,7 @@ Microbatched microbatch(const ModelGraph& g, int64_t M) {
         a.kind = OpKind::Add;
         a.phase = u.op(u.producer(acc)).phase;
         a.cell = cell;
-        a.inputs = {acc, input_of(x, m)};
+        a.inputs = {acc, input_of(x, accumulation_order[static_cast<size_t>(m)])};
         a.outputs = {next};
         u.add_op(a);
         out.instance.push_back(-1);

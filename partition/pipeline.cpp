@@ -118,7 +118,11 @@ PipelineResult pipeline_step(const PipelineInput& in) {
   }
 
   // 2. The mini-batch as micro-batches.
-  const Microbatched mb = microbatch(G, M);
+  // Gradients add up in the order the schedule finishes the micro-batches' backward passes: GPipe runs them last
+  // to first, 1F1B first to last.
+  std::vector<int64_t> acc_order;
+  for (int64_t m = 0; m < M; ++m) acc_order.push_back(opt.schedule == "1f1b" ? m : M - 1 - m);
+  const Microbatched mb = microbatch(G, M, acc_order);
   const ModelGraph& U = mb.graph;
   auto stage_of_op = [&](const Op& op) { return op.cell >= 0 ? stage_of_cell[cell_index.at(op.cell)] : 0; };
 
@@ -266,7 +270,7 @@ PipelineResult pipeline_step(const PipelineInput& in) {
     ModelGraph& sg = snd.program.graph;
     TensorId token = sg.add_tensor({name + "/sent", {1}, DType::F32, TensorRole::Temporary});
     Op send;
-    send.name = name + "/send";
+    send.name = name + "/send to stage " + std::to_string(b.to);
     send.kind = OpKind::Send;
     send.phase = Phase::Communication;
     send.inputs = {s_local};
@@ -277,7 +281,7 @@ PipelineResult pipeline_step(const PipelineInput& in) {
     snd.program.order.push_back(sg.add_op(send));
     ModelGraph& rg = rcv.program.graph;
     Op recv;
-    recv.name = name + "/recv";
+    recv.name = name + "/recv from stage " + std::to_string(b.from);
     recv.kind = OpKind::Recv;
     recv.phase = Phase::Communication;
     recv.outputs = {r_local};
@@ -357,8 +361,10 @@ PipelineResult pipeline_step(const PipelineInput& in) {
       for (OpId c : g.successors(o))
         if (--indeg[c] == 0) ready.push({key[c], c});
     }
-    // Control dependencies at each change of item (other than from one forward to the next): the next item's
-    // entry ops (compute ops none of whose inputs come from the same item) wait for the last op of the previous.
+    // Control dependencies between consecutive items: the next item's entry ops (compute ops none of whose inputs
+    // come from the same item) wait for the last op of the previous, so that a stage works on one micro-batch at a
+    // time, in the schedule's order (dispatching every ready op at once would interleave the micro-batches and
+    // finish the first one, which the next stage waits for, last).
     std::vector<OpId> last_of(seq.size(), -1);
     std::vector<size_t> at(n, 0);
     for (size_t i = 0; i < ord.size(); ++i) {
@@ -366,7 +372,6 @@ PipelineResult pipeline_step(const PipelineInput& in) {
       if (item[ord[i]] >= 0) last_of[item[ord[i]]] = ord[i];
     }
     for (size_t i = 1; i < seq.size(); ++i) {
-      if (seq[i].first == Group::Forward && seq[i - 1].first == Group::Forward) continue;
       if (last_of[i - 1] < 0) continue;
       for (OpId o : ord) {
         if (item[o] != static_cast<int64_t>(i) || is_communication(g.op(o).kind)) continue;

@@ -139,6 +139,8 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
     for (int64_t c = 0; c < chips; ++c) plan.role_of_chip[c] = static_cast<int32_t>(plan.mesh.coordinate(c, axis));
     plan.notes = r.notes;
     plan.notes.insert(plan.notes.begin(), "mesh: " + plan.mesh.describe());
+    plan.pipeline = {plan.mesh.axis_size(po->axis), po->micro_batches, po->schedule, po->remat, r.cells,
+                     r.stage_seconds};
     return plan;
   }
   PartitionResult r = partition_step(in);
