@@ -159,6 +159,14 @@ TEST(MoeCliTest, BadMoeSettingsAreErrorsAtTheirKeys) {
   expect_error(one_layer + "  moe: {experts: 4}\n", "PODSIM-CFG-006", "4", "has no MoE layer");
 }
 
+TEST(MoeCliTest, ListedWithItsDescription) {
+  CliResult r = run_podsim({"list", "strategies"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("moe            Mixture of experts (GShard): experts split over mesh axis 'expert'"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(MoeCliTest, MoeStrategyNeedsMoeLayersAndAnAllToAllAlgorithm) {
   expect_error(kExp + "strategy: {name: moe}\n", "PODSIM-PLN-001", "11", "has none (set workload.moe.experts", true);
   expect_error(kExp + "  moe: {experts: 4}\nstrategy: {name: moe, all_to_all_algorithm: ring}\n", "PODSIM-CFG-013",
