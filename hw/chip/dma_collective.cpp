@@ -168,9 +168,13 @@ void Dma::finish_task(int32_t op, int32_t i) {
   ++r.finished;
   for (int32_t k = r.dep_ptr[i]; k < r.dep_ptr[i + 1]; ++k) {
     int32_t j = r.dep_list[k];
-    if (--r.deps_left[j] == 0) ready(r, j);
+    if (--r.deps_left[j] == 0) {
+      ready(r, j);
+      // ready() may inject at once, and a nested finish_task may complete the op and free `r`.
+      if (!m_running.count(op)) return;
+    }
   }
-  if (r.finished == r.sched.tasks.size() && m_running.count(op)) finish_op(r);
+  if (r.finished == r.sched.tasks.size()) finish_op(r);
 }
 
 }  // namespace podsim

@@ -9,6 +9,7 @@
 #include "hw/timing/mxu_timing.h"
 #include "hw/timing/vpu_timing.h"
 #include "sim/engine/engine.h"
+#include "sim/engine/moe_report.h"
 
 namespace podsim {
 namespace {
@@ -421,6 +422,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   }
   j["timeline"] = {{"bin_s", w}, {"mxu_busy", jm}, {"vpu_busy", jv}, {"hbm_Bps", jh}};
   j["stalls"] = {{"injected", stalls}, {"seconds", stall_s}};
+  if (auto moe = moe_report(p, s)) j["moe"] = *moe;
   return j.dump(2) + "\n";
 }
 
