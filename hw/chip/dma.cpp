@@ -172,10 +172,10 @@ std::vector<std::string> Dma::waiting() const {
       for (const auto& [key, task] : r.waiting_recv) chips.insert(r.group.chip_of(key.src, m_ctx.torus));
       std::vector<std::string> peers;
       for (int64_t c : chips) peers.push_back("chip " + std::to_string(c));
-      s += strprintf(" has %zu of %zu transfers done and waits for data from ", r.finished, r.sched.tasks.size()) +
+      s += strprintf(" has %zu of %zu transfers done and waits for data from ", r.finished, r.task_count) +
            join(peers, ", ");
     } else {
-      s += strprintf(" has %zu of %zu transfers done", r.finished, r.sched.tasks.size());
+      s += strprintf(" has %zu of %zu transfers done", r.finished, r.task_count);
     }
     out.push_back(s);
   }

@@ -28,6 +28,7 @@
 #include "hw/chip/action_queue.h"
 #include "hw/chip/hbm.h"
 #include "hw/chip/link_injector.h"
+#include "hw/chip/schedule_cache.h"
 #include "hw/ici/router.h"
 #include "hw/pod/pod_context.h"
 #include "workloads/tensor.h"
@@ -69,10 +70,10 @@ class Dma : public sc_core::sc_module {
     // Collectives
     CollectiveGroup group;
     CollectiveRequest req;
-    Schedule sched;
+    std::shared_ptr<const SharedSchedule> shared;  // the schedule, shared with the other chips that run it
+    const Task* tasks = nullptr;                   // shared->sched.tasks
+    size_t task_count = 0;
     std::vector<int32_t> deps_left;
-    std::vector<int32_t> dep_ptr;   // CSR of dependents
-    std::vector<int32_t> dep_list;
     std::vector<uint8_t> done;
     size_t finished = 0;
     std::vector<float> buf[3];  // Input, Output, Scratch (numeric)
