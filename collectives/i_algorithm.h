@@ -125,6 +125,8 @@ struct Schedule {
 enum class RankSymmetry : uint8_t { None, Torus, Cyclic };
 // Rank `rank`'s peer for rank 0's peer `peer0` under `sym` (peer0 itself for None).
 int64_t symmetric_peer(RankSymmetry sym, const GroupShape& g, int64_t peer0, int64_t rank);
+// The inverse: rank 0's peer that stands for `peer` of rank `rank`.
+int64_t symmetric_peer0(RankSymmetry sym, const GroupShape& g, int64_t peer, int64_t rank);
 
 class ICollectiveAlgorithm {
  public:

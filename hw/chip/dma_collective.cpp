@@ -34,7 +34,7 @@ void Dma::start_collective(Running& r, const Op& op) {
   r.task_count = sched.tasks.size();
   const size_t n = r.task_count;
   r.deps_left.resize(n);
-  r.done.assign(n, 0);
+  r.state.assign(n, kPending);
   for (size_t i = 0; i < n; ++i) r.deps_left[i] = r.tasks[i].dep_count;
   if (m_ctx.numeric) {
     const Tensor& data = m_store.get(op.inputs.front());
@@ -84,7 +84,8 @@ void Dma::ready(Running& r, int32_t i) {
         if (it->second.empty()) m_mailbox.erase(it);
         complete_recv(r, i, std::move(m), true);
       } else {
-        r.waiting_recv[key] = i;
+        r.state[i] = kAwaiting;
+        ++r.awaiting;
       }
       break;
     }
@@ -123,8 +124,8 @@ void Dma::complete_recv(Running& r, int32_t i, Message&& m, bool staged) {
     // A reduction: the vector units read the local addend (and the arrival, if it was staged in HBM), add, and
     // write the sum unless it stays on chip to be forwarded. They run it in their queue, after the vector ops
     // already waiting there, so reductions and compute slow each other down.
-    m_vector_job(r.op, elements, bytes * (staged ? 2.0 : 1.0), t.on_chip ? 0.0 : bytes,
-                 [this, slot] { m_queue.schedule(sc_core::sc_time_stamp(), [this, slot] { land(slot); }); });
+    // The vector units call back from their own process, never from inside a task's completion: land at once.
+    m_vector_job(r.op, elements, bytes * (staged ? 2.0 : 1.0), t.on_chip ? 0.0 : bytes, [this, slot] { land(slot); });
     return;
   }
   // Overwriting: the arrival is written to HBM unless it stays on chip; from the staging buffer, read once more.
@@ -149,8 +150,8 @@ void Dma::finish_task(int32_t op, int32_t i) {
   auto it = m_running.find(op);
   if (it == m_running.end()) return;
   Running& r = it->second;
-  if (r.done[i]) throw Error(Err::Internal, "collective task finished twice");
-  r.done[i] = 1;
+  if (r.state[i] == kDone) throw Error(Err::Internal, "collective task finished twice");
+  r.state[i] = kDone;
   ++r.finished;
   const SharedSchedule& s = *r.shared;
   for (int32_t k = s.dep_ptr[i]; k < s.dep_ptr[i + 1]; ++k) {

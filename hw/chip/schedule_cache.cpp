@@ -40,6 +40,10 @@ std::shared_ptr<SharedSchedule> build(const ICollectiveAlgorithm& algo, const Co
     const Task& t = sc.tasks[i];
     for (int32_t d = 0; d < t.dep_count; ++d) s->dep_list[fill[sc.deps[t.dep_begin + d]]++] = static_cast<int32_t>(i);
   }
+  s->recv_index.reserve(n / 2 + 1);
+  for (size_t i = 0; i < n; ++i)
+    if (sc.tasks[i].type == Task::Type::Recv)
+      s->recv_index.emplace(SharedSchedule::RecvKey{sc.tasks[i].peer, sc.tasks[i].tag}, static_cast<int32_t>(i));
   s->sched.tasks.shrink_to_fit();
   s->sched.deps.shrink_to_fit();
   return s;
@@ -48,7 +52,7 @@ std::shared_ptr<SharedSchedule> build(const ICollectiveAlgorithm& algo, const Co
 }  // namespace
 
 size_t SharedSchedule::bytes() const {
-  return sizeof(*this) + sched.tasks.capacity() * sizeof(Task) +
+  return sizeof(*this) + sched.tasks.capacity() * sizeof(Task) + recv_index.size() * 48 +
          (sched.deps.capacity() + dep_ptr.capacity() + dep_list.capacity()) * sizeof(int32_t);
 }
 

@@ -27,8 +27,24 @@ struct SharedSchedule {
   RankSymmetry symmetry = RankSymmetry::None;
   GroupShape group;
   std::vector<int32_t> dep_ptr, dep_list;  // dependents of task i: dep_list[dep_ptr[i], dep_ptr[i + 1])
+  // The receive of each (rank 0's peer, tag), so an arrival finds its task with one lookup in a shared table.
+  struct RecvKey {
+    int64_t peer0, tag;
+    bool operator==(const RecvKey& o) const { return peer0 == o.peer0 && tag == o.tag; }
+  };
+  struct RecvKeyHash {
+    size_t operator()(const RecvKey& k) const {
+      return static_cast<size_t>(static_cast<uint64_t>(k.tag) * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(k.peer0));
+    }
+  };
+  std::unordered_map<RecvKey, int32_t, RecvKeyHash> recv_index;
 
   int64_t peer(const Task& t, int64_t rank) const { return symmetric_peer(symmetry, group, t.peer, rank); }
+  // The receive task of `rank` for a message from group rank `src` with `tag`; -1 when there is none.
+  int32_t recv_task(int64_t src, int64_t tag, int64_t rank) const {
+    auto it = recv_index.find(RecvKey{symmetric_peer0(symmetry, group, src, rank), tag});
+    return it == recv_index.end() ? -1 : it->second;
+  }
   size_t bytes() const;  // memory held, roughly
 };
 
