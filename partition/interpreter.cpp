@@ -1,6 +1,9 @@
 #include "partition/interpreter.h"
 
+#include <algorithm>
+#include <deque>
 #include <map>
+#include <tuple>
 #include <memory>
 
 #include "collectives/i_algorithm.h"
@@ -55,6 +58,7 @@ std::vector<TensorStore> interpret_plan(const Plan& plan, const ModelGraph& logi
   auto done = [&](int64_t c) { return role(c) < 0 || pc[c] >= plan.programs[role(c)].order.size(); };
   // A collective runs once every member of its group has reached it.
   std::map<std::pair<std::string, int64_t>, int64_t> arrived;
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::deque<Tensor>> mailbox;  // (sender, receiver, tag)
   for (;;) {
     bool progress = false, all_done = true;
     for (int64_t c = 0; c < chips; ++c) {
@@ -63,6 +67,24 @@ std::vector<TensorStore> interpret_plan(const Plan& plan, const ModelGraph& logi
         const Op& op = p.graph.op(p.order[pc[c]]);
         if (!is_communication(op.kind)) {
           run_op(p.graph, op, stores[c]);
+          ++pc[c];
+          progress = true;
+          continue;
+        }
+        if (op.kind == OpKind::Send || op.kind == OpKind::Recv) {
+          // The peer `shift` steps along the op's mesh axes; a message is keyed by (sender, receiver, tag).
+          const std::vector<int64_t> line = plan.mesh.members(c, op.attrs.axes);
+          const int64_t me = std::find(line.begin(), line.end(), c) - line.begin();
+          const int64_t peer = line.at(static_cast<size_t>(me + op.attrs.shift));
+          if (op.kind == OpKind::Send) {
+            mailbox[{c, peer, op.attrs.tag}].push_back(stores[c].get(op.inputs.front()));
+            stores[c].put(op.outputs.front(), Tensor(p.graph.tensor(op.outputs.front()).shape));
+          } else {
+            auto it = mailbox.find({peer, c, op.attrs.tag});
+            if (it == mailbox.end() || it->second.empty()) break;  // not sent yet: wait
+            stores[c].put(op.outputs.front(), std::move(it->second.front()));
+            it->second.pop_front();
+          }
           ++pc[c];
           progress = true;
           continue;

@@ -10,7 +10,9 @@ bool uses_micro(const ShardSpec& s) { return s.uses("micro"); }
 
 }  // namespace
 
-Microbatched microbatch(const ModelGraph& g, int64_t M) {
+Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> accumulation_order) {
+  if (accumulation_order.empty())
+    for (int64_t m = 0; m < M; ++m) accumulation_order.push_back(m);
   Microbatched out;
   out.graph = ModelGraph(g.name());
   ModelGraph& u = out.graph;
@@ -42,6 +44,11 @@ Microbatched microbatch(const ModelGraph& g, int64_t M) {
     if (info.updates >= 0) info.updates = map[info.updates].empty() ? -1 : map[info.updates].front();
     TensorId id = u.add_tensor(info);
     out.origin.push_back(origin);
+    // A micro-batch's piece of a logical tensor (its batch split, not a partial sum).
+    const ShardSpec& s = p.local_spec[local];
+    const bool piece = origin < 0 && p.local_logical[local] >= 0 && !s.is_partial() && s.rank() > 0 &&
+                       s.dims[0] == std::vector<std::string>{"micro"};
+    out.slice_of.push_back(piece ? p.local_logical[local] : -1);
     return id;
   };
   auto logical_name = [&](TensorId local) {
@@ -54,6 +61,7 @@ Microbatched microbatch(const ModelGraph& g, int64_t M) {
     TensorInfo whole = li;
     TensorId id = u.add_tensor(whole);
     out.origin.push_back(b.logical);
+    out.slice_of.push_back(-1);
     if (!uses_micro(b.spec)) {
       map[b.local] = {id};
       continue;
@@ -67,6 +75,7 @@ Microbatched microbatch(const ModelGraph& g, int64_t M) {
       part.role = TensorRole::Activation;
       TensorId pid = u.add_tensor(part);
       out.origin.push_back(-1);
+      out.slice_of.push_back(b.logical);
       Op s;
       s.name = part.name;
       s.kind = OpKind::Slice;
@@ -96,9 +105,9 @@ Microbatched microbatch(const ModelGraph& g, int64_t M) {
         throw Error(Err::StrategyMismatch, std::string("the pipeline cannot split '") + op.name +
                                                "' along the batch (it would need a " + op_kind_name(op.kind) +
                                                " between micro-batches)");
-      // The sum over micro-batches: accumulated in micro-batch order.
+      // The sum over micro-batches: accumulated in the order given (that in which their backward passes end).
       const TensorId x = op.inputs.front(), y = op.outputs.front();
-      TensorId acc = input_of(x, 0);
+      TensorId acc = input_of(x, accumulation_order.front());
       int32_t cell = u.op(u.producer(acc)).cell;
       for (int64_t m = 1; m < M; ++m) {
         const bool last = m == M - 1;
@@ -109,7 +118,7 @@ Microbatched microbatch(const ModelGraph& g, int64_t M) {
         a.kind = OpKind::Add;
         a.phase = u.op(u.producer(acc)).phase;
         a.cell = cell;
-        a.inputs = {acc, input_of(x, m)};
+        a.inputs = {acc, input_of(x, accumulation_order[static_cast<size_t>(m)])};
         a.outputs = {next};
         u.add_op(a);
         out.instance.push_back(-1);

@@ -1,7 +1,7 @@
 // Micro-batching (GPipe): the logical step rewritten so that its mini-batch runs as M micro-batches one after the
 // other. Every op that works on examples runs M times on a slice of the batch (instance m reads rows
 // [m B/M, (m+1) B/M) of the step inputs); values that sum over examples (parameter gradients, the loss) are
-// accumulated over the micro-batches with adds, in micro-batch order; everything else (the optimizer update) runs
+// accumulated over the micro-batches with adds, in micro-batch order or the order given; everything else (the optimizer update) runs
 // once. The result computes the same step as the original graph: the sums add in another order only.
 //
 // How: the step is partitioned over a virtual mesh axis `micro` of size M with the inputs split along the batch
@@ -22,11 +22,14 @@ namespace podsim {
 struct Microbatched {
   ModelGraph graph;
   std::vector<TensorId> origin;   // per tensor of `graph`: the logical tensor it is (-1: a micro-batch's value)
+  std::vector<TensorId> slice_of;  // per tensor: the logical tensor whose micro-batch it holds (-1: none)
   std::vector<int32_t> instance;  // per op: its micro-batch, or -1 for ops that run once per step
 };
 
 // Throws Error(NotDivisible) when M does not divide the batch (dimension 0 of the step inputs and labels), and
 // Error(StrategyMismatch) naming an op that does not split along the batch.
-Microbatched microbatch(const ModelGraph& g, int64_t M);
+// `accumulation_order`: the micro-batches in the order their sums are added (a permutation of 0 .. M-1; empty:
+// in order), so that a schedule can add each micro-batch's gradients as soon as its backward pass ends.
+Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> accumulation_order = {});
 
 }  // namespace podsim

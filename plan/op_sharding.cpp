@@ -43,7 +43,8 @@ OpSharding elementwise(const OpShardingQuery& q, bool linear) {
     if (q.g.tensor(q.op.inputs[i]).shape.size() != rank) continue;
     ShardSpec s = settled(q.in[i]);
     int64_t p = pieces(s, q.mesh);
-    if (p > best) {
+    // Ties go to the spec naming more axes (an axis of size 1 splits nothing but still says where work belongs).
+    if (p > best || (p == best && s.axes().size() > target.axes().size())) {
       best = p;
       target = s;
     }

@@ -32,6 +32,15 @@ struct Program {
   std::vector<TensorBinding> results;  // local tensors that hold logical step results
 };
 
+// What a pipeline plan is made of (reported with the run); stages == 0 for plans without a pipeline.
+struct PlanPipeline {
+  int64_t stages = 0, micro_batches = 0;
+  std::string schedule;
+  bool remat = false;
+  std::vector<std::vector<int32_t>> cells;  // the model cells of each stage (role k runs stage k)
+  std::vector<double> stage_seconds;        // estimated cost of each stage, used to balance them
+};
+
 struct Plan {
   std::string strategy;
   Mesh mesh;
@@ -40,6 +49,7 @@ struct Plan {
   // The chip whose local tensors are written as they are when a result has no binding (replicate's programs).
   int32_t result_chip = 0;
   std::vector<std::string> notes;  // what the user should know about the plan (padding, placement)
+  PlanPipeline pipeline;
 };
 
 // Checks a strategy's plan against the contract (one role per chip or idle, valid issue orders, communication over

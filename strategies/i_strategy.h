@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "partition/pipeline.h"
 #include "plan/plan.h"
 #include "sim/common/registry.h"
 #include "sim/config/experiment.h"
@@ -52,6 +53,12 @@ class IStrategy {
   virtual std::map<std::string, std::string> algorithms(const ParamSet& p) const {
     (void)p;
     return {};
+  }
+  // A pipeline strategy says how it cuts the step into stages over its axis (partition/pipeline.h); the planner then
+  // builds one program per stage, partitioned over the other strategies' axes.
+  virtual std::optional<PipelineOptions> pipeline(const ParamSet& p) const {
+    (void)p;
+    return std::nullopt;
   }
   // A strategy that places the whole step itself returns its plan here.
   virtual std::optional<Plan> place(const ModelGraph& g, const Experiment& exp) const {

@@ -6,6 +6,7 @@
 #include "partition/partitioner.h"
 #include "sim/common/error.h"
 #include "sim/common/text.h"
+#include "workloads/op_def.h"
 
 namespace podsim {
 namespace {
@@ -121,9 +122,30 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
   const HardwareConfig& hw = exp.hardware;
   const double links = 2.0 * static_cast<double>(hw.pod.dims.size());
   if (hw.ici.link_bandwidth > 0) in.flops_per_comm_byte = hw.chip.peak_flops() / (hw.ici.link_bandwidth * links);
+  const int64_t chips = exp.hardware.pod.chips();
+  for (const auto& s : strategies) {
+    std::optional<PipelineOptions> po = s->pipeline(exp.params);
+    if (!po) continue;
+    PipelineInput pi{g, plan.mesh, specs, in.algorithms, in.flops_per_comm_byte, *po, {}};
+    // Balanced on a roofline estimate of each op on one chip: its FLOPs at peak or its bytes at HBM bandwidth.
+    pi.op_seconds = [&hw](const ModelGraph& graph, const Op& op) {
+      OpCost c = op_cost(graph, op);
+      return std::max(c.flops / hw.chip.peak_flops(), (c.bytes_read + c.bytes_written) / hw.chip.hbm.bandwidth);
+    };
+    PipelineResult r = pipeline_step(pi);
+    plan.programs = std::move(r.programs);
+    const int axis = plan.mesh.axis_index(po->axis);
+    plan.role_of_chip.assign(static_cast<size_t>(chips), 0);
+    for (int64_t c = 0; c < chips; ++c) plan.role_of_chip[c] = static_cast<int32_t>(plan.mesh.coordinate(c, axis));
+    plan.notes = r.notes;
+    plan.notes.insert(plan.notes.begin(), "mesh: " + plan.mesh.describe());
+    plan.pipeline = {plan.mesh.axis_size(po->axis), po->micro_batches, po->schedule, po->remat, r.cells,
+                     r.stage_seconds};
+    return plan;
+  }
   PartitionResult r = partition_step(in);
   plan.programs.push_back(std::move(r.program));
-  plan.role_of_chip.assign(static_cast<size_t>(exp.hardware.pod.chips()), 0);
+  plan.role_of_chip.assign(static_cast<size_t>(chips), 0);
   plan.notes = r.notes;
   plan.notes.insert(plan.notes.begin(), "mesh: " + plan.mesh.describe());
   return plan;

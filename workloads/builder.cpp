@@ -203,7 +203,10 @@ void GraphBuilder::backward(TensorId loss) {
     if (!any) continue;
     const OpKindDef* def = find_op_kind(op.kind);
     if (!def || !def->grad) throw Error(Err::Internal, std::string("no gradient rule for op '") + op.name + "'");
+    const size_t before = m_g.num_ops();
     std::vector<TensorId> in_grads = def->grad(*this, op, out_grads);
+    for (size_t i = before; i < m_g.num_ops(); ++i)  // rules that add ops themselves: their ops join the cell too
+      if (m_g.op(static_cast<OpId>(i)).cell < 0) m_g.op(static_cast<OpId>(i)).cell = op.cell;
     for (size_t i = 0; i < op.inputs.size() && i < in_grads.size(); ++i) {
       TensorId x = op.inputs[i];
       if (in_grads[i] < 0 || m_g.tensor(x).dtype == DType::I32) continue;

@@ -67,7 +67,12 @@ OpId ModelGraph::add_op(Op op) {
     if (m_producer[t] >= 0 && !boost::edge(m_producer[t], id, m_impl->g).second)
       boost::add_edge(m_producer[t], id, m_impl->g);
   }
-  for (TensorId t : op.outputs) m_producer[t] = id;
+  for (TensorId t : op.outputs) {
+    m_producer[t] = id;
+    // A producer added after its consumers (a transfer that brings a value in) still precedes them.
+    for (OpId c : m_consumers[t])
+      if (!boost::edge(id, c, m_impl->g).second) boost::add_edge(id, c, m_impl->g);
+  }
   m_ops.push_back(std::move(op));
   return id;
 }

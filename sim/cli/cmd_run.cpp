@@ -1,3 +1,4 @@
+#include <map>
 #include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -46,11 +47,32 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
               << " (" << pct(m["efficiency"]) << " of peak); idle latency " << format_time(m["latency_row_hit_s"])
               << " row hit, " << format_time(m["latency_row_miss_s"]) << " row miss\n";
   }
-  if (j.contains("collectives"))
+  if (j.contains("collectives") && j["collectives"].size() <= 6) {
     for (const auto& c : j["collectives"])
       std::cout << "  collective    " << c["kind"].get<std::string>() << " of " << format_bytes(c["bytes_per_chip"])
                 << " per chip: " << format_time(c["time_s"]) << ", algorithm bandwidth "
                 << format_bandwidth(c["algorithm_bandwidth_Bps"]) << "\n";
+  } else if (j.contains("collectives")) {  // many (a partitioned step): one line per kind
+    std::map<std::string, std::pair<int64_t, double>> by_kind;
+    for (const auto& c : j["collectives"]) {
+      auto& k = by_kind[c["kind"].get<std::string>()];
+      ++k.first;
+      k.second += c["bytes_per_chip"].get<double>();
+    }
+    for (const auto& [kind, k] : by_kind)
+      std::cout << "  collective    " << k.first << " x " << kind << ", " << format_bytes(k.second)
+                << " per chip in all\n";
+  }
+  if (j.contains("communication") && j.contains("roles") && j["roles"].size() > 0)
+    std::cout << "  exposed comm  " << format_time(j["communication"]["exposed_s"]) << " ("
+              << pct(j["communication"]["exposed_fraction"]) << " of the step, mean over chips)\n";
+  if (j.contains("pipeline")) {
+    const auto& pl = j["pipeline"];
+    std::cout << "  pipeline      " << pl["stages"].get<int64_t>() << " stages x " << pl["micro_batches"].get<int64_t>()
+              << " micro-batches (" << pl["schedule"].get<std::string>() << (pl["remat"].get<bool>() ? ", remat" : "")
+              << "): bubble " << pct(pl["bubble_fraction"]) << " (balanced and free communication: "
+              << pct(pl["ideal_bubble_fraction"]) << ")\n";
+  }
   if (j.contains("traffic")) {
     const auto& t = j["traffic"];
     std::cout << "  traffic       offered " << pct(t["offered_load"]) << " of a link, accepted "
@@ -71,7 +93,11 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
               << o["name"].get<std::string>() << " (" << o["kind"].get<std::string>() << ", "
               << o["unit"].get<std::string>() << ")\n";
   }
-  for (const auto& n : notes) std::cout << "  note: " << n << "\n";
+  // A partitioned step may have many notes (one per padded tensor): the first few here, all in summary.json.
+  const size_t shown = notes.size() > 10 ? 8 : notes.size();
+  for (size_t i = 0; i < shown; ++i) std::cout << "  note: " << notes[i] << "\n";
+  if (shown < notes.size())
+    std::cout << "  note: ... and " << notes.size() - shown << " more (\"notes\" in " << dir << "/summary.json)\n";
   std::cout << "  results in " << dir << "/\n";
 }
 
@@ -80,7 +106,10 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
 int cmd_run(const RunArgs& a) {
   std::vector<std::string> sets = a.overrides;
   if (!a.trace_format.empty()) sets.push_back("run.trace.format=" + a.trace_format);
-  Experiment e = load_experiment(a.experiment, {sets});
+  LoadOptions lo;
+  lo.overrides = sets;
+  lo.single_device = a.single_device;
+  Experiment e = load_experiment(a.experiment, lo);
   RunOutcome r = run_experiment(e, {a.out, a.force});
   if (!a.quiet) print_summary(nlohmann::json::parse(r.summary), r.out_dir, r.notes);
   return 0;

@@ -19,6 +19,7 @@ struct RunArgs {
   bool force = false;
   std::string trace_format;  // "" keeps run.trace.format
   bool quiet = false;
+  bool single_device = false;  // the experiment's single-device reference (LoadOptions::single_device)
 };
 int cmd_run(const RunArgs& a);
 

@@ -27,6 +27,9 @@ int sc_main(int argc, char** argv) {
   r->add_option("--trace-format", run.trace_format, "Trace format, overriding run.trace.format")
       ->check(CLI::IsMember({"pftrace", "json", "off"}));
   r->add_flag("-q,--quiet", run.quiet, "Print nothing but errors");
+  r->add_flag("--single-device", run.single_device,
+              "Run the experiment's single-device reference: its strategy replaced by single_device and its mesh "
+              "dropped (the same workload and global batch on chip 0); compare with `podsim compare`");
   r->add_option("--plugin", run.plugins, "Load workloads/strategies/collectives from a shared library (repeatable)")
       ->allow_extra_args(false);
 

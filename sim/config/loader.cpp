@@ -490,9 +490,23 @@ void read_parameters(ParamReader& L, const YAML::Node& root, const std::string& 
   }
 }
 
-Experiment load(const YAML::Node& root, const std::string& file, const std::string& stem, const LoadOptions& opts) {
+Experiment load(const YAML::Node& file_root, const std::string& file, const std::string& stem, const LoadOptions& opts) {
   ParamReader L;
   std::vector<Override> overrides = parse_overrides(opts.overrides);
+  YAML::Node root = file_root;
+  if (opts.single_device) {
+    root = YAML::Clone(file_root);
+    if (root.IsMap()) {
+      root.remove("mesh");
+      root.remove("strategy");
+      root["strategy"]["name"] = "single_device";
+    }
+    overrides.erase(std::remove_if(overrides.begin(), overrides.end(),
+                                   [](const Override& o) {
+                                     return o.path.rfind("strategy.", 0) == 0 || o.path.rfind("mesh.", 0) == 0;
+                                   }),
+                    overrides.end());
+  }
   std::string model, preset;
   std::vector<std::string> strategy_names;
   try {

@@ -16,6 +16,9 @@ namespace podsim {
 
 struct LoadOptions {
   std::vector<std::string> overrides;  // "path=value", value in YAML syntax ("[4, 4]", "900GB/s", "true")
+  // The experiment's own single-device reference: its strategy section replaced by `name: single_device` and its
+  // mesh section dropped (with any override of either): the same workload and global batch on chip 0.
+  bool single_device = false;
 };
 
 Experiment load_experiment(const std::string& path, const LoadOptions& opts = {});

@@ -84,6 +84,88 @@ J op_table(const Prepared& p, const Chip& chip) {
   return ops;
 }
 
+// How one chip spent the step: the union of its compute intervals, of its communication intervals, and of both.
+// A receive's time is waiting for its peer (the sender's time covers the transfer): it counts as idle.
+struct TimeSplit {
+  double compute = 0, communication = 0, busy = 0;
+};
+
+TimeSplit time_split(const ExecProgram& ep, const Chip& chip) {
+  std::vector<std::pair<double, double>> comp, comm, all;
+  for (size_t i = 0; i < ep.ops.size(); ++i) {
+    const OpRecord& r = chip.log().ops[i];
+    if (r.start < 0 || ep.ops[i].kind == OpKind::Recv) continue;
+    (ep.ops[i].unit == Unit::Ici ? comm : comp).push_back({r.start, r.end});
+    all.push_back({r.start, r.end});
+  }
+  return {union_length(comp), union_length(comm), union_length(all)};
+}
+
+// Per role (one program, e.g. a pipeline stage): its chips, where the time of its first chip went, its peak
+// memory. Then the step's exposed communication (communication while no compute runs, averaged over the active
+// chips) and, for pipelines, the measured bubble: the stages' idle time (neither computing nor communicating) as
+// a fraction of the step, averaged over the stages, beside GPipe's (K - 1) / (M + K - 1) for balanced stages and
+// free communication.
+void roles_and_pipeline(const Prepared& p, const Simulation& s, J& j) {
+  const auto& chips = s.pod->chips();
+  const double T = s.step_time;
+  const int64_t roles = static_cast<int64_t>(p.plan.programs.size());
+  std::vector<int64_t> first(static_cast<size_t>(roles), -1), count(static_cast<size_t>(roles), 0);
+  for (size_t c = 0; c < p.plan.role_of_chip.size(); ++c) {
+    const int32_t r = p.plan.role_of_chip[c];
+    if (r < 0) continue;
+    if (first[r] < 0) first[r] = static_cast<int64_t>(c);
+    ++count[r];
+  }
+  J jr = J::array();
+  double exposed_weighted = 0, idle_sum = 0;
+  int64_t active = 0, stages = 0;
+  for (int64_t r = 0; r < roles; ++r) {
+    if (first[r] < 0) continue;
+    const ExecProgram& ep = p.ctx->programs[r];
+    const TimeSplit t = time_split(ep, *chips[first[r]]);
+    const double exposed = std::max(0.0, t.busy - t.compute), idle = std::max(0.0, T - t.busy);
+    exposed_weighted += exposed * static_cast<double>(count[r]);
+    active += count[r];
+    idle_sum += idle;
+    ++stages;
+    jr.push_back({{"role", p.plan.programs[r].role},
+                  {"chips", count[r]},
+                  {"compute_s", t.compute},
+                  {"communication_s", t.communication},
+                  {"exposed_communication_s", exposed},
+                  {"idle_s", idle},
+                  {"peak_memory_bytes", ep.memory.peak_bytes},
+                  {"memory_at_peak",
+                   {{"weights", ep.memory.at_peak.weights},
+                    {"gradients", ep.memory.at_peak.gradients},
+                    {"optimizer_state", ep.memory.at_peak.optimizer_state},
+                    {"activations", ep.memory.at_peak.activations},
+                    {"temporaries", ep.memory.at_peak.temporaries}}},
+                  {"mxu_busy_fraction", T > 0 ? r6(chips[first[r]]->log().mxu_busy /
+                                                   (T * static_cast<double>(p.exp.hardware.chip.tensorcores)))
+                                              : 0.0},
+                  {"fits", ep.memory.peak_bytes <= p.exp.hardware.chip.hbm.capacity}});
+  }
+  j["roles"] = jr;
+  const double exposed_s = active ? exposed_weighted / static_cast<double>(active) : 0;
+  j["communication"] = {{"exposed_s", exposed_s}, {"exposed_fraction", T > 0 ? r6(exposed_s / T) : 0.0}};
+  const PlanPipeline& pp = p.plan.pipeline;
+  if (pp.stages > 0) {
+    J cells = J::array();
+    for (const auto& c : pp.cells) cells.push_back(c);
+    const double k = static_cast<double>(pp.stages), m = static_cast<double>(pp.micro_batches);
+    j["pipeline"] = {{"stages", pp.stages},
+                     {"micro_batches", pp.micro_batches},
+                     {"schedule", pp.schedule},
+                     {"remat", pp.remat},
+                     {"stage_cells", cells},
+                     {"stage_estimated_s", pp.stage_seconds},
+                     {"bubble_fraction", T > 0 && stages ? r6(idle_sum / static_cast<double>(stages) / T) : 0.0},
+                     {"ideal_bubble_fraction", r6((k - 1) / (m + k - 1))}};
+  }
+}
+
 }  // namespace
 
 std::string summary_json(const Prepared& p, const Simulation& s) {
@@ -172,14 +254,8 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   const Chip& rc = *chips[p.plan.result_chip];
   if (rc.role() >= 0) {
     const ExecProgram& ep = p.ctx->programs[rc.role()];
-    std::vector<std::pair<double, double>> comp, comm, all;
-    for (size_t i = 0; i < ep.ops.size(); ++i) {
-      const OpRecord& r = rc.log().ops[i];
-      if (r.start < 0) continue;
-      (ep.ops[i].unit == Unit::Ici ? comm : comp).push_back({r.start, r.end});
-      all.push_back({r.start, r.end});
-    }
-    double compute_s = union_length(comp), comm_s = union_length(comm), busy_s = union_length(all);
+    const TimeSplit ts = time_split(ep, rc);
+    double compute_s = ts.compute, comm_s = ts.communication, busy_s = ts.busy;
     j["time_breakdown"] = {{"compute_s", compute_s},
                            {"communication_s", comm_s},
                            {"exposed_communication_s", std::max(0.0, busy_s - compute_s)},
@@ -204,6 +280,8 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
     j["peak_memory_bytes"] = 0.0;
   }
 
+  roles_and_pipeline(p, s, j);
+
   // Communication ops of the result chip: time and algorithm bandwidth (bytes per chip / time).
   if (rc.role() >= 0) {
     const ExecProgram& ep = p.ctx->programs[rc.role()];
@@ -214,7 +292,8 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
       const Op& op = g.op(ep.ops[i].members.front());
       if (op.kind == OpKind::Traffic) continue;
       const OpRecord& r = rc.log().ops[i];
-      double bytes = g.tensor(op.inputs.front()).bytes();
+      // A receive has no input: its bytes are those it brings in.
+      double bytes = g.tensor(op.inputs.empty() ? op.outputs.front() : op.inputs.front()).bytes();
       double t = r.end - r.start;
       comms.push_back({{"name", op.name},
                        {"kind", op_kind_name(op.kind)},
@@ -289,6 +368,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
     j["fusion"] = {{"mode", e.run.fusion}, {"fusions", fusions}, {"fused_ops", fused_ops},
                    {"exec_ops", static_cast<int64_t>(ep.ops.size())}, {"by_kind", by_kind}};
   }
+  j["notes"] = p.plan.notes;  // what the plan did that the user should know (mesh, stages, padding)
   j["ops"] = op_table(p, rc);
   j["per_chip"] = {{"mxu_busy_fraction", per_mxu}, {"vpu_busy_fraction", per_vpu},
                    {"hbm_busy_fraction", per_hbm_busy}, {"ici_busy_fraction", per_ici_busy},

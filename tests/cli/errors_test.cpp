@@ -111,8 +111,10 @@ TEST(ErrorsTest, CFG011_UnknownWorkload) {
 }
 
 TEST(ErrorsTest, CFG012_UnknownStrategy) {
-  auto r = expect_error(kHw + kMm + "strategy:\n  name: pipline\n", "PODSIM-CFG-012", 9, 9);
+  auto r = expect_error(kHw + kMm + "strategy:\n  name: zigzag\n", "PODSIM-CFG-012", 9, 9);
   EXPECT_NE(r.err.find("valid:"), std::string::npos) << r.err;
+  r = expect_error(kHw + kMm + "strategy:\n  name: pipline\n", "PODSIM-CFG-012", 9, 9);
+  EXPECT_NE(r.err.find("did you mean 'pipeline'?"), std::string::npos) << r.err;
 }
 
 TEST(ErrorsTest, CFG013_UnknownAlgorithm) {

@@ -38,6 +38,8 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       {"configs/examples/allreduce_16x16.yaml", {"workload.bytes=4MiB"}},
       // Numeric as shipped; a narrower, shorter MLP (the full one computes 89 GFLOP in the kernels).
       {"configs/examples/mlp.yaml", {"workload.batch=32", "workload.input=256", "workload.hidden=512"}},
+      // 16 chips in three mesh axes as shipped; 2 layers instead of 8 (one per pipeline stage).
+      {"configs/examples/pipeline_data_model.yaml", {"workload.layers=2"}},
   };
   return table;
 }

@@ -93,9 +93,10 @@ TEST(SweepTest, LocalSweepFillsResultsDbRowByRow) {
     EXPECT_EQ(num(row.at("ici_busy")), 0.0);  // one chip: no links
     EXPECT_EQ(num(row.at("peak_memory_bytes")), 2.0 * (w.m * w.k + w.k * w.n + w.m * w.n));  // bf16, counted by hand
     EXPECT_EQ(row.at("chips"), "1");
-    // Not produced by any run today: NULL, never a made-up number.
+    // A run without a pipeline has no bubble: NULL, never a made-up number. One chip communicates nothing.
     EXPECT_EQ(row.at("bubble_fraction"), kNull);
-    EXPECT_EQ(row.at("exposed_comm_fraction"), kNull);
+    EXPECT_EQ(num(row.at("exposed_comm_fraction")), 0.0);
+    EXPECT_EQ(num(row.at("exposed_comm_fraction")), s["communication"]["exposed_fraction"].get<double>());
     EXPECT_EQ(s["experiment"], name);
   }
   // No leftovers of run processes.

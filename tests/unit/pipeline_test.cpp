@@ -3,7 +3,10 @@
 // single-device reference.
 #include <gtest/gtest.h>
 
+#include "partition/interpreter.h"
 #include "partition/microbatch.h"
+#include "plan/shard_data.h"
+#include "strategies/planner.h"
 #include "sim/config/loader.h"
 #include "workloads/i_workload.h"
 #include "workloads/reference.h"
@@ -68,3 +71,55 @@ TEST(MicrobatchTest, MicroBatchesMustDivideTheBatch) {
   EXPECT_THROW(microbatch(g, 5), Error);
 }
 
+
+namespace {
+
+// Builds the plan `strategy` makes for `workload` on `dims`, runs it in memory and compares with the reference.
+struct PlanCheck {
+  double worst = 0;
+  int compared = 0;
+  Plan plan;
+};
+
+PlanCheck check_plan(const std::string& workload, const std::string& dims, const std::string& strategy,
+                     const std::string& mesh = "") {
+  Experiment e = load_experiment_text("hardware: {preset: tpu-v3, pod: {dims: " + dims + "}}\nworkload:\n" + workload +
+                                          "strategy: " + strategy + "\n" + mesh,
+                                      "p.yaml");
+  ModelGraph g = WorkloadRegistry::instance().make(e.workload)->build(e.params);
+  PlanCheck r;
+  r.plan = make_plan(g, e);
+  validate_plan(r.plan, g, e.hardware.pod.chips());
+  TensorStore inputs;
+  init_step_inputs(g, inputs, 3);
+  std::vector<TensorStore> chips = interpret_plan(r.plan, g, inputs, 3);
+  TensorStore got;
+  assemble_results(r.plan, g, [&](int64_t c) { return &chips[c]; }, got);
+  r.worst = worst_against_reference(g, g, got, r.compared);
+  return r;
+}
+
+}  // namespace
+
+TEST(PipelineTest, StagesAndMicroBatchesReproduceTheStep) {
+  for (const char* w : {kMlp, kTransformer})
+    for (int k : {1, 2, 4})
+      for (int m : {1, 4}) {
+        for (bool remat : {false, true}) {
+          SCOPED_TRACE(std::string(w).substr(0, 20) + " K=" + std::to_string(k) + " M=" + std::to_string(m) +
+                       (remat ? " remat" : ""));
+          std::string dims = k == 1 ? "[1, 1]" : k == 2 ? "[2, 1]" : "[2, 2]";
+          PlanCheck r;
+          try {
+            r = check_plan(w, dims, std::string("{name: pipeline, micro_batches: ") + std::to_string(m) +
+                                        ", remat: " + (remat ? "true" : "false") + "}");
+          } catch (const std::exception& ex) {
+            ADD_FAILURE() << ex.what();
+            continue;
+          }
+          EXPECT_EQ(r.plan.programs.size(), static_cast<size_t>(k));
+          EXPECT_GT(r.compared, 10);
+          EXPECT_LE(r.worst, 1e-5);
+        }
+      }
+}

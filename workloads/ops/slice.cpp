@@ -37,7 +37,20 @@ void slice_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   ops::put(g, op, s, std::move(y));
 }
 
-const bool registered = register_op_kind({OpKind::Slice, "slice", Unit::Vpu, slice_cost, slice_kernel, nullptr});
+// A static piece (a pipeline's micro-batch) of a dimension that mesh axes split is taken from every device's own
+// shard: micro-batch m of a data-parallel replica is the m-th block of that replica's examples. Which examples
+// form a micro-batch then depends on the split, not the step's result (every example is in exactly one).
+OpSharding slice_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  ShardSpec x = sharding::settled(q.in[0]);
+  r.in = {x};
+  r.out = {x};
+  return r;
+}
+
+const bool registered =
+    register_op_kind({OpKind::Slice, "slice", Unit::Vpu, slice_cost, slice_kernel, nullptr, slice_rule});
 
 }  // namespace
 }  // namespace podsim

@@ -1,0 +1,191 @@
+// The strategies' contract, end to end as a user runs it: a step partitioned by any strategy or composition
+// reproduces the single-device step. Each case runs `podsim run` twice in numeric mode (the strategy on its pod,
+// and single_device on one chip, same workload and seed, default settings with the trace on) and `podsim compare`s
+// every tensor both wrote (the loss, every parameter gradient, every updated parameter and optimizer state): each
+// must agree within a relative norm error of 1e-5 (fp32; sums over shards and micro-batches add in another order).
+// Comparing with a perturbed run (another seed) must fail, so the comparison can fail.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_util.h"
+
+using namespace podsim::test;
+
+namespace {
+
+const std::string kTransformer =
+    "workload:\n  model: transformer\n  layers: 3\n  d_model: 32\n  d_ff: 48\n  heads: 4\n  vocab: 50\n"
+    "  seq_len: 8\n  batch: 8\n  dtype: fp32\n  optimizer: adam\n";
+const std::string kMlp = "workload:\n  model: mlp\n  batch: 16\n  input: 24\n  hidden: 40\n  layers: 3\n  classes: 10\n"
+                         "  dtype: fp32\n  optimizer: adam\n";
+
+std::string hw(const std::string& dims) { return "hardware:\n  preset: tpu-v3\n  pod: {dims: " + dims + "}\n"; }
+
+nlohmann::json summary(const std::string& dir) { return nlohmann::json::parse(read_file(dir + "/summary.json")); }
+
+// Runs `rest` (strategy, mesh, ...) on `dims` and the single-device reference; returns the strategy run's folder.
+std::string expect_equivalent(const std::string& workload, const std::string& dims, const std::string& rest,
+                              int min_tensors = 20) {
+  const std::string ref = write_file("ref.yaml", hw("[1, 1]") + workload + "run: {numeric: true}\n");
+  const std::string exp = write_file("exp.yaml", hw(dims) + workload + rest + "run: {numeric: true}\n");
+  CliResult r = run_podsim({"run", ref, "--out", test_dir() + "/ref", "-q"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = run_podsim({"run", exp, "--out", test_dir() + "/exp", "-q"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  CliResult c = run_podsim({"compare", test_dir() + "/ref", test_dir() + "/exp", "--tolerance", "1e-5"});
+  EXPECT_EQ(c.code, 0) << c.out << c.err;
+  // "equal within 1e-05: N tensors (worst NAME, E)"
+  const size_t at = c.out.find("equal within 1e-05: ");
+  EXPECT_NE(at, std::string::npos) << c.out;
+  if (at != std::string::npos) EXPECT_GE(std::stoi(c.out.substr(at + 20)), min_tensors) << c.out;
+  return test_dir() + "/exp";
+}
+
+}  // namespace
+
+TEST(StrategiesTest, DataParallelMlp) {
+  std::string d = expect_equivalent(kMlp, "[2, 2]", "strategy: {name: data_parallel}\n");
+  EXPECT_EQ(summary(d)["roles"][0]["chips"], 4);
+}
+
+TEST(StrategiesTest, DataParallelWithWeightUpdateSharding) {
+  expect_equivalent(kTransformer, "[4, 1]", "strategy: {name: data_parallel, weight_update_sharding: true}\n");
+}
+
+TEST(StrategiesTest, MegatronTensorSharding) {
+  expect_equivalent(kTransformer, "[4, 1]", "strategy: {name: spmd}\n");
+}
+
+TEST(StrategiesTest, TwoDimensionalSharding) {
+  expect_equivalent(kTransformer, "[2, 2]",
+                    "strategy: {name: spmd, scheme: 2d, spmd_axes: [s0, s1]}\nmesh: {axes: [s0, s1], shape: [2, 2]}\n");
+}
+
+TEST(StrategiesTest, DataTimesModelOnLinesAndStridedRings) {
+  // On an 8-chip ring, model takes 4 neighbouring chips (a line: no wrap-around link) and data every 4th chip (a
+  // strided ring of 2).
+  expect_equivalent(kTransformer, "[8, 1]",
+                    "strategy: {name: [data_parallel, spmd], weight_update_sharding: true}\n"
+                    "mesh: {axes: [data, model], shape: [2, 4]}\n");
+}
+
+TEST(StrategiesTest, DataAxisSpanningTwoTorusDimensions) {
+  expect_equivalent(kMlp, "[2, 4]",
+                    "strategy: {name: [data_parallel, spmd]}\n"
+                    "mesh: {axes: [data, model], shape: [4, 2], placement: [\"x,y:2\", \"y:2\"]}\n");
+}
+
+TEST(StrategiesTest, DimensionsThatDoNotDivideArePadded) {
+  // vocab 50 over 4 model shards and 3 heads over 2: padded shards; the note says so.
+  std::string w = kTransformer;
+  w.replace(w.find("heads: 4"), 8, "heads: 2");
+  std::string d = expect_equivalent(w, "[4, 1]", "strategy: {name: spmd}\n");
+  (void)d;
+}
+
+TEST(StrategiesTest, PipelineGpipe) {
+  std::string d = expect_equivalent(kTransformer, "[4, 1]", "strategy: {name: pipeline, micro_batches: 4}\n");
+  nlohmann::json s = summary(d);
+  EXPECT_EQ(s["pipeline"]["stages"], 4);
+  EXPECT_EQ(s["roles"].size(), 4u);
+}
+
+TEST(StrategiesTest, PipelineWithRematAnd1F1B) {
+  expect_equivalent(kTransformer, "[2, 1]", "strategy: {name: pipeline, micro_batches: 4, remat: true, schedule: 1f1b}\n");
+}
+
+TEST(StrategiesTest, PipelineTimesDataTimesModel) {
+  expect_equivalent(kTransformer, "[2, 4]",
+                    "strategy: {name: [pipeline, data_parallel, spmd], micro_batches: 2, weight_update_sharding: true}\n"
+                    "mesh: {axes: [pipe, data, model], shape: [2, 2, 2]}\n");
+}
+
+TEST(StrategiesTest, ComparisonFailsOnAnotherStep) {
+  const std::string a = write_file("a.yaml", hw("[1, 1]") + kMlp + "run: {numeric: true}\n");
+  const std::string b = write_file("b.yaml", hw("[2, 1]") + kMlp + "strategy: {name: data_parallel}\nrun: {numeric: true, seed: 2}\n");
+  ASSERT_EQ(run_podsim({"run", a, "--out", test_dir() + "/a", "-q"}).code, 0);
+  ASSERT_EQ(run_podsim({"run", b, "--out", test_dir() + "/b", "-q"}).code, 0);
+  CliResult c = run_podsim({"compare", test_dir() + "/a", test_dir() + "/b", "--tolerance", "1e-5"});
+  EXPECT_EQ(c.code, 1) << c.out << c.err;
+}
+
+namespace {
+
+nlohmann::json timing_run(const std::string& name, const std::string& text) {
+  const std::string f = write_file(name + ".yaml", text);
+  CliResult r = run_podsim({"run", f, "--out", test_dir() + "/" + name, "-q"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  return summary(test_dir() + "/" + name);
+}
+
+// Four equal layers of 4096 x 4096 matmuls on batch 4096: four balanced stages whose transfers are small next to
+// their compute.
+const std::string kBalancedMlp = "workload:\n  model: mlp\n  batch: 4096\n  input: 4096\n  hidden: 4096\n  layers: 3\n"
+                                 "  classes: 4096\n";
+
+}  // namespace
+
+TEST(StrategiesTest, PipelineBubbleFollowsGpipe) {
+  // GPipe's bubble for K balanced stages, M micro-batches and free communication is (K - 1) / (M + K - 1): 0.75,
+  // 0.43 and 0.16 for K = 4 and M = 1, 4, 16. The simulated stages are not quite equal (the first computes no input
+  // gradient) and transfers take time, so the measured idle share may differ by a few points, not more.
+  for (int m : {1, 4, 16}) {
+    nlohmann::json s = timing_run("m" + std::to_string(m), hw("[4, 1]") + kBalancedMlp +
+                                                              "strategy: {name: pipeline, micro_batches: " +
+                                                              std::to_string(m) + "}\n");
+    const double ideal = 3.0 / (m + 3.0);
+    EXPECT_DOUBLE_EQ(s["pipeline"]["ideal_bubble_fraction"].get<double>(), std::round(ideal * 1e6) / 1e6);
+    EXPECT_NEAR(s["pipeline"]["bubble_fraction"].get<double>(), ideal, 0.07) << "M = " << m;
+    EXPECT_EQ(s["pipeline"]["stage_cells"], nlohmann::json::parse("[[0], [1], [2], [3]]"));
+  }
+}
+
+TEST(StrategiesTest, RematerializationLowersPeakMemory) {
+  const std::string base = hw("[2, 1]") +
+                           "workload:\n  model: transformer\n  layers: 8\n  d_model: 512\n  d_ff: 2048\n  heads: 8\n"
+                           "  vocab: 1024\n  seq_len: 512\n  batch: 16\n";
+  nlohmann::json plain = timing_run("plain", base + "strategy: {name: pipeline, micro_batches: 8}\n");
+  nlohmann::json remat = timing_run("remat", base + "strategy: {name: pipeline, micro_batches: 8, remat: true}\n");
+  // Without remat a stage keeps every micro-batch's activations until its backward; with it, only the values it
+  // received (and one micro-batch's recomputed activations at a time).
+  for (int k = 0; k < 2; ++k) {
+    const double a = plain["roles"][k]["peak_memory_bytes"].get<double>();
+    const double b = remat["roles"][k]["peak_memory_bytes"].get<double>();
+    EXPECT_LT(b, 0.6 * a) << "stage " << k << ": " << b << " with remat, " << a << " without";
+  }
+  // Recomputing the forward costs time: more compute per stage.
+  EXPECT_GT(remat["roles"][0]["compute_s"].get<double>(), plain["roles"][0]["compute_s"].get<double>());
+}
+
+TEST(StrategiesTest, WeightUpdateShardingDividesOptimizerMemory) {
+  // 4 data replicas; every parameter of this MLP divides by 4 along its first dimension, so each chip holds exactly a
+  // quarter of Adam's m and v.
+  const std::string w = "workload:\n  model: mlp\n  batch: 64\n  input: 256\n  hidden: 512\n  layers: 2\n  classes: 16\n"
+                        "  optimizer: adam\n";
+  nlohmann::json plain = timing_run("plain", hw("[4, 1]") + w + "strategy: {name: data_parallel}\n");
+  nlohmann::json wus = timing_run("wus", hw("[4, 1]") + w + "strategy: {name: data_parallel, weight_update_sharding: true}\n");
+  // Adam state of the logical step, counted by hand: m and v of every parameter, fp32.
+  const double params = 256.0 * 512 + 512 + 512.0 * 512 + 512 + 512.0 * 16 + 16;
+  EXPECT_DOUBLE_EQ(plain["roles"][0]["memory_at_peak"]["optimizer_state"].get<double>(), 2 * 4 * params);
+  EXPECT_DOUBLE_EQ(wus["roles"][0]["memory_at_peak"]["optimizer_state"].get<double>(), 2 * 4 * params / 4);
+}
+
+TEST(StrategiesTest, ShippedExampleAgainstItsSingleDeviceReference) {
+  // The recipe docs/strategies.md gives users: the example as shipped, then its own reference with --single-device.
+  const std::string ex = source_dir() + "/configs/examples/data_parallel.yaml";
+  CliResult r = run_podsim({"run", ex, "--out", test_dir() + "/dp", "-q"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_podsim({"run", ex, "--single-device", "--out", test_dir() + "/one"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(single_device)"), std::string::npos) << r.out;
+  CliResult c = run_podsim({"compare", test_dir() + "/one", test_dir() + "/dp"});
+  EXPECT_EQ(c.code, 0) << c.out << c.err;
+  // A deliberately perturbed run (another learning rate) fails the comparison.
+  r = run_podsim({"run", ex, "--single-device", "--out", test_dir() + "/lr", "-q", "--set",
+                  "workload.learning_rate=0.0011"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  c = run_podsim({"compare", test_dir() + "/lr", test_dir() + "/dp"});
+  EXPECT_EQ(c.code, 1) << c.out << c.err;
+}
