@@ -210,26 +210,32 @@ class Partitioner {
     }
     if (cur.spec.is_partial())
       throw Error(Err::Internal, "partitioner: cannot turn " + cur.spec.text() + " of '" + base + "' into " + want.text());
-    // 2. A split moving from one dimension to another over the same axes: all-to-all.
+    // 2. A split moving from one dimension to another over the same axes: all-to-all. The axes moved are the
+    //    innermost of the source dimension's split and become the innermost of the target's, so a dimension split
+    //    over (data, expert) can hand `expert` to another dimension and keep `data` (each device's blocks stay
+    //    contiguous). With other axes on either dimension, both must divide evenly (else step 3 gathers).
     for (size_t q = 0; q < want.rank(); ++q) {
-      if (want.dims[q].empty() || !cur.spec.dims[q].empty()) continue;
       for (size_t p = 0; p < want.rank(); ++p) {
-        if (p == q || cur.spec.dims[p] != want.dims[q] || !want.dims[p].empty()) continue;
+        std::vector<std::string> moved;
+        if (p == q || !moves_innermost(cur.spec, want, p, q, moved)) continue;
+        const bool whole = cur.spec.dims[q].empty() && want.dims[p].empty();
+        if (!whole && (global[q] % m_m.size(want.dims[q]) != 0 || global[p] % m_m.size(cur.spec.dims[p]) != 0)) continue;
         OpAttrs at;
-        at.axes = want.dims[q];
+        at.axes = moved;
         at.dim = static_cast<int64_t>(q);   // split
         at.dim2 = static_cast<int64_t>(p);  // concatenated
         const int64_t n = m_m.size(at.axes);
         ShardSpec next = cur.spec;
-        next.dims[p].clear();
+        next.dims[p] = want.dims[p];
         next.dims[q] = want.dims[q];
-        TensorId x = resize(t, cur.local, q, ceil_div64(global[q], n) * n);
+        const int64_t local_q = m_res.program.graph.tensor(cur.local).shape[q];
+        TensorId x = resize(t, cur.local, q, ceil_div64(local_q, n) * n);
         std::vector<int64_t> sh = m_res.program.graph.tensor(x).shape;
         sh[q] /= n;
         sh[p] *= n;
         TensorId y = temp(t, sh, base + "/all_to_all" + std::to_string(m_counter));
         emit1(op_name(t, "all_to_all[" + axes_text(at.axes) + "]"), OpKind::AllToAll, x, y, at);
-        TensorId z = resize(t, y, p, global[p]);
+        TensorId z = resize(t, y, p, local_shape(global, next, m_m)[p]);
         // Name the result as the version it is.
         m_res.program.graph.tensor(z).name = version_name(next);
         m_res.program.graph.tensor(z).role = role;
@@ -277,6 +283,17 @@ class Partitioner {
     if (cur.spec != want)
       throw Error(Err::Internal, "partitioner: resharding '" + base + "' ended at " + cur.spec.text() + ", not " + want.text());
     return cur.local;
+  }
+
+  // Whether `to` takes axes from dimension p of `from` to dimension q: to.dims[q] = from.dims[q] + moved and
+  // from.dims[p] = to.dims[p] + moved, `moved` not empty.
+  static bool moves_innermost(const ShardSpec& from, const ShardSpec& to, size_t p, size_t q,
+                              std::vector<std::string>& moved) {
+    const auto &fq = from.dims[q], &tq = to.dims[q], &fp = from.dims[p], &tp = to.dims[p];
+    if (tq.size() <= fq.size() || !std::equal(fq.begin(), fq.end(), tq.begin())) return false;
+    moved.assign(tq.begin() + static_cast<std::ptrdiff_t>(fq.size()), tq.end());
+    return fp.size() == tp.size() + moved.size() && std::equal(tp.begin(), tp.end(), fp.begin()) &&
+           std::equal(moved.begin(), moved.end(), fp.begin() + static_cast<std::ptrdiff_t>(tp.size()));
   }
 
   // The spec an op's output should end up with, when something asks for one.

@@ -348,19 +348,23 @@ PipelineResult pipeline_step(const PipelineInput& in) {
         key[*it] = k2 == std::numeric_limits<int64_t>::max() ? 0 : k2;
       }
     // Kahn's order by (key, op id).
-    std::vector<int> indeg(n, 0);
-    for (size_t i = 0; i < n; ++i) indeg[i] = static_cast<int>(g.predecessors(static_cast<OpId>(i)).size());
-    std::priority_queue<std::pair<int64_t, OpId>, std::vector<std::pair<int64_t, OpId>>, std::greater<>> ready;
-    for (size_t i = 0; i < n; ++i)
-      if (indeg[i] == 0) ready.push({key[i], static_cast<OpId>(i)});
-    std::vector<OpId> ord;
-    while (!ready.empty()) {
-      OpId o = ready.top().second;
-      ready.pop();
-      ord.push_back(o);
-      for (OpId c : g.successors(o))
-        if (--indeg[c] == 0) ready.push({key[c], c});
-    }
+    auto issue_order = [&] {
+      std::vector<int> indeg(n, 0);
+      for (size_t i = 0; i < n; ++i) indeg[i] = static_cast<int>(g.predecessors(static_cast<OpId>(i)).size());
+      std::priority_queue<std::pair<int64_t, OpId>, std::vector<std::pair<int64_t, OpId>>, std::greater<>> ready;
+      for (size_t i = 0; i < n; ++i)
+        if (indeg[i] == 0) ready.push({key[i], static_cast<OpId>(i)});
+      std::vector<OpId> out;
+      while (!ready.empty()) {
+        OpId o = ready.top().second;
+        ready.pop();
+        out.push_back(o);
+        for (OpId c : g.successors(o))
+          if (--indeg[c] == 0) ready.push({key[c], c});
+      }
+      return out;
+    };
+    std::vector<OpId> ord = issue_order();
     // Control dependencies between consecutive items: the next item's entry ops (compute ops none of whose inputs
     // come from the same item) wait for the last op of the previous, so that a stage works on one micro-batch at a
     // time, in the schedule's order (dispatching every ready op at once would interleave the micro-batches and
@@ -380,7 +384,15 @@ PipelineResult pipeline_step(const PipelineInput& in) {
         if (entry && at[o] > at[last_of[i - 1]]) g.add_control(last_of[i - 1], o);
       }
     }
-    prog.order = ord;
+    // A stage's work on a micro-batch is one unit, as in GPipe: what it sends for that micro-batch (activations
+    // forward, input gradients backward) leaves when the unit is done, not as soon as its value exists.
+    for (size_t i = 0; i < n; ++i) {
+      const Op& op = g.op(static_cast<OpId>(i));
+      if (op.kind != OpKind::Send || key[i] < 0 || key[i] >= static_cast<int64_t>(seq.size())) continue;
+      const OpId last = last_of[static_cast<size_t>(key[i])];
+      if (last >= 0 && last != static_cast<OpId>(i)) g.add_control(last, static_cast<OpId>(i));
+    }
+    prog.order = issue_order();
     prog.role = "stage" + std::to_string(k);
   }
 

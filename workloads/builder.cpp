@@ -173,6 +173,48 @@ TensorId GraphBuilder::softmax_cross_entropy(TensorId logits, TensorId labels, c
   return loss;
 }
 
+TensorId GraphBuilder::reshape(TensorId x, std::vector<int64_t> shape, const std::string& name) {
+  const TensorInfo xi = m_g.tensor(x);
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (n != xi.elements()) shape_error(name, "reshape of " + shape_text(xi.shape) + " into " + shape_text(shape));
+  return forward(name, OpKind::Reshape, {x}, std::move(shape), xi.dtype);
+}
+
+GraphBuilder::Gating GraphBuilder::top2_gating(TensorId logits, int64_t capacity, double aux_coefficient,
+                                               bool sample_second, uint64_t seed, const std::string& name) {
+  const TensorInfo li = m_g.tensor(logits);
+  if (li.shape.size() != 3 || li.shape[2] < 2 || capacity < 1)
+    shape_error(name, "top-2 gating takes [G, S, E] logits with E >= 2 and a capacity >= 1, got " +
+                          shape_text(li.shape) + " and capacity " + std::to_string(capacity));
+  const int64_t G = li.shape[0], S = li.shape[1], E = li.shape[2];
+  TensorRole role = m_phase == Phase::Backward ? TensorRole::Gradient : TensorRole::Activation;
+  Gating out;
+  out.combine = m_g.add_tensor({name + ".combine", {G, S, E, capacity}, li.dtype, role});
+  out.dispatch = m_g.add_tensor({name + ".dispatch", {G, S, E, capacity}, li.dtype, role});
+  out.aux_loss = m_g.add_tensor({name + ".aux_loss", {1}, DType::F32, role});
+  out.routes = m_g.add_tensor({name + ".routes", {G, S, 4}, DType::I32, role});
+  m_g.tensor(out.dispatch).stop_gradient = true;
+  m_g.tensor(out.routes).stop_gradient = true;
+  Op op;
+  op.name = name;
+  op.kind = OpKind::Top2Gating;
+  op.phase = m_phase;
+  op.inputs = {logits};
+  op.outputs = {out.combine, out.dispatch, out.aux_loss, out.routes};
+  op.attrs.alpha = aux_coefficient;
+  op.attrs.count = G;
+  op.attrs.sample_second = sample_second;
+  op.attrs.seed = seed;
+  m_g.add_op(op);
+  return out;
+}
+
+bool GraphBuilder::wants_grad(TensorId t) const {
+  const TensorInfo& i = m_g.tensor(t);
+  return i.role != TensorRole::Input && i.role != TensorRole::Label && i.dtype != DType::I32 && !i.stop_gradient;
+}
+
 TensorId GraphBuilder::accumulate(const std::vector<TensorId>& parts, const std::string& name) {
   TensorId acc = parts.front();
   for (size_t i = 1; i < parts.size(); ++i)
@@ -209,9 +251,7 @@ void GraphBuilder::backward(TensorId loss) {
       if (m_g.op(static_cast<OpId>(i)).cell < 0) m_g.op(static_cast<OpId>(i)).cell = op.cell;
     for (size_t i = 0; i < op.inputs.size() && i < in_grads.size(); ++i) {
       TensorId x = op.inputs[i];
-      if (in_grads[i] < 0 || m_g.tensor(x).dtype == DType::I32) continue;
-      TensorRole r = m_g.tensor(x).role;
-      if (r == TensorRole::Input || r == TensorRole::Label) continue;  // no gradient for the batch
+      if (in_grads[i] < 0 || !wants_grad(x)) continue;  // no gradient for the batch, ids, stop-gradient values
       parts[x].push_back(in_grads[i]);
     }
   }

@@ -54,6 +54,19 @@ class GraphBuilder {
   TensorId embedding(TensorId table, TensorId ids, const std::string& name);
   // Mean softmax cross-entropy over the rows of logits; returns the scalar loss.
   TensorId softmax_cross_entropy(TensorId logits, TensorId labels, const std::string& name);
+  // The same elements in row-major order under another shape of the same size: reshape(x, {G, S, D}, "groups").
+  TensorId reshape(TensorId x, std::vector<int64_t> shape, const std::string& name);
+  // GShard's top-2 gating of logits [G, S, E] with `capacity` slots per expert and group
+  // (workloads/ops/top2_gating.cpp). The aux_loss output is aux_coefficient x the load-balancing loss, a term of
+  // the step's loss: add it to the loss (its gradient rule, like cross-entropy's, takes d(loss)/d(term) = 1).
+  struct Gating {
+    TensorId combine = -1, dispatch = -1, aux_loss = -1, routes = -1;
+  };
+  Gating top2_gating(TensorId logits, int64_t capacity, double aux_coefficient, bool sample_second, uint64_t seed,
+                     const std::string& name);
+
+  // Whether reverse mode computes a gradient for `t`: not for the batch, integer ids or stop-gradient values.
+  bool wants_grad(TensorId t) const;
 
   // Ops added from now on belong to model cell `c` (a layer; pipelines cut between cells).
   void set_cell(int32_t c) { m_cell = c; }

@@ -33,6 +33,10 @@ enum class OpKind : uint8_t {
   EmbeddingGrad,  // inputs (dy[T, D], ids[T]) -> dtable[V, D] (scatter-add)
   MemoryStream,   // HBM microbenchmark traffic: out = x; attrs.pattern read | write | copy | gather, attrs.message_bytes
                   // the request size (workload.model: memory)
+  Reshape,        // the same elements in row-major order under another shape ([B, S, D] -> [G, S', D])
+  // Mixture of experts (GShard top-2 gating, workloads/ops/top2_gating.cpp).
+  Top2Gating,      // logits[G, S, E] -> (combine[G, S, E, C], dispatch[G, S, E, C], aux_loss[1], routes[G, S, 4])
+  Top2GatingGrad,  // inputs (logits, routes[, dcombine]) -> dlogits, including the auxiliary loss's gradient
   // Loss.
   SoftmaxCrossEntropy,      // inputs (logits[T, V], labels[T]) -> (loss[1], probs[T, V]); mean over T
   SoftmaxCrossEntropyGrad,  // inputs (probs, labels) -> dlogits = (probs - onehot) / T
@@ -85,6 +89,11 @@ struct OpAttrs {
   };
   int64_t count = 0;
   std::vector<Padded> padded;
+  // Top2Gating(Grad): the run's seed for random routing of the second expert (sample_second), drawn per token from
+  // (seed, op name, global token position); attrs.alpha is the auxiliary loss coefficient, attrs.count the global
+  // group count and attrs.axes the mesh axes splitting the groups.
+  uint64_t seed = 0;
+  bool sample_second = false;
   // Traffic: pattern (uniform, transpose, neighbor), injection rate (fraction of one link's bandwidth each chip
   // offers), message size in bytes, and injection window in seconds.
   std::string pattern;

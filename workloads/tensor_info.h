@@ -34,6 +34,9 @@ struct TensorInfo {
   TensorRole role = TensorRole::Activation;
   // For Updated tensors: the tensor whose storage they replace (the parameter or state); -1 otherwise.
   TensorId updates = -1;
+  // No gradient flows into this value (a one-hot dispatch mask, routing decisions): reverse-mode rules emit none
+  // for it, as a stop-gradient does.
+  bool stop_gradient = false;
 
   int64_t elements() const;
   double bytes() const { return static_cast<double>(elements()) * dtype_bytes(dtype); }

@@ -5,6 +5,9 @@
 //                        x = x + gelu(LN2(x) . W1 [D, F] + b1) . W2 [F, D] + b2
 //   final LN -> logits [B, S, V] = x . unembed [D, V] -> mean softmax cross-entropy against labels [B, S]
 //   -> backward -> optimizer.
+// With workload.moe.experts = E > 0, every other layer (the second, fourth, ...) replaces its FFN by a GShard
+// mixture of E experts, x = x + MoE(LN2(x)) (workloads/moe_layer.h, docs/moe.md), and the loss becomes
+// "loss" = cross-entropy ("loss.nll") + the layers' weighted load-balancing terms.
 // Every tensor keeps its dimensions apart (batch, sequence, heads, head width), so a strategy can split any of
 // them: the matmuls are einsums over named dimensions.
 // There is no positional embedding (causal attention still tells positions apart); it would not change the cost
@@ -13,10 +16,27 @@
 
 #include "sim/common/text.h"
 #include "workloads/i_workload.h"
+#include "workloads/moe_layer.h"
 #include "workloads/training.h"
 
 namespace podsim {
 namespace {
+
+// loss = nll + sum of the terms, as the step's Loss tensor (the cross-entropy becomes an intermediate value).
+TensorId add_loss_terms(GraphBuilder& b, TensorId nll, const std::vector<TensorId>& terms) {
+  ModelGraph& g = b.graph();
+  auto add = [&](TensorId x, TensorId y, const std::string& name) {
+    TensorId z = b.add(x, y, name);
+    g.op(g.producer(z)).phase = Phase::Loss;
+    return z;
+  };
+  TensorId aux = terms.front();
+  for (size_t i = 1; i < terms.size(); ++i) aux = add(aux, terms[i], "loss.aux" + std::to_string(i));
+  TensorId loss = add(nll, aux, "loss");
+  g.tensor(nll).role = TensorRole::Activation;
+  g.tensor(loss).role = TensorRole::Loss;
+  return loss;
+}
 
 class TransformerWorkload : public IWorkload {
  public:
@@ -32,6 +52,7 @@ class TransformerWorkload : public IWorkload {
         ParamSpec::boolean("workload.causal", "Causal attention mask (a decoder).").def("true"),
     };
     for (auto& s : training_param_specs("adam", "0.001")) p.push_back(s);
+    for (auto& s : moe_param_specs()) p.push_back(s);
     return p;
   }
 
@@ -43,6 +64,8 @@ class TransformerWorkload : public IWorkload {
                             "d_model / heads features",
                             static_cast<long long>(d), static_cast<long long>(h)),
                   "workload.heads");
+    const int64_t batch = p.i("workload.batch");
+    validate_moe(p, batch, batch * p.i("workload.seq_len"), p.i("workload.layers"));
   }
 
   ModelGraph build(const ParamSet& p) const override {
@@ -50,6 +73,8 @@ class TransformerWorkload : public IWorkload {
     const int64_t H = p.i("workload.heads"), V = p.i("workload.vocab"), S = p.i("workload.seq_len");
     const int64_t B = p.i("workload.batch"), dh = D / H;
     const bool causal = p.b("workload.causal");
+    const MoeConfig moe = moe_config(p, B);
+    std::vector<TensorId> aux_terms;
     ModelGraph g("transformer");
     GraphBuilder b(g, training_dtype(p));
     TensorId ids = b.input("tokens", {B, S}, DType::I32);
@@ -72,6 +97,12 @@ class TransformerWorkload : public IWorkload {
       TensorId attn = b.einsum(ctx, b.param(n + ".attn.o.w", {H, dh, D}), "bshe,hed->bsd", n + ".attn.o");
       x = b.add(x, attn, n + ".attn.residual");
       TensorId h2 = b.layer_norm(x, b.param(n + ".ln2.gamma", {D}), b.param(n + ".ln2.beta", {D}), n + ".ln2");
+      if (is_moe_layer(l, moe)) {
+        MoeBlock m = moe_ffn(b, h2, F, moe, n + ".moe");
+        if (moe.aux_loss > 0) aux_terms.push_back(m.aux_loss);
+        x = b.add(x, m.out, n + ".moe.residual");
+        continue;
+      }
       TensorId f1 = b.bias_add(b.einsum(h2, b.param(n + ".ffn.w1", {D, F}), "bsd,df->bsf", n + ".ffn.up"),
                                b.param(n + ".ffn.b1", {F}), n + ".ffn.up.bias");
       TensorId act = b.gelu(f1, n + ".ffn.gelu");
@@ -82,7 +113,8 @@ class TransformerWorkload : public IWorkload {
     b.set_cell(static_cast<int32_t>(L + 1));
     TensorId hf = b.layer_norm(x, b.param("final_ln.gamma", {D}), b.param("final_ln.beta", {D}), "final_ln");
     TensorId logits = b.einsum(hf, b.param("unembed", {D, V}), "bsd,dv->bsv", "logits");
-    TensorId loss = b.softmax_cross_entropy(logits, labels, "loss");
+    TensorId loss = b.softmax_cross_entropy(logits, labels, aux_terms.empty() ? "loss" : "loss.nll");
+    if (!aux_terms.empty()) loss = add_loss_terms(b, loss, aux_terms);
     b.backward(loss);
     b.optimizer(training_optimizer(p));
     return g;

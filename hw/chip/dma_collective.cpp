@@ -156,9 +156,13 @@ void Dma::finish_task(int32_t op, int32_t i) {
   const SharedSchedule& s = *r.shared;
   for (int32_t k = s.dep_ptr[i]; k < s.dep_ptr[i + 1]; ++k) {
     int32_t j = s.dep_list[k];
-    if (--r.deps_left[j] == 0) ready(r, j);
+    if (--r.deps_left[j] == 0) {
+      ready(r, j);
+      // ready() may inject at once, and a nested finish_task may complete the op and free `r` (and `s`).
+      if (!m_running.count(op)) return;
+    }
   }
-  if (r.finished == r.task_count && m_running.count(op)) finish_op(r);
+  if (r.finished == r.task_count) finish_op(r);
 }
 
 }  // namespace podsim

@@ -59,8 +59,9 @@ int sc_main(int argc, char** argv) {
   auto* c = app.add_subcommand("compare", "Compare the tensors of two numeric runs (RUN_B is the reference)");
   c->add_option("run_a", cmp.run_a, "A folder written by podsim run with run.numeric: true")->required();
   c->add_option("run_b", cmp.run_b, "The reference run folder, e.g. the single-device run")->required();
-  c->add_option("--tolerance", cmp.tolerance, "Largest relative norm error accepted per tensor (default 1e-5)")
-      ->check(CLI::PositiveNumber);
+  c->add_option("--tolerance", cmp.tolerance,
+                 "Largest relative norm error accepted per tensor (default 1e-5; 0: bit for bit equal)")
+      ->check(CLI::NonNegativeNumber);
   c->add_flag("--brief", cmp.brief, "Print only the tensors above the tolerance and the verdict");
   cli::SweepCommand* sweep = cli::add_sweep_command(app);
 

@@ -9,6 +9,7 @@
 #include "hw/timing/mxu_timing.h"
 #include "hw/timing/vpu_timing.h"
 #include "sim/engine/engine.h"
+#include "sim/engine/moe_report.h"
 
 namespace podsim {
 namespace {
@@ -103,8 +104,8 @@ TimeSplit time_split(const ExecProgram& ep, const Chip& chip) {
 
 // Per role (one program, e.g. a pipeline stage): its chips, where the time of its first chip went, its peak
 // memory. Then the step's exposed communication (communication while no compute runs, averaged over the active
-// chips) and, for pipelines, the measured bubble: the stages' idle time (neither computing nor communicating) as
-// a fraction of the step, averaged over the stages, beside GPipe's (K - 1) / (M + K - 1) for balanced stages and
+// chips) and, for pipelines, the measured bubble: the stages' idle time (neither computing nor sending) as a
+// fraction of the forward and backward passes, averaged over the stages, beside GPipe's (K - 1) / (M + K - 1) for balanced stages and
 // free communication.
 void roles_and_pipeline(const Prepared& p, const Simulation& s, J& j) {
   const auto& chips = s.pod->chips();
@@ -118,7 +119,7 @@ void roles_and_pipeline(const Prepared& p, const Simulation& s, J& j) {
     ++count[r];
   }
   J jr = J::array();
-  double exposed_weighted = 0, idle_sum = 0;
+  double exposed_weighted = 0;
   int64_t active = 0, stages = 0;
   for (int64_t r = 0; r < roles; ++r) {
     if (first[r] < 0) continue;
@@ -127,7 +128,7 @@ void roles_and_pipeline(const Prepared& p, const Simulation& s, J& j) {
     const double exposed = std::max(0.0, t.busy - t.compute), idle = std::max(0.0, T - t.busy);
     exposed_weighted += exposed * static_cast<double>(count[r]);
     active += count[r];
-    idle_sum += idle;
+    (void)idle;
     ++stages;
     jr.push_back({{"role", p.plan.programs[r].role},
                   {"chips", count[r]},
@@ -152,6 +153,30 @@ void roles_and_pipeline(const Prepared& p, const Simulation& s, J& j) {
   j["communication"] = {{"exposed_s", exposed_s}, {"exposed_fraction", T > 0 ? r6(exposed_s / T) : 0.0}};
   const PlanPipeline& pp = p.plan.pipeline;
   if (pp.stages > 0) {
+    // The bubble of the forward and backward passes: until the last of them ends on any stage (the optimizer
+    // step that follows runs once per mini-batch and is not part of the schedule), the share of each stage's time
+    // with neither compute nor a send running, averaged over the stages.
+    double t_fb = 0;
+    for (int64_t r = 0; r < roles; ++r) {
+      if (first[r] < 0) continue;
+      const ExecProgram& ep = p.ctx->programs[r];
+      for (size_t i = 0; i < ep.ops.size(); ++i) {
+        const OpRecord& rec = chips[first[r]]->log().ops[i];
+        if (rec.start >= 0 && ep.ops[i].phase != Phase::Optimizer) t_fb = std::max(t_fb, rec.end);
+      }
+    }
+    double idle_sum = 0;
+    for (int64_t r = 0; r < roles; ++r) {
+      if (first[r] < 0) continue;
+      const ExecProgram& ep = p.ctx->programs[r];
+      std::vector<std::pair<double, double>> busy;
+      for (size_t i = 0; i < ep.ops.size(); ++i) {
+        const OpRecord& rec = chips[first[r]]->log().ops[i];
+        if (rec.start < 0 || ep.ops[i].kind == OpKind::Recv || ep.ops[i].phase == Phase::Optimizer) continue;
+        if (rec.start < t_fb) busy.push_back({rec.start, std::min(rec.end, t_fb)});
+      }
+      idle_sum += t_fb - union_length(busy);
+    }
     J cells = J::array();
     for (const auto& c : pp.cells) cells.push_back(c);
     const double k = static_cast<double>(pp.stages), m = static_cast<double>(pp.micro_batches);
@@ -161,7 +186,8 @@ void roles_and_pipeline(const Prepared& p, const Simulation& s, J& j) {
                      {"remat", pp.remat},
                      {"stage_cells", cells},
                      {"stage_estimated_s", pp.stage_seconds},
-                     {"bubble_fraction", T > 0 && stages ? r6(idle_sum / static_cast<double>(stages) / T) : 0.0},
+                     {"bubble_fraction", t_fb > 0 && stages ? r6(idle_sum / static_cast<double>(stages) / t_fb) : 0.0},
+                     {"forward_backward_s", t_fb},
                      {"ideal_bubble_fraction", r6((k - 1) / (m + k - 1))}};
   }
 }
@@ -396,6 +422,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   }
   j["timeline"] = {{"bin_s", w}, {"mxu_busy", jm}, {"vpu_busy", jv}, {"hbm_Bps", jh}};
   j["stalls"] = {{"injected", stalls}, {"seconds", stall_s}};
+  if (auto moe = moe_report(p, s)) j["moe"] = *moe;
   return j.dump(2) + "\n";
 }
 

@@ -88,6 +88,31 @@ void print_report(const std::string& dir, std::ostream& out) {
     out << strprintf("  %-26s %s (%s)\n", "idle (bubble)", format_time(t.value("idle_s", 0.0)).c_str(),
                      pct(t.value("idle_fraction", 0.0)).c_str());
   }
+  if (j.contains("roles") && !j["roles"].empty() && j.value("active_chips", 1) > 1) {
+    // Per role (the SPMD step, or each pipeline stage), on its first chip.
+    rule(out);
+    out << strprintf("%-14s %6s %11s %11s %11s %11s %7s %11s\n", "role", "chips", "compute", "comm", "exposed", "idle",
+                     "MXU", "peak mem");
+    for (const auto& r : j["roles"])
+      out << strprintf("%-14s %6lld %11s %11s %11s %11s %7s %11s%s\n", r.value("role", std::string()).c_str(),
+                       static_cast<long long>(r.value("chips", 0LL)), format_time(r.value("compute_s", 0.0)).c_str(),
+                       format_time(r.value("communication_s", 0.0)).c_str(),
+                       format_time(r.value("exposed_communication_s", 0.0)).c_str(),
+                       format_time(r.value("idle_s", 0.0)).c_str(), pct(r.value("mxu_busy_fraction", 0.0)).c_str(),
+                       format_bytes(r.value("peak_memory_bytes", 0.0)).c_str(),
+                       r.value("fits", true) ? "" : "  (DOES NOT FIT)");
+    if (j.contains("communication"))
+      out << strprintf("exposed communication: %s of the step (mean over chips); pod MFU %s\n",
+                       pct(j["communication"].value("exposed_fraction", 0.0)).c_str(), pct(j.value("mfu", 0.0)).c_str());
+    if (j.contains("pipeline"))
+      out << strprintf("pipeline: %lld stages x %lld micro-batches (%s%s): bubble %s, GPipe's (K-1)/(M+K-1) %s\n",
+                       static_cast<long long>(j["pipeline"].value("stages", 0LL)),
+                       static_cast<long long>(j["pipeline"].value("micro_batches", 0LL)),
+                       j["pipeline"].value("schedule", std::string()).c_str(),
+                       j["pipeline"].value("remat", false) ? ", remat" : "",
+                       pct(j["pipeline"].value("bubble_fraction", 0.0)).c_str(),
+                       pct(j["pipeline"].value("ideal_bubble_fraction", 0.0)).c_str());
+  }
   if (j.contains("memory")) {
     const auto& m = j["memory"];
     rule(out);
@@ -101,11 +126,17 @@ void print_report(const std::string& dir, std::ostream& out) {
   if (j.contains("collectives")) {
     rule(out);
     out << "collectives\n";
-    for (const auto& c : j["collectives"])
+    size_t shown = 0;
+    for (const auto& c : j["collectives"]) {
+      if (++shown > 20) {
+        out << strprintf("  ... and %zu more (summary.json collectives)\n", j["collectives"].size() - 20);
+        break;
+      }
       out << strprintf("  %-26s %s per chip in %s: %s\n", c.value("kind", std::string()).c_str(),
                        format_bytes(c.value("bytes_per_chip", 0.0)).c_str(),
                        format_time(c.value("time_s", 0.0)).c_str(),
                        format_bandwidth(c.value("algorithm_bandwidth_Bps", 0.0)).c_str());
+    }
   }
   if (j.contains("traffic")) {
     const auto& t = j["traffic"];

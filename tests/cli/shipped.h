@@ -30,6 +30,13 @@ struct Shipped {
 };
 inline void PrintTo(const Shipped& s, std::ostream* os) { *os << s.path; }
 
+// The GShard family's quick-tier size (reduced_sizes() below).
+inline std::vector<std::string> gshard_reduced() {
+  return {"hardware.pod.dims=[4,4]", "workload.layers=2",   "workload.batch=32", "workload.seq_len=64",
+          "workload.moe.groups=32",  "workload.d_model=128", "workload.d_ff=256", "workload.heads=4",
+          "workload.vocab=1024"};
+}
+
 // Overrides that bring a large experiment within the quick budget, by path. Keep the experiment's character (same
 // pod shape or model family, numeric mode as shipped); shrink what only scales its cost.
 inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
@@ -40,6 +47,14 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       {"configs/examples/mlp.yaml", {"workload.batch=32", "workload.input=256", "workload.hidden=512"}},
       // 16 chips in three mesh axes as shipped; 2 layers instead of 8 (one per pipeline stage).
       {"configs/examples/pipeline_data_model.yaml", {"workload.layers=2"}},
+      // GShard Table 1 (64 to 1024 chips, 12 or 36 layers, M = 1024): the same expert counts and strategy on a 4 x 4
+      // pod with 2 layers (one MoE layer) and narrow widths; the all-reduces over 64+ chips alone exceed the budget.
+      {"configs/papers/gshard/moe_128e_12l.yaml", gshard_reduced()},
+      {"configs/papers/gshard/moe_128e_36l.yaml", gshard_reduced()},
+      {"configs/papers/gshard/moe_512e_12l.yaml", gshard_reduced()},
+      {"configs/papers/gshard/moe_512e_36l.yaml", gshard_reduced()},
+      {"configs/papers/gshard/moe_2048e_12l.yaml", gshard_reduced()},
+      {"configs/papers/gshard/moe_2048e_36l.yaml", gshard_reduced()},
   };
   return table;
 }

@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "tests/cli/cli_util.h"
 
@@ -39,50 +42,61 @@ std::string expect_equivalent(const std::string& workload, const std::string& di
   // "equal within 1e-05: N tensors (worst NAME, E)"
   const size_t at = c.out.find("equal within 1e-05: ");
   EXPECT_NE(at, std::string::npos) << c.out;
-  if (at != std::string::npos) EXPECT_GE(std::stoi(c.out.substr(at + 20)), min_tensors) << c.out;
+  if (at != std::string::npos) {
+    EXPECT_GE(std::stoi(c.out.substr(at + 20)), min_tensors) << c.out;
+    std::printf("  %s", c.out.substr(at).c_str());  // the verdict, with the worst tensor
+  }
   return test_dir() + "/exp";
 }
 
 }  // namespace
 
-TEST(StrategiesTest, DataParallelMlp) {
-  std::string d = expect_equivalent(kMlp, "[2, 2]", "strategy: {name: data_parallel}\n");
-  EXPECT_EQ(summary(d)["roles"][0]["chips"], 4);
+// Every strategy and composition, on 2, 4 and 8 chips, for the MLP and the Transformer.
+struct Case {
+  std::string name, dims, rest;
+};
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name << " on " << c.dims; }
+const Case kCases[] = {
+    {"DataParallel2", "[2, 1]", "strategy: {name: data_parallel}\n"},
+    {"WeightUpdateSharding4", "[4, 1]", "strategy: {name: data_parallel, weight_update_sharding: true}\n"},
+    {"Megatron8", "[8, 1]", "strategy: {name: spmd}\n"},
+    {"TwoDimensional4", "[2, 2]",
+     "strategy: {name: spmd, scheme: 2d, spmd_axes: [s0, s1]}\nmesh: {axes: [s0, s1], shape: [2, 2]}\n"},
+    // On an 8-chip ring, model takes 4 neighbouring chips (a line: no wrap-around link) and data every 4th chip (a
+    // strided ring of 2).
+    {"DataTimesModelLineAndStridedRing8", "[8, 1]",
+     "strategy: {name: [data_parallel, spmd], weight_update_sharding: true}\nmesh: {axes: [data, model], shape: [2, 4]}\n"},
+    // data over x and half of y; model over the other half of y.
+    {"DataAcrossTwoTorusDimensions8", "[2, 4]",
+     "strategy: {name: [data_parallel, spmd]}\nmesh: {axes: [data, model], shape: [4, 2], placement: [\"x,y:2\", \"y:2\"]}\n"},
+    {"Pipeline4", "[4, 1]", "strategy: {name: pipeline, micro_batches: 4}\n"},
+    {"PipelineRemat1F1B2", "[2, 1]", "strategy: {name: pipeline, micro_batches: 4, remat: true, schedule: 1f1b}\n"},
+    {"PipelineDataModel8", "[2, 4]",
+     "strategy: {name: [pipeline, data_parallel, spmd], micro_batches: 2, weight_update_sharding: true}\n"
+     "mesh: {axes: [pipe, data, model], shape: [2, 2, 2]}\n"},
+};
+
+class EquivalenceTest : public ::testing::TestWithParam<std::tuple<Case, bool>> {};
+
+TEST_P(EquivalenceTest, ReproducesTheSingleDeviceStep) {
+  const auto& [c, transformer] = GetParam();
+  expect_equivalent(transformer ? kTransformer : kMlp, c.dims, c.rest, transformer ? 100 : 30);
 }
 
-TEST(StrategiesTest, DataParallelWithWeightUpdateSharding) {
-  expect_equivalent(kTransformer, "[4, 1]", "strategy: {name: data_parallel, weight_update_sharding: true}\n");
-}
-
-TEST(StrategiesTest, MegatronTensorSharding) {
-  expect_equivalent(kTransformer, "[4, 1]", "strategy: {name: spmd}\n");
-}
-
-TEST(StrategiesTest, TwoDimensionalSharding) {
-  expect_equivalent(kTransformer, "[2, 2]",
-                    "strategy: {name: spmd, scheme: 2d, spmd_axes: [s0, s1]}\nmesh: {axes: [s0, s1], shape: [2, 2]}\n");
-}
-
-TEST(StrategiesTest, DataTimesModelOnLinesAndStridedRings) {
-  // On an 8-chip ring, model takes 4 neighbouring chips (a line: no wrap-around link) and data every 4th chip (a
-  // strided ring of 2).
-  expect_equivalent(kTransformer, "[8, 1]",
-                    "strategy: {name: [data_parallel, spmd], weight_update_sharding: true}\n"
-                    "mesh: {axes: [data, model], shape: [2, 4]}\n");
-}
-
-TEST(StrategiesTest, DataAxisSpanningTwoTorusDimensions) {
-  expect_equivalent(kMlp, "[2, 4]",
-                    "strategy: {name: [data_parallel, spmd]}\n"
-                    "mesh: {axes: [data, model], shape: [4, 2], placement: [\"x,y:2\", \"y:2\"]}\n");
-}
+INSTANTIATE_TEST_SUITE_P(Strategies, EquivalenceTest, ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::get<0>(info.param).name + (std::get<1>(info.param) ? "Transformer" : "Mlp");
+                         });
 
 TEST(StrategiesTest, DimensionsThatDoNotDivideArePadded) {
-  // vocab 50 over 4 model shards and 3 heads over 2: padded shards; the note says so.
+  // 2 heads and a vocabulary of 50 over 4 model shards: padded shards, and the run notes each.
   std::string w = kTransformer;
   w.replace(w.find("heads: 4"), 8, "heads: 2");
   std::string d = expect_equivalent(w, "[4, 1]", "strategy: {name: spmd}\n");
-  (void)d;
+  bool noted = false;
+  const nlohmann::json s = summary(d);
+  for (const auto& n : s["notes"]) noted = noted || n.get<std::string>().find("padded to 4") != std::string::npos;
+  EXPECT_TRUE(noted) << s["notes"].dump();
 }
 
 TEST(StrategiesTest, PipelineGpipe) {
@@ -90,16 +104,11 @@ TEST(StrategiesTest, PipelineGpipe) {
   nlohmann::json s = summary(d);
   EXPECT_EQ(s["pipeline"]["stages"], 4);
   EXPECT_EQ(s["roles"].size(), 4u);
-}
-
-TEST(StrategiesTest, PipelineWithRematAnd1F1B) {
-  expect_equivalent(kTransformer, "[2, 1]", "strategy: {name: pipeline, micro_batches: 4, remat: true, schedule: 1f1b}\n");
-}
-
-TEST(StrategiesTest, PipelineTimesDataTimesModel) {
-  expect_equivalent(kTransformer, "[2, 4]",
-                    "strategy: {name: [pipeline, data_parallel, spmd], micro_batches: 2, weight_update_sharding: true}\n"
-                    "mesh: {axes: [pipe, data, model], shape: [2, 2, 2]}\n");
+  // The report shows each stage's times and the bubble beside GPipe's.
+  CliResult r = run_podsim({"report", d});
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (const char* want : {"stage0", "stage3", "exposed communication:", "pipeline: 4 stages x 4 micro-batches", "bubble"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
 }
 
 TEST(StrategiesTest, ComparisonFailsOnAnotherStep) {
@@ -120,25 +129,30 @@ nlohmann::json timing_run(const std::string& name, const std::string& text) {
   return summary(test_dir() + "/" + name);
 }
 
-// Four equal layers of 4096 x 4096 matmuls on batch 4096: four balanced stages whose transfers are small next to
-// their compute.
-const std::string kBalancedMlp = "workload:\n  model: mlp\n  batch: 4096\n  input: 4096\n  hidden: 4096\n  layers: 3\n"
-                                 "  classes: 4096\n";
+// GPipe's balanced case: four Transformer stages of one equal layer each (the embedding and the head are tiny with a
+// vocabulary of 128, and ride on the first and last stage), with links fast enough that transfers are nearly free.
+const std::string kBalancedTransformer =
+    "hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\n  ici: {link_bandwidth: 100TB/s}\n"
+    "workload:\n  model: transformer\n  layers: 4\n  d_model: 1024\n  d_ff: 4096\n  heads: 16\n  vocab: 128\n"
+    "  seq_len: 512\n  batch: 64\nrun: {trace: {format: \"off\"}}\n";
 
 }  // namespace
 
 TEST(StrategiesTest, PipelineBubbleFollowsGpipe) {
-  // GPipe's bubble for K balanced stages, M micro-batches and free communication is (K - 1) / (M + K - 1): 0.75,
-  // 0.43 and 0.16 for K = 4 and M = 1, 4, 16. The simulated stages are not quite equal (the first computes no input
-  // gradient) and transfers take time, so the measured idle share may differ by a few points, not more.
-  for (int m : {1, 4, 16}) {
-    nlohmann::json s = timing_run("m" + std::to_string(m), hw("[4, 1]") + kBalancedMlp +
+  // GPipe's bubble for K balanced stages, M micro-batches and free communication is (K - 1) / (M + K - 1): 0.75 and
+  // 0.43 for K = 4 and M = 1, 4; within a point here. At M = 16 (0.158) the stages' remaining imbalance (the last
+  // carries the head: about 3 % more work, which every micro-batch waits for) and the per-micro-batch gradient
+  // accumulation add about 3 points.
+  const std::map<int, double> tolerance = {{1, 0.01}, {4, 0.01}, {16, 0.035}};
+  for (const auto& [m, tol] : tolerance) {
+    nlohmann::json s = timing_run("m" + std::to_string(m), kBalancedTransformer +
                                                               "strategy: {name: pipeline, micro_batches: " +
                                                               std::to_string(m) + "}\n");
     const double ideal = 3.0 / (m + 3.0);
     EXPECT_DOUBLE_EQ(s["pipeline"]["ideal_bubble_fraction"].get<double>(), std::round(ideal * 1e6) / 1e6);
-    EXPECT_NEAR(s["pipeline"]["bubble_fraction"].get<double>(), ideal, 0.07) << "M = " << m;
-    EXPECT_EQ(s["pipeline"]["stage_cells"], nlohmann::json::parse("[[0], [1], [2], [3]]"));
+    EXPECT_NEAR(s["pipeline"]["bubble_fraction"].get<double>(), ideal, tol) << "M = " << m;
+    EXPECT_GE(s["pipeline"]["bubble_fraction"].get<double>(), ideal - 0.002) << "M = " << m;  // never better
+    EXPECT_EQ(s["pipeline"]["stage_cells"], nlohmann::json::parse("[[0, 1], [2], [3], [4, 5]]"));
   }
 }
 
@@ -188,4 +202,18 @@ TEST(StrategiesTest, ShippedExampleAgainstItsSingleDeviceReference) {
   ASSERT_EQ(r.code, 0) << r.err;
   c = run_podsim({"compare", test_dir() + "/lr", test_dir() + "/dp"});
   EXPECT_EQ(c.code, 1) << c.out << c.err;
+}
+
+TEST(StrategiesTest, RematerializationChangesNoNumber) {
+  // Recomputed activations are the same values: with and without remat every tensor is bit for bit the same.
+  const std::string w = hw("[2, 1]") + kTransformer;
+  for (const char* remat : {"false", "true"}) {
+    const std::string f = write_file(std::string("r") + remat + ".yaml",
+                                     w + "strategy: {name: pipeline, micro_batches: 4, remat: " + remat +
+                                         "}\nrun: {numeric: true}\n");
+    ASSERT_EQ(run_podsim({"run", f, "--out", test_dir() + "/" + remat, "-q"}).code, 0);
+  }
+  CliResult c = run_podsim({"compare", test_dir() + "/false", test_dir() + "/true", "--tolerance", "0"});
+  EXPECT_EQ(c.code, 0) << c.out << c.err;
+  EXPECT_NE(c.out.find("worst"), std::string::npos) << c.out;
 }

@@ -157,11 +157,68 @@ TEST(GradientsTest, SoftmaxCrossEntropy) {
   }, true);
 }
 
+TEST(GradientsTest, Reshape) {
+  check_gradients("reshape", [](GraphBuilder& b) { return b.reshape(b.param("x", {4, 6, 2}), {2, 12, 2}, "rs"); });
+}
+
+// Top-2 gating: L = sum(combine * R) + aux_loss (the aux output is a loss term, its gradient taken as 1). Routing is
+// piecewise constant in the logits: elements whose +-h perturbation changes any routing decision are skipped.
+TEST(GradientsTest, Top2Gating) {
+  for (bool sample : {false, true}) {
+    SCOPED_TRACE(sample ? "random routing" : "all");
+    ModelGraph g("grad");
+    GraphBuilder b(g, DType::F32);
+    // 2 groups of 6 tokens, 4 experts, capacity 2: some assignments are dropped. alpha 20 makes the aux loss's
+    // gradient (alpha c_e / (G E S^2) through the softmax) as large as the combine weights'.
+    TensorId logits = b.param("logits", {2, 6, 4});
+    GraphBuilder::Gating gate = b.top2_gating(logits, 2, 20.0, sample, 11, "gating");
+    const Op op = g.op(g.producer(gate.combine));
+    TensorId r = g.add_tensor({"R", g.tensor(gate.combine).shape, DType::F32, TensorRole::Input});
+    std::vector<TensorId> grads = find_op_kind(op.kind)->grad(b, op, {r, -1, gate.aux_loss, -1});
+    ASSERT_EQ(grads.size(), 1u);
+    ASSERT_GE(grads[0], 0);
+    TensorStore s;
+    randomise(g, s, 5);
+    for (float& x : s.get_mut(logits).data) x *= 2;  // gates far from uniform
+    run_reference(g, s);
+    const std::vector<float> analytic = s.get(grads[0]).data;
+    const std::vector<float> routes = s.get(gate.routes).data;
+    auto objective = [&]() {
+      run_op(g, op, s);
+      double l = s.get(gate.aux_loss).data[0];
+      const Tensor& c = s.get(gate.combine);
+      for (size_t i = 0; i < c.data.size(); ++i) l += static_cast<double>(c.data[i]) * s.get(r).data[i];
+      return l;
+    };
+    std::vector<float>& xs = s.get_mut(logits).data;
+    const double h = 1e-2;
+    int checked = 0, dropped = 0;
+    for (float v : routes) dropped += v == -1.0f;
+    EXPECT_GT(dropped, 0) << "capacity 2 should drop assignments";
+    for (size_t e = 0; e < xs.size(); ++e) {
+      const float saved = xs[e];
+      xs[e] = static_cast<float>(saved + h);
+      const double lp = objective();
+      const bool same_p = s.get(gate.routes).data == routes;
+      xs[e] = static_cast<float>(saved - h);
+      const double lm = objective();
+      const bool same_m = s.get(gate.routes).data == routes;
+      xs[e] = saved;
+      if (!same_p || !same_m) continue;
+      const double numeric = (lp - lm) / (2 * h);
+      EXPECT_NEAR(analytic[e], numeric, 2e-3 + 2e-2 * std::fabs(numeric)) << "element " << e;
+      ++checked;
+    }
+    EXPECT_GT(checked, 36);  // most of the 48 logits
+  }
+}
+
 TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
   // The forward kinds with a gradient rule; a new one must get a finite-difference case above.
   std::vector<OpKind> covered = {OpKind::MatMul, OpKind::Add, OpKind::Scale, OpKind::BiasAdd, OpKind::Relu,
                                  OpKind::Gelu, OpKind::LayerNorm, OpKind::Softmax,
-                                 OpKind::Embedding, OpKind::SoftmaxCrossEntropy};
+                                 OpKind::Embedding, OpKind::SoftmaxCrossEntropy, OpKind::Reshape,
+                                 OpKind::Top2Gating};
   for (int k = 0; k <= static_cast<int>(OpKind::Traffic); ++k) {
     const OpKindDef* d = find_op_kind(static_cast<OpKind>(k));
     ASSERT_NE(d, nullptr) << "op kind " << k << " has no definition";

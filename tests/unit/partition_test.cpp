@@ -135,3 +135,35 @@ TEST(PartitionTest, WeightUpdateShardingSplitsStateAndGradients) {
   Outcome o = check(g, mesh({"data"}, {4}, {2, 2}), s);
   expect_equivalent(o, 13);
 }
+
+// A dimension split over (data, model) handing its innermost axis to another dimension: one all-to-all over
+// `model`, no gathers. The MLP's hidden activation [12, 16] comes out of fc0 split by rows over (data, model)
+// and is wanted as [data, model]: rows over data, columns over model (the ReLU pulls the split to its input, the
+// biased fc0 output, which is where the all-to-all happens).
+TEST(PartitionTest, AllToAllMovesTheInnermostAxisOfASplit) {
+  ModelGraph g = build("  model: mlp\n  batch: 12\n  input: 10\n  hidden: 16\n  layers: 2\n  classes: 6\n"
+                       "  dtype: fp32\n  optimizer: sgd\n");
+  const TensorId h = g.find_tensor("fc0.relu");
+  ASSERT_GE(h, 0);
+  PartitionInput in{g, mesh({"data", "model"}, {2, 2}, {2, 2})};
+  in.annotations[g.find_tensor("x")] = ShardSpec::parse("[(data, model), -]");
+  in.annotations[g.find_tensor("labels")] = ShardSpec::parse("[(data, model)]");
+  in.annotations[h] = ShardSpec::parse("[data, model]");
+  Program p = partition_step(in).program;
+  int all_to_all = 0, gathers_of_h = 0;
+  for (OpId id : p.order) {
+    const Op& op = p.graph.op(id);
+    if (op.kind == OpKind::AllToAll && op.name.rfind("fc0.", 0) == 0) {
+      ++all_to_all;
+      EXPECT_EQ(op.attrs.axes, std::vector<std::string>{"model"});
+      EXPECT_EQ(op.attrs.dim, 1);
+      EXPECT_EQ(op.attrs.dim2, 0);
+    }
+    gathers_of_h += op.kind == OpKind::AllGather && op.name.rfind("fc0.", 0) == 0;
+  }
+  EXPECT_EQ(all_to_all, 1);
+  EXPECT_EQ(gathers_of_h, 0);
+  Outcome o = check(g, mesh({"data", "model"}, {2, 2}, {2, 2}),
+                    {{"x", "[(data, model), -]"}, {"labels", "[(data, model)]"}, {"fc0.relu", "[data, model]"}});
+  expect_equivalent(o, 7);
+}

@@ -116,15 +116,14 @@ std::vector<TensorId> grad(GraphBuilder& bld, const Op& op, const std::vector<Te
   const Einsum e = Einsum::parse(op.attrs.equation);
   ModelGraph& g = bld.graph();
   const TensorInfo ia = g.tensor(op.inputs[0]), ib = g.tensor(op.inputs[1]);
-  auto needs_grad = [](const TensorInfo& t) { return t.role != TensorRole::Input && t.role != TensorRole::Label; };
   std::vector<TensorId> out(2, -1);
-  if (needs_grad(ia)) {
+  if (bld.wants_grad(op.inputs[0])) {
     OpAttrs at;
     at.equation = e.out + "," + e.rhs + "->" + e.lhs;
     out[0] = bld.emit(op.name + ".dA", OpKind::MatMul, Phase::Backward, {dc, op.inputs[1]}, ia.shape, ia.dtype,
                       TensorRole::Gradient, at);
   }
-  if (needs_grad(ib)) {
+  if (bld.wants_grad(op.inputs[1])) {
     OpAttrs at;
     at.equation = e.lhs + "," + e.out + "->" + e.rhs;
     out[1] = bld.emit(op.name + ".dB", OpKind::MatMul, Phase::Backward, {op.inputs[0], dc}, ib.shape, ib.dtype,
@@ -156,14 +155,30 @@ ShardSpec spec_of(const LetterAxes& la, const std::string& letters) {
   return s;
 }
 
-// Bytes a device receives to turn `from` into `to` (both settled): every dimension whose split changes, other than
-// a whole dimension becoming split (a local slice), is gathered first.
+// Bytes a device receives to turn `from` into `to` (both settled), as the partitioner reshards: axes that leave
+// the innermost place of one dimension's split for the innermost place of another's are an all-to-all (a device
+// keeps 1/n of its data, where n is the moved axes' size); every other dimension whose split changes, other than a
+// whole dimension becoming split (a local slice), is gathered first.
 double reshard_bytes(const ShardSpec& from, const ShardSpec& to, double global_bytes, const Mesh& m) {
   ShardSpec mid = from;
   double cost = 0;
-  for (size_t d = 0; d < from.dims.size(); ++d) {
-    if (from.dims[d] == to.dims[d] || from.dims[d].empty()) continue;
-    int64_t p = m.size(from.dims[d]);
+  for (size_t q = 0; q < to.dims.size(); ++q)
+    for (size_t p = 0; p < to.dims.size(); ++p) {
+      const auto &fq = mid.dims[q], &tq = to.dims[q], &fp = mid.dims[p], &tp = to.dims[p];
+      if (p == q || tq.size() <= fq.size() || !std::equal(fq.begin(), fq.end(), tq.begin())) continue;
+      const std::vector<std::string> moved(tq.begin() + static_cast<std::ptrdiff_t>(fq.size()), tq.end());
+      if (fp.size() != tp.size() + moved.size() || !std::equal(tp.begin(), tp.end(), fp.begin()) ||
+          !std::equal(moved.begin(), moved.end(), fp.begin() + static_cast<std::ptrdiff_t>(tp.size())))
+        continue;
+      const double n = static_cast<double>(m.size(moved));
+      cost += global_bytes / static_cast<double>(sharding::pieces(mid, m)) * (n - 1) / n;
+      mid.dims[p] = to.dims[p];
+      mid.dims[q] = to.dims[q];
+    }
+  const ShardSpec moved = mid;
+  for (size_t d = 0; d < moved.dims.size(); ++d) {
+    if (moved.dims[d] == to.dims[d] || moved.dims[d].empty()) continue;
+    int64_t p = m.size(moved.dims[d]);
     mid.dims[d].clear();
     cost += global_bytes / static_cast<double>(sharding::pieces(mid, m)) * static_cast<double>(p - 1) /
             static_cast<double>(p);
