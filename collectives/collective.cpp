@@ -66,6 +66,43 @@ int64_t GroupShape::neighbor(int64_t r, int axis, int64_t steps) const {
   return rank(c);
 }
 
+int64_t symmetric_peer(RankSymmetry sym, const GroupShape& g, int64_t peer0, int64_t rank) {
+  switch (sym) {
+    case RankSymmetry::None: return peer0;
+    case RankSymmetry::Cyclic: return (peer0 + rank) % g.size();
+    case RankSymmetry::Torus: {
+      // Mixed-radix addition of the two ranks' coordinates, without allocating.
+      int64_t out = 0, scale = 1;
+      for (int64_t d : g.dims) {
+        out += ((peer0 % d + rank % d) % d) * scale;
+        peer0 /= d;
+        rank /= d;
+        scale *= d;
+      }
+      return out;
+    }
+  }
+  return peer0;
+}
+
+int64_t symmetric_peer0(RankSymmetry sym, const GroupShape& g, int64_t peer, int64_t rank) {
+  switch (sym) {
+    case RankSymmetry::None: return peer;
+    case RankSymmetry::Cyclic: return ((peer - rank) % g.size() + g.size()) % g.size();
+    case RankSymmetry::Torus: {
+      int64_t out = 0, scale = 1;
+      for (int64_t d : g.dims) {
+        out += ((peer % d - rank % d + d) % d) * scale;
+        peer /= d;
+        rank /= d;
+        scale *= d;
+      }
+      return out;
+    }
+  }
+  return peer;
+}
+
 int64_t Region::end() const {
   if (elements() == 0) return offset;
   return offset + (count2 - 1) * stride2 + (count - 1) * stride + block;

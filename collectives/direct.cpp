@@ -1,7 +1,8 @@
 // "direct": every transfer goes straight to its destination chip over the torus (routing finds the way).
 //  - all_to_all (the default): rank r sends block j of its input to rank j, in the order j = r+1, r+2, ... so
 //    that at each moment the ranks target different chips; block r of its own input is a local copy. Output block
-//    i holds what rank i sent. Chunk k of the block for rank j has tag j * chunks_per_block + k.
+//    i holds what rank i sent. Chunk k of the block for rank r + j has tag j * chunks_per_block + k (relative to the
+//    sender, so every rank's schedule is rank 0's with peers moved by its rank: RankSymmetry::Cyclic).
 //  - collective_permute (the default): rank r sends its whole input to the rank `shift` steps along the group's
 //    first axis and receives from the rank `shift` steps back.
 #include "collectives/ring_steps.h"
@@ -33,7 +34,7 @@ Schedule all_to_all(const CollectiveRequest& req, int64_t rank) {
       Task t;
       t.type = Task::Type::Send;
       t.peer = to;
-      t.tag = to * per_block + static_cast<int64_t>(k);
+      t.tag = j * per_block + static_cast<int64_t>(k);
       t.src = sc[k];
       s.add(t);
     }
@@ -41,7 +42,7 @@ Schedule all_to_all(const CollectiveRequest& req, int64_t rank) {
       Task t;
       t.type = Task::Type::Recv;
       t.peer = from;
-      t.tag = rank * per_block + static_cast<int64_t>(k);
+      t.tag = j * per_block + static_cast<int64_t>(k);
       t.dst = rc[k];
       s.add(t);
     }
@@ -88,6 +89,9 @@ class DirectAlgorithm : public ICollectiveAlgorithm {
     if (req.kind == CollectiveKind::AllToAll) return all_to_all(req, rank);
     if (req.kind == CollectiveKind::CollectivePermute) return permute(req, rank);
     throw Error(Err::Internal, std::string("direct does not implement ") + collective_name(req.kind));
+  }
+  RankSymmetry symmetry(const CollectiveRequest& req) const override {
+    return req.kind == CollectiveKind::AllToAll ? RankSymmetry::Cyclic : RankSymmetry::Torus;
   }
 };
 

@@ -113,11 +113,27 @@ struct Schedule {
   int32_t add(Task t, const std::vector<int32_t>& after = {});
 };
 
+// How the schedules of a group's ranks relate, so that a pod of thousands of chips can share one schedule per
+// (algorithm, request) instead of holding one per chip. What is shared is the timing view of a schedule (task
+// types, sizes, tags, flows, priorities, dependencies, and peers relative to the rank); the regions stay per rank.
+//  - Torus: rank r's timing view is rank 0's with every peer moved by r's group coordinates (mod the dims);
+//  - Cyclic: rank r's timing view is rank 0's with every peer moved by r (mod the group size);
+//  - None: every rank has its own.
+// An algorithm whose dependencies are derived from buffer offsets may give rank r slightly different
+// dependencies than rank 0 (a block set that wraps around the buffer): it declares a symmetry only when they
+// are equivalent in effect, and tests/unit/collectives_test.cpp checks that the shared view is a valid schedule.
+enum class RankSymmetry : uint8_t { None, Torus, Cyclic };
+// Rank `rank`'s peer for rank 0's peer `peer0` under `sym` (peer0 itself for None).
+int64_t symmetric_peer(RankSymmetry sym, const GroupShape& g, int64_t peer0, int64_t rank);
+// The inverse: rank 0's peer that stands for `peer` of rank `rank`.
+int64_t symmetric_peer0(RankSymmetry sym, const GroupShape& g, int64_t peer, int64_t rank);
+
 class ICollectiveAlgorithm {
  public:
   virtual ~ICollectiveAlgorithm() = default;
   virtual std::vector<CollectiveKind> supports() const = 0;
   virtual Schedule schedule(const CollectiveRequest& req, int64_t rank) const = 0;
+  virtual RankSymmetry symmetry(const CollectiveRequest&) const { return RankSymmetry::None; }
 };
 
 using CollectiveRegistry = Registry<ICollectiveAlgorithm>;

@@ -125,6 +125,10 @@ class RingAlgorithm : public ICollectiveAlgorithm {
       default: return ring_family_schedule(req, rank, false);
     }
   }
+  // Rings are the same from every rank; a broadcast depends on where its root is.
+  RankSymmetry symmetry(const CollectiveRequest& req) const override {
+    return req.kind == CollectiveKind::Broadcast ? RankSymmetry::None : RankSymmetry::Torus;
+  }
 };
 
 PODSIM_REGISTER_COLLECTIVE(RingAlgorithm, "ring", "Bidirectional rings along one axis at a time; broadcast chains");

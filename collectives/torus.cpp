@@ -166,6 +166,7 @@ class TorusAlgorithm : public ICollectiveAlgorithm {
   Schedule schedule(const CollectiveRequest& req, int64_t rank) const override {
     return ring_family_schedule(req, rank, true);
   }
+  RankSymmetry symmetry(const CollectiveRequest&) const override { return RankSymmetry::Torus; }
 };
 
 PODSIM_REGISTER_COLLECTIVE(TorusAlgorithm, "torus",

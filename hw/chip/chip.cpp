@@ -124,7 +124,7 @@ void Chip::reduce_on_vpus(int32_t op, double elements, double read, double write
     job.on_done = [left, done](double, double) {
       if (--*left == 0) done();
     };
-    m_vpu[c]->submit(job);
+    m_vpu[c]->submit(std::move(job));
   }
 }
 

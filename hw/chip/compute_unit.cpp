@@ -21,8 +21,8 @@ ComputeUnit::ComputeUnit(sc_core::sc_module_name name, Kind kind, int core, doub
   dont_initialize();
 }
 
-void ComputeUnit::submit(const UnitJob& job) {
-  m_queue.push_back(job);
+void ComputeUnit::submit(UnitJob job) {
+  m_queue.push_back(std::move(job));
   if (!m_active) m_wake.notify(sc_core::SC_ZERO_TIME);
 }
 
@@ -54,7 +54,7 @@ HbmRequest ComputeUnit::load_request() const {
 }
 
 void ComputeUnit::begin_job() {
-  m_job = m_queue.front();
+  m_job = std::move(m_queue.front());
   m_queue.pop_front();
   m_active = true;
   m_group = 0;

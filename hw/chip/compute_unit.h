@@ -43,7 +43,7 @@ class ComputeUnit : public sc_core::sc_module {
   ComputeUnit(sc_core::sc_module_name name, Kind kind, int core, double clock_period, Hbm& hbm, ChipLog& log,
               Done on_done);
 
-  void submit(const UnitJob& job);
+  void submit(UnitJob job);
   bool idle() const { return !m_active && m_queue.empty(); }
   // The op running now (-1 when idle), for deadlock reports.
   int32_t current() const { return m_active ? m_job.op : -1; }

@@ -117,10 +117,10 @@ void Dma::on_message(Message&& m) {
   auto op_it = m_instance_op.find(m.key.instance);
   if (op_it != m_instance_op.end()) {
     Running& r = m_running.at(op_it->second);
-    auto w = r.waiting_recv.find(m.key);
-    if (w != r.waiting_recv.end()) {
-      int32_t task = w->second;
-      r.waiting_recv.erase(w);
+    const int32_t task = r.shared->recv_task(m.key.src, m.key.tag, r.group.rank);
+    if (task >= 0 && r.state[task] == kAwaiting) {
+      r.state[task] = kPending;
+      --r.awaiting;
       complete_recv(r, task, std::move(m), false);
       return;
     }
@@ -167,15 +167,16 @@ std::vector<std::string> Dma::waiting() const {
     } else if (r.kind == OpKind::Send) {
       s += " waits for chip " + std::to_string(r.p2p_peer) + " to receive its data (tag " +
            std::to_string(r.p2p_key.tag) + ")";
-    } else if (!r.waiting_recv.empty()) {
+    } else if (r.awaiting > 0) {
       std::set<int64_t> chips;
-      for (const auto& [key, task] : r.waiting_recv) chips.insert(r.group.chip_of(key.src, m_ctx.torus));
+      for (size_t i = 0; i < r.task_count; ++i)
+        if (r.state[i] == kAwaiting) chips.insert(r.group.chip_of(r.shared->peer(r.tasks[i], r.group.rank), m_ctx.torus));
       std::vector<std::string> peers;
       for (int64_t c : chips) peers.push_back("chip " + std::to_string(c));
-      s += strprintf(" has %zu of %zu transfers done and waits for data from ", r.finished, r.sched.tasks.size()) +
+      s += strprintf(" has %zu of %zu transfers done and waits for data from ", r.finished, r.task_count) +
            join(peers, ", ");
     } else {
-      s += strprintf(" has %zu of %zu transfers done", r.finished, r.sched.tasks.size());
+      s += strprintf(" has %zu of %zu transfers done", r.finished, r.task_count);
     }
     out.push_back(s);
   }

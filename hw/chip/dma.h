@@ -28,6 +28,7 @@
 #include "hw/chip/action_queue.h"
 #include "hw/chip/hbm.h"
 #include "hw/chip/link_injector.h"
+#include "hw/chip/schedule_cache.h"
 #include "hw/ici/router.h"
 #include "hw/pod/pod_context.h"
 #include "workloads/tensor.h"
@@ -61,6 +62,7 @@ class Dma : public sc_core::sc_module {
   // chip in the high bits and a count of the chip's messages in the low ones; never a hash.
   uint64_t next_flow();
 
+  static constexpr uint8_t kPending = 0, kAwaiting = 1, kDone = 2;
   struct Running {
     int32_t op = -1;
     OpKind kind = OpKind::AllReduce;
@@ -69,15 +71,15 @@ class Dma : public sc_core::sc_module {
     // Collectives
     CollectiveGroup group;
     CollectiveRequest req;
-    Schedule sched;
+    std::shared_ptr<const SharedSchedule> shared;  // the schedule, shared with the other chips that run it
+    const Task* tasks = nullptr;                   // shared->sched.tasks
+    size_t task_count = 0;
     std::vector<int32_t> deps_left;
-    std::vector<int32_t> dep_ptr;   // CSR of dependents
-    std::vector<int32_t> dep_list;
-    std::vector<uint8_t> done;
+    std::vector<uint8_t> state;  // per task: kPending, kAwaiting (a ready receive waits for its message), kDone
     size_t finished = 0;
     std::vector<float> buf[3];  // Input, Output, Scratch (numeric)
     bool bf16 = false;          // the buffers hold bf16 values: every value written is rounded
-    std::unordered_map<MsgKey, int32_t, MsgKeyHash> waiting_recv;
+    size_t awaiting = 0;  // receives in kAwaiting
     // Point to point: the transfer's key, the peer chip, and (Recv) the chunks still to land
     MsgKey p2p_key;
     int64_t p2p_peer = -1;

@@ -28,35 +28,21 @@ void Dma::start_collective(Running& r, const Op& op) {
   const int64_t group = r.req.group.size();
   if (r.req.kind == CollectiveKind::AllReduce && group > 1 && r.req.elements % group != 0)
     r.req.elements = (r.req.elements + group - 1) / group * group;
-  std::string algo_name = comm_algorithm(op);
-  std::unique_ptr<ICollectiveAlgorithm> algo = CollectiveRegistry::instance().make(algo_name);
-  if (!algo) throw Error(Err::Internal, "collective algorithm '" + algo_name + "' is not registered");
-  r.sched = algo->schedule(r.req, r.group.rank);
-  const size_t n = r.sched.tasks.size();
+  r.shared = m_ctx.schedules.get(comm_algorithm(op), r.req, r.group.rank, m_ctx.numeric);
+  const Schedule& sched = r.shared->sched;
+  r.tasks = sched.tasks.data();
+  r.task_count = sched.tasks.size();
+  const size_t n = r.task_count;
   r.deps_left.resize(n);
-  r.done.assign(n, 0);
-  // Dependents in compressed rows.
-  std::vector<int32_t> count(n + 1, 0);
-  for (size_t i = 0; i < n; ++i) {
-    const Task& t = r.sched.tasks[i];
-    r.deps_left[i] = t.dep_count;
-    for (int32_t d = 0; d < t.dep_count; ++d) ++count[r.sched.deps[t.dep_begin + d] + 1];
-  }
-  for (size_t i = 0; i < n; ++i) count[i + 1] += count[i];
-  r.dep_ptr = count;
-  r.dep_list.assign(count[n], 0);
-  std::vector<int32_t> fill(count.begin(), count.end() - 1);
-  for (size_t i = 0; i < n; ++i) {
-    const Task& t = r.sched.tasks[i];
-    for (int32_t d = 0; d < t.dep_count; ++d) r.dep_list[fill[r.sched.deps[t.dep_begin + d]]++] = static_cast<int32_t>(i);
-  }
+  r.state.assign(n, kPending);
+  for (size_t i = 0; i < n; ++i) r.deps_left[i] = r.tasks[i].dep_count;
   if (m_ctx.numeric) {
     const Tensor& data = m_store.get(op.inputs.front());
     r.buf[0] = pack_collective(op, data, r.req.group.size());  // a dimension's parts outermost (plan/shard_data.h)
     r.buf[0].resize(static_cast<size_t>(r.req.elements), 0.0f);
-    int64_t out = r.sched.output_elements;
+    int64_t out = sched.output_elements;
     r.buf[1] = out == r.req.elements ? r.buf[0] : std::vector<float>(static_cast<size_t>(out), 0.0f);
-    r.buf[2].assign(static_cast<size_t>(r.sched.scratch_elements), 0.0f);
+    r.buf[2].assign(static_cast<size_t>(sched.scratch_elements), 0.0f);
   }
   m_instance_op[r.instance] = r.op;
   if (n == 0) {
@@ -68,7 +54,7 @@ void Dma::start_collective(Running& r, const Op& op) {
 }
 
 void Dma::ready(Running& r, int32_t i) {
-  const Task& t = r.sched.tasks[i];
+  const Task& t = r.tasks[i];
   const double eb = elem_bytes(r);
   const int32_t op = r.op;
   switch (t.type) {
@@ -76,7 +62,7 @@ void Dma::ready(Running& r, int32_t i) {
       double bytes = static_cast<double>(t.src.elements()) * eb;
       Message m;
       m.src = m_chip;
-      m.dst = r.group.chip_of(t.peer, m_ctx.torus);
+      m.dst = r.group.chip_of(r.shared->peer(t, r.group.rank), m_ctx.torus);
       m.bytes = bytes;
       m.key = {r.instance, r.group.rank, t.tag};
       m.created = now_seconds();
@@ -90,7 +76,7 @@ void Dma::ready(Running& r, int32_t i) {
       break;
     }
     case Task::Type::Recv: {
-      MsgKey key{r.instance, t.peer, t.tag};
+      MsgKey key{r.instance, r.shared->peer(t, r.group.rank), t.tag};
       auto it = m_mailbox.find(key);
       if (it != m_mailbox.end() && !it->second.empty()) {
         Message m = std::move(it->second.front());
@@ -98,7 +84,8 @@ void Dma::ready(Running& r, int32_t i) {
         if (it->second.empty()) m_mailbox.erase(it);
         complete_recv(r, i, std::move(m), true);
       } else {
-        r.waiting_recv[key] = i;
+        r.state[i] = kAwaiting;
+        ++r.awaiting;
       }
       break;
     }
@@ -106,7 +93,7 @@ void Dma::ready(Running& r, int32_t i) {
       double bytes = static_cast<double>(t.src.elements()) * eb;
       auto copy = [this, op, i] {
         Running& rr = m_running.at(op);
-        const Task& tt = rr.sched.tasks[i];
+        const Task& tt = rr.tasks[i];
         if (m_ctx.numeric)
           land_region(rr.buf[static_cast<int>(tt.dst_buf)], tt.dst,
                       gather_region(rr.buf[static_cast<int>(tt.src_buf)], tt.src), tt.combine, rr.bf16);
@@ -125,7 +112,7 @@ void Dma::ready(Running& r, int32_t i) {
 }
 
 void Dma::complete_recv(Running& r, int32_t i, Message&& m, bool staged) {
-  const Task& t = r.sched.tasks[i];
+  const Task& t = r.tasks[i];
   if (m_log.traced)
     m_log.messages.push_back({r.op, now_seconds(), now_seconds(), m.src, m.bytes, m.flow, false,
                               "recv from " + std::to_string(m.src) + " tag " + std::to_string(t.tag)});
@@ -137,8 +124,8 @@ void Dma::complete_recv(Running& r, int32_t i, Message&& m, bool staged) {
     // A reduction: the vector units read the local addend (and the arrival, if it was staged in HBM), add, and
     // write the sum unless it stays on chip to be forwarded. They run it in their queue, after the vector ops
     // already waiting there, so reductions and compute slow each other down.
-    m_vector_job(r.op, elements, bytes * (staged ? 2.0 : 1.0), t.on_chip ? 0.0 : bytes,
-                 [this, slot] { m_queue.schedule(sc_core::sc_time_stamp(), [this, slot] { land(slot); }); });
+    // The vector units call back from their own process, never from inside a task's completion: land at once.
+    m_vector_job(r.op, elements, bytes * (staged ? 2.0 : 1.0), t.on_chip ? 0.0 : bytes, [this, slot] { land(slot); });
     return;
   }
   // Overwriting: the arrival is written to HBM unless it stays on chip; from the staging buffer, read once more.
@@ -154,7 +141,7 @@ void Dma::land(uint32_t slot) {
   auto it = m_running.find(op);
   if (it == m_running.end()) return;
   Running& r = it->second;
-  const Task& t = r.sched.tasks[i];
+  const Task& t = r.tasks[i];
   if (m_ctx.numeric && m.payload) land_region(r.buf[static_cast<int>(t.dst_buf)], t.dst, *m.payload, t.combine, r.bf16);
   finish_task(op, i);
 }
@@ -163,18 +150,19 @@ void Dma::finish_task(int32_t op, int32_t i) {
   auto it = m_running.find(op);
   if (it == m_running.end()) return;
   Running& r = it->second;
-  if (r.done[i]) throw Error(Err::Internal, "collective task finished twice");
-  r.done[i] = 1;
+  if (r.state[i] == kDone) throw Error(Err::Internal, "collective task finished twice");
+  r.state[i] = kDone;
   ++r.finished;
-  for (int32_t k = r.dep_ptr[i]; k < r.dep_ptr[i + 1]; ++k) {
-    int32_t j = r.dep_list[k];
+  const SharedSchedule& s = *r.shared;
+  for (int32_t k = s.dep_ptr[i]; k < s.dep_ptr[i + 1]; ++k) {
+    int32_t j = s.dep_list[k];
     if (--r.deps_left[j] == 0) {
       ready(r, j);
-      // ready() may inject at once, and a nested finish_task may complete the op and free `r`.
+      // ready() may inject at once, and a nested finish_task may complete the op and free `r` (and `s`).
       if (!m_running.count(op)) return;
     }
   }
-  if (r.finished == r.sched.tasks.size()) finish_op(r);
+  if (r.finished == r.task_count) finish_op(r);
 }
 
 }  // namespace podsim

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collectives/i_algorithm.h"
+#include "hw/chip/schedule_cache.h"
 #include "hw/compiler/exec_program.h"
 #include "hw/ici/message.h"
 #include "hw/topology/torus.h"
@@ -32,6 +33,7 @@ struct PodContext {
   int64_t result_chip = 0;
   std::atomic<int64_t> ops_completed{0};  // progress, read by the watchdog thread
   MessagePool messages;                   // every message in flight
+  mutable ScheduleCache schedules;        // collective schedules, built as chips first run them and shared
   double traffic_window = 0;              // end of synthetic traffic injection (seconds), 0 when none
 
   // The group of `chip` for a collective over mesh `axes` (empty: every mesh axis).

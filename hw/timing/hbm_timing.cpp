@@ -6,7 +6,10 @@
 namespace podsim {
 
 HbmTiming::HbmTiming(const HbmConfig& cfg)
-    : m_cfg(cfg), m_channel_bw(cfg.bandwidth / static_cast<double>(cfg.channels)), m_free(cfg.channels, 0.0) {}
+    : m_cfg(cfg), m_channel_bw(cfg.bandwidth / static_cast<double>(cfg.channels)), m_free(cfg.channels, 0.0) {
+  m_activate_period = activate_period();
+  m_refresh_stretch = refresh_stretch();
+}
 
 double HbmTiming::activate_period() const {
   return std::max({m_cfg.activate_interval, m_cfg.faw / 4.0,
@@ -50,7 +53,7 @@ HbmTiming::Access HbmTiming::access(double now, const HbmRequest& r) {
   const int64_t touched = static_cast<int64_t>(std::min<double>(static_cast<double>(C), pieces));
   const double per_channel = pieces / static_cast<double>(touched);
   const double piece_data = std::ceil(piece_bytes / burst - 1e-9) * burst / m_channel_bw;
-  const double period = activate_period();
+  const double period = m_activate_period;
   // The channel is held until it may activate again; the last piece's data is out one activate period earlier.
   double hold = std::max(per_channel * piece_data, per_channel * period);
   double last_data = std::max(per_channel * piece_data, (per_channel - 1) * period + piece_data);
@@ -61,15 +64,15 @@ HbmTiming::Access HbmTiming::access(double now, const HbmRequest& r) {
     hold += turn;
     last_data += turn;
   }
-  const double stretch = refresh_stretch();
+  const double stretch = m_refresh_stretch;
   const double service = hold * stretch;
   const double to_last = last_data * stretch;
   // Accesses that touch only some channels start where the previous one ended, so small requests spread out.
-  uint64_t first = m_rotor % static_cast<uint64_t>(C);
+  int64_t ch = static_cast<int64_t>(m_rotor % static_cast<uint64_t>(C));
   m_rotor += static_cast<uint64_t>(touched);
   double finish = now;
-  for (int64_t i = 0; i < touched; ++i) {
-    double& f = m_free[(first + static_cast<uint64_t>(i)) % static_cast<uint64_t>(C)];
+  for (int64_t i = 0; i < touched; ++i, ch = ch + 1 == C ? 0 : ch + 1) {
+    double& f = m_free[static_cast<size_t>(ch)];
     double begin = std::max(now, f);
     a.queue_wait = std::max(a.queue_wait, begin - now);
     f = begin + service;

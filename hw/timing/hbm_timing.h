@@ -58,6 +58,7 @@ class HbmTiming {
  private:
   HbmConfig m_cfg;
   double m_channel_bw;
+  double m_activate_period = 0, m_refresh_stretch = 1;  // activate_period(), refresh_stretch(): fixed per config
   std::vector<double> m_free;  // next free time per channel
   uint64_t m_rotor = 0;
 };

@@ -43,15 +43,19 @@ int64_t Torus::neighbor(int64_t chip, int dir) const {
 
 int Torus::next_hop(int64_t at, int64_t dst) const {
   if (at == dst) return -1;
-  std::vector<int64_t> a = coords(at), b = coords(dst);
+  // Coordinates digit by digit, dimension 0 fastest (as coords() numbers them), without allocating: this runs
+  // once per message per hop.
   for (int d = 0; d < ndims(); ++d) {
-    if (a[d] == b[d]) continue;
-    int64_t n = m_dims[d];
-    int64_t fwd = ((b[d] - a[d]) % n + n) % n;  // hops going +
-    if (!m_wrap[d]) return direction(d, b[d] > a[d]);
+    const int64_t n = m_dims[d];
+    const int64_t a = at % n, b = dst % n;
+    at /= n;
+    dst /= n;
+    if (a == b) continue;
+    int64_t fwd = ((b - a) % n + n) % n;  // hops going +
+    if (!m_wrap[d]) return direction(d, b > a);
     int64_t back = n - fwd;
     if (fwd != back) return direction(d, fwd < back);
-    return direction(d, a[d] % 2 == 0);
+    return direction(d, a % 2 == 0);
   }
   return -1;
 }

@@ -280,7 +280,9 @@ RunOutcome run_experiment(const Experiment& exp, const RunOptions& opts) {
   RunOutcome out;
   std::string dir = opts.out_dir.empty() ? "results/" + exp.run.name : opts.out_dir;
   OutputDir od(dir, opts.force);
+  auto t_plan = std::chrono::steady_clock::now();
   std::unique_ptr<Prepared> p = prepare(exp);
+  const double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_plan).count();
   Simulation s = simulate(*p);
   out.summary = summary_json(*p, s);
   {
@@ -298,6 +300,8 @@ RunOutcome run_experiment(const Experiment& exp, const RunOptions& opts) {
     h << "{\n  \"wall_s\": " << strprintf("%.6f", s.wall) << ",\n  \"peak_rss_kib\": " << peak_rss_kib()
       << ",\n  \"activations\": " << s.activations << ",\n  \"activations_per_s\": "
       << strprintf("%.0f", s.wall > 0 ? static_cast<double>(s.activations) / s.wall : 0.0)
+      << ",\n  \"plan_s\": " << strprintf("%.6f", plan_s) << ",\n  \"programs\": " << p->ctx->programs.size()
+      << ",\n  \"schedules_built\": " << p->ctx->schedules.built()
       << ",\n  \"trace\": {\"file\": \"" << ts.file << "\", \"events\": " << ts.events << ", \"slices\": " << ts.slices
       << ", \"counter_values\": " << ts.counter_values << ", \"flows\": " << ts.flows << ", \"tracks\": " << ts.tracks
       << ", \"bytes\": " << ts.bytes << "}\n}\n";

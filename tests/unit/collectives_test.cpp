@@ -186,3 +186,51 @@ TEST(CollectivesTest, ExecutorReportsUnmatchedTransfers) {
   ExecutionResult r = execute_schedules(lonely, req, random_inputs(2, 4, 1));
   EXPECT_NE(r.problem.find("a receive without its send"), std::string::npos) << r.problem;
 }
+
+// The timing view a pod shares (hw/chip/schedule_cache.h): rank 0's schedule with peers moved by the algorithm's
+// RankSymmetry. Executed for every rank, it must pair every send with a receive of the same size and run to the
+// end (no deadlock); its traffic must equal that of the ranks' own schedules.
+TEST(CollectivesTest, SharedTimingViewsAreCompleteSchedules) {
+  struct SharedView : ICollectiveAlgorithm {
+    const ICollectiveAlgorithm* inner = nullptr;
+    std::vector<CollectiveKind> supports() const override { return inner->supports(); }
+    Schedule schedule(const CollectiveRequest& req, int64_t rank) const override {
+      Schedule s = inner->schedule(req, 0);
+      for (Task& t : s.tasks)
+        if (t.type != Task::Type::Copy) t.peer = symmetric_peer(inner->symmetry(req), req.group, t.peer, rank);
+      return s;
+    }
+  };
+  int shared = 0;
+  for (const std::string& name : CollectiveRegistry::instance().names()) {
+    auto algo = CollectiveRegistry::instance().make(name);
+    SharedView view;
+    view.inner = algo.get();
+    for (CollectiveKind kind : algo->supports())
+      for (const auto& dims : kShapes)
+        for (int64_t chunk : {int64_t{0}, int64_t{5}}) {
+          CollectiveRequest req = request(kind, dims, elements_for(dims), chunk);
+          if (algo->symmetry(req) == RankSymmetry::None) continue;
+          ++shared;
+          SCOPED_TRACE(name + " " + collective_name(kind) + " chunk " + std::to_string(chunk) + " dims " +
+                       std::to_string(dims.size()) + " size " + std::to_string(req.group.size()));
+          auto in = random_inputs(req.group.size(), req.elements, 3);
+          ExecutionResult own = execute_schedules(*algo, req, in), mine = execute_schedules(view, req, in);
+          EXPECT_EQ(mine.problem, "");
+          EXPECT_EQ(mine.messages, own.messages);
+          EXPECT_EQ(mine.bytes, own.bytes);
+        }
+  }
+  EXPECT_GE(shared, 3 * 2 * static_cast<int>(kShapes.size()));  // torus and ring (3 kinds), direct (2)
+}
+
+TEST(CollectivesTest, SymmetricPeersMoveByTheRank) {
+  GroupShape g;
+  g.dims = {4, 3};
+  g.wrap = {true, true};
+  // Rank 5 = (1, 1); rank 0's peer (3, 0) = 3 moves to (0, 1) = 4 on the torus; cyclically to 8.
+  EXPECT_EQ(symmetric_peer(RankSymmetry::Torus, g, 3, 5), 4);
+  EXPECT_EQ(symmetric_peer(RankSymmetry::Cyclic, g, 3, 5), 8);
+  EXPECT_EQ(symmetric_peer(RankSymmetry::Cyclic, g, 11, 5), 4);
+  EXPECT_EQ(symmetric_peer(RankSymmetry::None, g, 3, 5), 3);
+}
