@@ -40,6 +40,9 @@ inline std::vector<std::string> gshard_reduced() {
 // Overrides that bring a large experiment within the quick budget, by path. Keep the experiment's character (same
 // pod shape or model family, numeric mode as shipped); shrink what only scales its cost.
 inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
+  static const std::vector<std::string> kSmallPipelinedTransformer = {
+      "workload.layers=8", "workload.d_model=256", "workload.d_ff=1024", "workload.heads=4", "workload.vocab=1024",
+      "workload.seq_len=64", "strategy.micro_batches=8"};
   static const std::map<std::string, std::vector<std::string>> table = {
       // 256 chips as shipped; 1/64 of the data (4 MiB per chip instead of 256 MiB).
       {"configs/examples/allreduce_16x16.yaml", {"workload.bytes=4MiB"}},
@@ -55,6 +58,10 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       {"configs/papers/gshard/moe_512e_36l.yaml", gshard_reduced()},
       {"configs/papers/gshard/moe_2048e_12l.yaml", gshard_reduced()},
       {"configs/papers/gshard/moe_2048e_36l.yaml", gshard_reduced()},
+      // GPipe reproductions: the same 8-stage pipeline with re-materialization; a small Transformer, 8 micro-batches
+      // (at full size each simulates a multi-billion-parameter step with up to 32 micro-batches).
+      {"configs/papers/gpipe/transformer48.yaml", kSmallPipelinedTransformer},
+      {"configs/papers/gpipe/transformer_l_memory.yaml", kSmallPipelinedTransformer},
   };
   return table;
 }
