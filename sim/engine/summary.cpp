@@ -192,6 +192,14 @@ void roles_and_pipeline(const Prepared& p, const Simulation& s, J& j) {
   }
 }
 
+// Whether every role's peak fits the chip's HBM (memory.* describes the result chip; a pipeline's other stages may
+// peak higher).
+bool every_role_fits(const Prepared& p) {
+  for (size_t r = 0; r < p.plan.programs.size(); ++r)
+    if (p.ctx->programs[r].memory.peak_bytes > p.exp.hardware.chip.hbm.capacity) return false;
+  return true;
+}
+
 }  // namespace
 
 std::string summary_json(const Prepared& p, const Simulation& s) {
@@ -293,7 +301,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
     for (const auto& t : m.largest_at_peak) largest.push_back({{"name", t.name}, {"role", t.role}, {"bytes", t.bytes}});
     j["memory"] = {{"peak_bytes", m.peak_bytes},
                    {"capacity_bytes", cfg.hbm.capacity},
-                   {"fits", m.peak_bytes <= cfg.hbm.capacity},
+                   {"fits", every_role_fits(p)},
                    {"peak_op", m.peak_op >= 0 ? ep.ops[m.peak_op].name : std::string()},
                    {"at_peak",
                     {{"weights", m.at_peak.weights},

@@ -217,3 +217,19 @@ TEST(StrategiesTest, RematerializationChangesNoNumber) {
   EXPECT_EQ(c.code, 0) << c.out << c.err;
   EXPECT_NE(c.out.find("worst"), std::string::npos) << c.out;
 }
+
+TEST(StrategiesTest, MemoryFitsOnlyWhenEveryStageFits) {
+  // Stage 0 holds only the embedding, stage 1 the rest: the result chip (stage 0) peaks lower.
+  const std::string rest = kTransformer + "strategy: {name: pipeline, micro_batches: 2, stage_boundaries: [1]}\n";
+  nlohmann::json a = timing_run("a", hw("[2, 1]") + rest);
+  const double p0 = a["roles"][0]["peak_memory_bytes"].get<double>(), p1 = a["roles"][1]["peak_memory_bytes"].get<double>();
+  ASSERT_LT(p0, p1);
+  EXPECT_TRUE(a["memory"]["fits"].get<bool>());
+  // A capacity between the two stages' peaks: one stage fits, the other does not, so the step does not fit, whichever
+  // chip memory.* describes.
+  const long long cap = static_cast<long long>(std::floor((p0 + p1) / 2));
+  nlohmann::json b = timing_run("b", "hardware:\n  preset: tpu-v3\n  pod: {dims: [2, 1]}\n  chip: {hbm: {capacity: " +
+                                         std::to_string(cap) + "B}}\n" + rest + "run: {allow_oom: true}\n");
+  EXPECT_FALSE(b["memory"]["fits"].get<bool>());
+  EXPECT_NE(b["roles"][0]["fits"].get<bool>(), b["roles"][1]["fits"].get<bool>());
+}
