@@ -1,7 +1,5 @@
 #include "sim/config/loader.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -18,9 +16,6 @@
 #include "strategies/planner.h"
 #include "workloads/i_workload.h"
 
-#ifndef PODSIM_SOURCE_DIR
-#define PODSIM_SOURCE_DIR "."
-#endif
 
 namespace podsim {
 namespace fs = std::filesystem;
@@ -111,27 +106,6 @@ std::optional<YAML::Node> child(const YAML::Node& map, const std::string& key) {
   return std::nullopt;
 }
 
-
-std::string exe_dir() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return ".";
-  buf[n] = 0;
-  return fs::path(buf).parent_path().string();
-}
-
-std::string find_preset(const std::string& name) {
-  // The error_code overloads: a name the OS rejects (e.g. longer than NAME_MAX, found by tools/fuzz) is simply not
-  // found, instead of an uncaught std::filesystem::filesystem_error.
-  std::error_code ec;
-  if (name.find('/') != std::string::npos || (name.size() > 5 && name.substr(name.size() - 5) == ".yaml"))
-    return fs::is_regular_file(name, ec) ? name : "";  // not a device or a folder
-  for (const auto& d : preset_dirs()) {
-    fs::path p = fs::path(d) / (name + ".yaml");
-    if (fs::exists(p, ec)) return p.string();
-  }
-  return "";
-}
 
 std::string file_stem(const std::string& path) {
   std::string stem = fs::path(path).stem().string();
@@ -547,38 +521,6 @@ Experiment load(const YAML::Node& file_root, const std::string& file, const std:
 }
 
 }  // namespace
-
-std::vector<std::string> preset_dirs() {
-  std::vector<std::string> dirs;
-  if (const char* env = std::getenv("PODSIM_PRESET_DIR")) dirs.push_back(env);
-  dirs.push_back((fs::path(exe_dir()) / ".." / "configs" / "hardware").lexically_normal().string());
-  dirs.push_back((fs::path(PODSIM_SOURCE_DIR) / "configs" / "hardware").string());
-  return dirs;
-}
-
-std::vector<PresetInfo> list_presets() {
-  std::map<std::string, PresetInfo> found;
-  for (const auto& d : preset_dirs()) {
-    std::error_code ec;
-    if (!fs::is_directory(d, ec)) continue;
-    for (const auto& entry : fs::directory_iterator(d, ec)) {
-      if (entry.path().extension() != ".yaml") continue;
-      std::string name = entry.path().stem().string();
-      if (found.count(name)) continue;  // earlier folders win
-      PresetInfo info{name, entry.path().string(), ""};
-      try {
-        YAML::Node n = YAML::LoadFile(info.file);
-        if (n["description"]) info.description = n["description"].as<std::string>();
-      } catch (const std::exception&) {
-        info.description = "(unreadable preset file)";
-      }
-      found[name] = info;
-    }
-  }
-  std::vector<PresetInfo> out;
-  for (auto& [k, v] : found) out.push_back(v);
-  return out;
-}
 
 Schema experiment_schema(const std::string& workload, const std::vector<std::string>& strategy) {
   Schema s;

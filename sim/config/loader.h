@@ -38,6 +38,8 @@ struct PresetInfo {
 // the source tree's configs/hardware.
 std::vector<std::string> preset_dirs();
 std::vector<PresetInfo> list_presets();
+// The file of preset `name` (or `name` itself when it is a path to a .yaml file); "" when there is none.
+std::string find_preset(const std::string& name);
 
 // The schema of an experiment using `workload` and `strategy` (for docs and `podsim list params`).
 Schema experiment_schema(const std::string& workload, const std::vector<std::string>& strategies);

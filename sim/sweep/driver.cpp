@@ -52,27 +52,27 @@ int run_sweep(const std::string& sweep_file, const SweepOptions& opts) {
 
   std::vector<std::optional<RunStatus>> current;
   size_t done = 0;
-  std::vector<ManifestEntry> todo;
+  std::vector<ManifestEntry> pending;
   for (const auto& r : plan.runs) {
     current.push_back(current_status(dir, r));
     if (current.back() && current.back()->done()) ++done;
-    else todo.push_back(entries[r.index]);
+    else pending.push_back(entries[r.index]);
   }
   ResultsDb db(dir.db(), plan, dir);
   db.sync(current);
 
   const int jobs = opts.jobs > 0 ? opts.jobs : available_cores();
   std::fprintf(stderr, "sweep %s: %zu runs, %zu done before, %zu to run (%s) in %s\n", plan.name.c_str(),
-               plan.runs.size(), done, todo.size(),
+               plan.runs.size(), done, pending.size(),
                opts.backend == "slurm" ? "Slurm" : strprintf("local, %d at once", jobs).c_str(), dir.root.c_str());
   Progress progress(plan.name, plan.runs.size(), done, tty);
   auto on_finish = [&](const RunStatus& s) { db.record(s); };
   int sig = 0;
   if (slurm) {
-    sig = slurm->run(todo, on_finish, [&](size_t index, const std::string& why) { db.record_lost(index, why); },
+    sig = slurm->run(pending, on_finish, [&](size_t index, const std::string& why) { db.record_lost(index, why); },
                      progress);
   } else {
-    sig = run_local(dir, todo, {jobs, opts.timeout}, on_finish, progress);
+    sig = run_local(dir, pending, {jobs, opts.timeout}, on_finish, progress);
   }
   progress.end();
   if (sig) {
