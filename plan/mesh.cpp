@@ -51,6 +51,13 @@ int64_t MeshGroup::chip_of(int64_t r, const Torus& torus) const {
   return torus.chip(c);
 }
 
+int64_t MeshGroup::rank_of(int64_t chip, const Torus& torus) const {
+  std::vector<int64_t> c = torus.coords(chip);
+  std::vector<int64_t> rc(factors.size());
+  for (size_t i = 0; i < factors.size(); ++i) rc[i] = (c[factors[i].dim] / factors[i].stride) % factors[i].size;
+  return shape.rank(rc);
+}
+
 std::string MeshGroup::describe() const {
   std::vector<std::string> parts;
   for (size_t i = 0; i < factors.size(); ++i) {

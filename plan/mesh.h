@@ -43,6 +43,8 @@ struct MeshGroup {
   std::vector<MeshFactor> factors;   // the factor behind each group dimension
   std::vector<int64_t> coords;       // this chip's torus coordinates
   int64_t chip_of(int64_t rank, const Torus& torus) const;
+  // The rank of `chip`, a member of this group.
+  int64_t rank_of(int64_t chip, const Torus& torus) const;
   // "a ring of 8 on x", "a strided ring of 4 on y (every 8th chip)", "a line of 2 on y", joined by " x ".
   std::string describe() const;
 };

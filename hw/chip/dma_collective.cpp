@@ -64,7 +64,7 @@ void Dma::ready(Running& r, int32_t i) {
       m.src = m_chip;
       m.dst = r.group.chip_of(r.shared->peer(t, r.group.rank), m_ctx.torus);
       m.bytes = bytes;
-      m.key = {r.instance, r.group.rank, t.tag};
+      m.key = {r.instance, m_chip, t.tag};
       m.created = now_seconds();
       m.op = op;
       m.flow = next_flow();
@@ -76,7 +76,7 @@ void Dma::ready(Running& r, int32_t i) {
       break;
     }
     case Task::Type::Recv: {
-      MsgKey key{r.instance, r.shared->peer(t, r.group.rank), t.tag};
+      MsgKey key{r.instance, r.group.chip_of(r.shared->peer(t, r.group.rank), m_ctx.torus), t.tag};
       auto it = m_mailbox.find(key);
       if (it != m_mailbox.end() && !it->second.empty()) {
         Message m = std::move(it->second.front());

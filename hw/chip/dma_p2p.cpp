@@ -25,16 +25,7 @@ int64_t chunk_count(int64_t elements, int64_t per_chunk) {
 
 }  // namespace
 
-int64_t Dma::peer_of(const Op& op) const {
-  if (op.attrs.axes.empty()) return op.attrs.peer;
-  // Mesh-relative: the chip `shift` steps away along the op's mesh axes (a pipeline's next or previous stage).
-  const CollectiveGroup g = m_ctx.group(m_chip, op.attrs.axes);
-  const int64_t rank = g.rank + op.attrs.shift;
-  if (rank < 0 || rank >= g.shape.size())
-    throw Error(Err::Internal, "'" + op.name + "' on chip " + std::to_string(m_chip) + " has no peer " +
-                                   std::to_string(op.attrs.shift) + " steps along its mesh axes");
-  return g.chip_of(rank, m_ctx.torus);
-}
+int64_t Dma::peer_of(const Op& op) const { return m_ctx.p2p_peer(m_chip, op); }
 
 void Dma::start_send(Running& r, const Op& op) {
   const TensorInfo& in = m_graph->tensor(op.inputs.front());

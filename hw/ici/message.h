@@ -14,8 +14,9 @@ namespace podsim {
 enum class MsgKind : uint8_t { Collective, PointToPoint, Ack, Traffic };
 
 // Identifies which receive a message is for. Collectives: the collective instance (a hash of the op's name), the
-// sender's group rank and the schedule's tag. Point to point and acknowledgements: the count of earlier transfers
-// with the same (sender chip, receiver chip, tag), the sender chip and the tag.
+// sender chip and the schedule's tag. Point to point and acknowledgements: the count of earlier transfers with the
+// same (sender chip, receiver chip, tag), the sender chip and the tag. `src` is always a chip, so a translation of
+// the torus (hw/pod/symmetry.h) moves a message by moving its src and dst.
 struct MsgKey {
   uint64_t instance = 0;
   int64_t src = 0;

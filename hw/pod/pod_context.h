@@ -38,6 +38,9 @@ struct PodContext {
 
   // The group of `chip` for a collective over mesh `axes` (empty: every mesh axis).
   CollectiveGroup group(int64_t chip, const std::vector<std::string>& axes) const;
+  // The chip a Send or Recv of `chip` exchanges with: attrs.peer, or `shift` steps along its mesh axes when it
+  // names some. Throws Error(Internal) when there is no chip that far along.
+  int64_t p2p_peer(int64_t chip, const Op& op) const;
 };
 
 }  // namespace podsim

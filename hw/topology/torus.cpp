@@ -22,6 +22,15 @@ int64_t Torus::chip(const std::vector<int64_t>& c) const {
   return id;
 }
 
+int64_t Torus::shift(int64_t chip, int dim, int64_t delta) const {
+  int64_t stride = 1;
+  for (int i = 0; i < dim; ++i) stride *= m_dims[i];
+  const int64_t n = m_dims[dim];
+  const int64_t c = (chip / stride) % n;
+  const int64_t v = ((c + delta) % n + n) % n;
+  return chip + (v - c) * stride;
+}
+
 std::string Torus::direction_name(int dir) {
   static const char* axes = "xyz";
   return std::string(dir % 2 == 0 ? "+" : "-") + axes[dir / 2];

@@ -35,6 +35,8 @@ class Torus {
   // Direction of the next hop from `at` toward `dst` (-1 when at == dst).
   int next_hop(int64_t at, int64_t dst) const;
   int hops(int64_t src, int64_t dst) const;
+  // The chip `delta` coordinates away along dimension `dim`, wrapping around the ring (a translation of the torus).
+  int64_t shift(int64_t chip, int dim, int64_t delta) const;
 
   std::string chip_label(int64_t chip) const;  // "chip 5 (x=1,y=1)"
 
