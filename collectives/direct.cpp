@@ -1,8 +1,10 @@
 // "direct": every transfer goes straight to its destination chip over the torus (routing finds the way).
-//  - all_to_all (the default): rank r sends block j of its input to rank j, in the order j = r+1, r+2, ... so
-//    that at each moment the ranks target different chips; block r of its own input is a local copy. Output block
-//    i holds what rank i sent. Chunk k of the block for rank r + j has tag j * chunks_per_block + k (relative to the
-//    sender, so every rank's schedule is rank 0's with peers moved by its rank: RankSymmetry::Cyclic).
+//  - all_to_all (the default): rank r sends block j of its input to rank j, in the order r + 1, r + 2, ..., the
+//    additions per group dimension with wrap-around (mixed radix without carry), so that at each moment every rank
+//    sends along the same offset on the torus and the ranks target different chips; block r of its own input is a
+//    local copy. Output block i holds what rank i sent. Chunk k of the block for rank r + j has tag
+//    j * chunks_per_block + k (relative to the sender, so every rank's schedule is rank 0's with peers moved by its
+//    rank: RankSymmetry::Torus).
 //  - collective_permute (the default): rank r sends its whole input to the rank `shift` steps along the group's
 //    first axis and receives from the rank `shift` steps back.
 #include "collectives/ring_steps.h"
@@ -25,7 +27,8 @@ Schedule all_to_all(const CollectiveRequest& req, int64_t rank) {
   own.dst = contiguous(rank * B, B);
   s.add(own);
   for (int64_t j = 1; j < N; ++j) {
-    int64_t to = (rank + j) % N, from = (rank - j + N) % N;
+    const int64_t to = symmetric_peer(RankSymmetry::Torus, req.group, j, rank);
+    const int64_t from = symmetric_peer(RankSymmetry::Torus, req.group, symmetric_peer0(RankSymmetry::Torus, req.group, 0, j), rank);
     std::vector<Region> sc = ring::chunks(contiguous(to * B, B), req.chunk_elements);
     std::vector<Region> rc = ring::chunks(contiguous(from * B, B), req.chunk_elements);
     // Tags name the destination block and the chunk: a transfer's tag is unique among all of its sender's.
@@ -91,7 +94,8 @@ class DirectAlgorithm : public ICollectiveAlgorithm {
     throw Error(Err::Internal, std::string("direct does not implement ") + collective_name(req.kind));
   }
   RankSymmetry symmetry(const CollectiveRequest& req) const override {
-    return req.kind == CollectiveKind::AllToAll ? RankSymmetry::Cyclic : RankSymmetry::Torus;
+    (void)req;
+    return RankSymmetry::Torus;
   }
 };
 
