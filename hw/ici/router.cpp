@@ -62,6 +62,11 @@ void IciRouter::route(Message&& m) {
   // A message on its last hop has nothing to forward: it can wake its destination when its tail arrives instead of
   // when its head does (one event less per message).
   double wake = m.dst == link->to ? m.tail : start + link->latency;
+  if (link->shift_dim >= 0) {
+    m.src = m_torus.shift(m.src, link->shift_dim, link->shift);
+    m.dst = m_torus.shift(m.dst, link->shift_dim, link->shift);
+    if (m.kind != MsgKind::Traffic) m.key.src = m_torus.shift(m.key.src, link->shift_dim, link->shift);
+  }
   link->sink->arrive(std::move(m), wake);
 }
 

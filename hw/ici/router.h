@@ -34,6 +34,10 @@ struct IciLink {
   double latency = 0;    // seconds per hop
   double free = 0;       // when the link can start the next chunk
   IMessageSink* sink = nullptr;
+  // A link out of a pod reduced by symmetry (hw/pod/symmetry.h) to the chip that stands for `to`: the chips a
+  // message names (src, dst, key.src) move by `shift` along dimension `shift_dim` as it crosses; -1: no move.
+  int shift_dim = -1;
+  int64_t shift = 0;
 };
 
 class IciRouter : public sc_core::sc_module, public IMessageSink {

@@ -7,16 +7,22 @@
 
 namespace podsim {
 
-Pod::Pod(PodContext& ctx) : m_ctx(ctx) {
+Pod::Pod(PodContext& ctx) : m_ctx(ctx), m_symmetry(find_symmetry(ctx)) {
   const Torus& t = ctx.torus;
   const int64_t n = t.chips();
-  m_chips.reserve(static_cast<size_t>(n));
-  for (int64_t c = 0; c < n; ++c)
-    m_chips.push_back(std::make_unique<Chip>(("chip" + std::to_string(c)).c_str(), c, ctx));
-  // One link per chip and direction that has a neighbour. Reserve first: routers keep pointers to links.
-  m_links.reserve(static_cast<size_t>(n * t.directions()));
-  const IciConfig& ici = ctx.exp->hardware.ici;
+  std::vector<int64_t> index(static_cast<size_t>(n), -1);  // torus position -> m_chips, for simulated chips
   for (int64_t c = 0; c < n; ++c) {
+    if (m_symmetry.representative(c, t) != c) continue;
+    index[c] = static_cast<int64_t>(m_chips.size());
+    m_chips.push_back(std::make_unique<Chip>(("chip" + std::to_string(c)).c_str(), c, ctx));
+  }
+  m_view.resize(static_cast<size_t>(n));
+  for (int64_t c = 0; c < n; ++c) m_view[c] = m_chips[index[m_symmetry.representative(c, t)]].get();
+  // One link per simulated chip and direction that has a neighbour. Reserve first: routers keep pointers to links.
+  m_links.reserve(m_chips.size() * static_cast<size_t>(t.directions()));
+  const IciConfig& ici = ctx.exp->hardware.ici;
+  for (const auto& chip : m_chips) {
+    const int64_t c = chip->id();
     for (int d = 0; d < t.directions(); ++d) {
       int64_t to = t.neighbor(c, d);
       if (to < 0) continue;
@@ -26,9 +32,15 @@ Pod::Pod(PodContext& ctx) : m_ctx(ctx) {
       l.dir = d;
       l.bandwidth = ici.link_bandwidth;
       l.latency = ici.hop_latency;
-      l.sink = &m_chips[to]->router();
+      const int64_t rep = m_symmetry.representative(to, t);
+      if (rep != to) {  // leaves the simulated box: re-enter at the other side, one period back
+        const int dim = d / 2;
+        l.shift_dim = dim;
+        l.shift = t.coords(rep)[dim] - t.coords(to)[dim];
+      }
+      l.sink = &m_view[rep]->router();
       m_links.push_back(l);
-      m_chips[c]->router().connect(d, &m_links.back());
+      chip->router().connect(d, &m_links.back());
     }
   }
   // Numeric mode: the logical step's inputs are drawn once from the run's seed and every chip takes its shard.
@@ -36,7 +48,7 @@ Pod::Pod(PodContext& ctx) : m_ctx(ctx) {
     TensorStore values;
     init_step_inputs(*ctx.logical, values, ctx.exp->run.seed);
     for (int64_t c = 0; c < n; ++c)
-      bind_inputs(*ctx.plan, *ctx.logical, values, c, m_chips[c]->store(), ctx.exp->run.seed);
+      bind_inputs(*ctx.plan, *ctx.logical, values, c, m_view[c]->store(), ctx.exp->run.seed);
   }
 }
 

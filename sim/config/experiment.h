@@ -111,6 +111,7 @@ struct RunConfig {
   TraceOptions trace;
   StallOptions stall;
   std::string fusion = "xla";  // xla | none (hw/compiler/fusion.h)
+  std::string symmetry = "auto";  // auto | off (hw/pod/symmetry.h)
 };
 
 struct Experiment {

@@ -205,6 +205,12 @@ std::vector<ParamSpec> run_param_specs() {
                 "Operator fusion: xla fuses elementwise chains, matmul epilogues and reductions as XLA does; none "
                 "runs every op as its own kernel (hw/compiler/fusion.h).")
           .def("xla"),
+      P::choice("run.symmetry", {"auto", "off"},
+                "auto simulates one chip per class of chips the step treats alike (translations of the torus that "
+                "map every chip's program, groups and peers onto another's; timing mode with no trace and no "
+                "stalls) and gives every chip its representative's timing; off simulates every chip "
+                "(hw/pod/symmetry.h).")
+          .def("auto"),
       P::real("run.stall.probability", "Probability that an HBM request or ICI chunk gets a random extra delay "
                                        "(testing for hidden timing assumptions).")
           .range(0, 1)

@@ -243,6 +243,10 @@ Simulation simulate(Prepared& p) {
   Simulation s;
   auto t0 = std::chrono::steady_clock::now();
   s.pod = std::make_unique<Pod>(*p.ctx);
+  if (s.pod->symmetry().reduced(p.ctx->torus))
+    p.notes.push_back("simulated " + s.pod->symmetry().describe(p.ctx->torus) +
+                      "; every other chip does the same as the one that stands for it (run.symmetry: off simulates "
+                      "each)");
   {
     Watchdog dog(p.exp.run.max_wall, *p.ctx);
     sc_core::sc_start();
@@ -302,6 +306,7 @@ RunOutcome run_experiment(const Experiment& exp, const RunOptions& opts) {
       << strprintf("%.0f", s.wall > 0 ? static_cast<double>(s.activations) / s.wall : 0.0)
       << ",\n  \"plan_s\": " << strprintf("%.6f", plan_s) << ",\n  \"programs\": " << p->ctx->programs.size()
       << ",\n  \"schedules_built\": " << p->ctx->schedules.built()
+      << ",\n  \"simulated_chips\": " << s.pod->simulated().size()
       << ",\n  \"trace\": {\"file\": \"" << ts.file << "\", \"events\": " << ts.events << ", \"slices\": " << ts.slices
       << ", \"counter_values\": " << ts.counter_values << ", \"flows\": " << ts.flows << ", \"tracks\": " << ts.tracks
       << ", \"bytes\": " << ts.bytes << "}\n}\n";

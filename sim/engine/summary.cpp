@@ -217,6 +217,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   j["seed"] = e.run.seed;
   j["pod_dims"] = e.hardware.pod.dims;
   j["chips"] = static_cast<int64_t>(chips.size());
+  j["simulated_chips"] = static_cast<int64_t>(s.pod->simulated().size());
   int64_t active = 0;
   for (int32_t r : p.plan.role_of_chip) active += r >= 0;
   j["active_chips"] = active;
