@@ -1,5 +1,6 @@
 #include "plan/mesh.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "sim/common/error.h"
@@ -85,7 +86,7 @@ Mesh Mesh::torus_axes(const Torus& t) {
 }
 
 Mesh Mesh::layout(const std::vector<std::string>& names, const std::vector<int64_t>& sizes, const Torus& t,
-                  const std::vector<std::string>& placement) {
+                  const std::vector<std::string>& placement, const std::vector<std::string>& contiguous) {
   auto fail = [](const std::string& what) -> void { throw Error(Err::BadMesh, what); };
   if (names.size() != sizes.size())
     fail(strprintf("the mesh names %zu axes but gives %zu sizes", names.size(), sizes.size()));
@@ -116,7 +117,26 @@ Mesh Mesh::layout(const std::vector<std::string>& names, const std::vector<int64
       if (left(d) > 1) r.push_back(std::string(dim_name(d)) + ":" + std::to_string(left(d)));
     return r.empty() ? std::string("nothing") : join(r, ", ");
   };
+  // Contiguous axes first: a run of neighbouring chips on the outermost dimension that holds the axis whole.
+  // Only when nothing is placed explicitly (explicit placements are the user's layout, which this must not upset).
+  std::vector<bool> done(names.size(), false);
+  const bool any_explicit = std::any_of(placement.begin(), placement.end(), [](const std::string& s) { return !s.empty(); });
+  for (size_t k = 0; k < names.size() && !any_explicit; ++k) {
+    if (sizes[k] < 2 || std::find(contiguous.begin(), contiguous.end(), names[k]) == contiguous.end())
+      continue;
+    for (int d = t.ndims(); d-- > 0;) {
+      if (taken[d] != 1 || t.dims()[d] % sizes[k] != 0) continue;
+      MeshAxis& a = m.m_axes[k];
+      a.name = names[k];
+      a.size = sizes[k];
+      a.factors.push_back({d, sizes[k], 1});
+      taken[d] *= sizes[k];
+      done[k] = true;
+      break;
+    }
+  }
   for (size_t k = names.size(); k-- > 0;) {  // innermost (last) axis first
+    if (done[k]) continue;
     MeshAxis& a = m.m_axes[k];
     a.name = names[k];
     a.size = sizes[k];

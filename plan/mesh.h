@@ -57,8 +57,11 @@ class Mesh {
   static Mesh torus_axes(const Torus& t);
   // Named axes (outermost first) with sizes whose product is the chip count, laid out on the torus. `placement`
   // is empty or has one string per axis ("" = automatic). Throws Error(BadMesh) saying what cannot be placed.
+  // `contiguous` names axes whose consecutive indices should be neighbouring chips (a pipeline's stages): unless
+  // placed explicitly, such an axis takes a run of neighbouring chips along the outermost torus dimension that
+  // holds it whole, before the other axes are laid out; where none does, it is placed like the others.
   static Mesh layout(const std::vector<std::string>& names, const std::vector<int64_t>& sizes, const Torus& t,
-                     const std::vector<std::string>& placement);
+                     const std::vector<std::string>& placement, const std::vector<std::string>& contiguous = {});
 
   const std::vector<MeshAxis>& axes() const { return m_axes; }
   const MeshAxis& axis(int i) const { return m_axes.at(static_cast<size_t>(i)); }

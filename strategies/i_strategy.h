@@ -40,6 +40,12 @@ class IStrategy {
     (void)p;
     return {};
   }
+  // Its axes whose consecutive indices should be neighbouring chips (a pipeline's stages pass data to the next);
+  // the automatic mesh layout gives them a run of neighbouring chips (plan/mesh.h).
+  virtual std::vector<std::string> contiguous_axes(const ParamSet& p) const {
+    (void)p;
+    return {};
+  }
   // Sharding specs over its own axes for tensors of the logical step `g`.
   virtual void annotate(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const {
     (void)g, (void)exp, (void)mesh, (void)specs;

@@ -37,6 +37,7 @@ class Pipeline : public IStrategy {
   }
 
   std::vector<std::string> axes(const ParamSet&) const override { return {"pipe"}; }
+  std::vector<std::string> contiguous_axes(const ParamSet&) const override { return {"pipe"}; }
 
   std::optional<PipelineOptions> pipeline(const ParamSet& p) const override {
     PipelineOptions o;

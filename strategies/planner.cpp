@@ -23,7 +23,9 @@ std::vector<std::unique_ptr<IStrategy>> make_strategies(const Experiment& exp) {
 Mesh layout_mesh(const Experiment& exp, const std::vector<std::unique_ptr<IStrategy>>& strategies) {
   const ParamSet& p = exp.params;
   const Torus torus(exp.hardware.pod.dims, exp.hardware.pod.wrap);
-  std::vector<std::string> owned;
+  std::vector<std::string> owned, contiguous;
+  for (const auto& s : strategies)
+    for (const auto& a : s->contiguous_axes(p)) contiguous.push_back(a);
   for (const auto& s : strategies)
     for (const auto& a : s->axes(p)) {
       if (std::find(owned.begin(), owned.end(), a) != owned.end())
@@ -71,7 +73,7 @@ Mesh layout_mesh(const Experiment& exp, const std::vector<std::unique_ptr<IStrat
                       "); its chips would repeat each other's work",
                   "mesh.axes");
   try {
-    return Mesh::layout(names, sizes, torus, p.strings("mesh.placement"));
+    return Mesh::layout(names, sizes, torus, p.strings("mesh.placement"), contiguous);
   } catch (const Error& e) {
     const std::string key = p.strings("mesh.placement").empty() ? "mesh.shape" : "mesh.placement";
     throw Error(Err::BadMesh, p.where(key), e.message(), key);
