@@ -256,10 +256,12 @@ Simulation simulate(Prepared& p) {
   double now = sc_core::sc_time_stamp().to_seconds();
   std::vector<std::string> stuck;
   size_t stuck_chips = 0;
-  for (const auto& chip : s.pod->chips()) {
+  for (const Chip* chip : s.pod->chips()) {  // every torus position (a box's chip stands for several)
     s.step_time = std::max({s.step_time, chip->last_end(), chip->log().last_delivery});
+    if (!chip->finished()) ++stuck_chips;
+  }
+  for (const auto& chip : s.pod->simulated()) {
     if (chip->finished()) continue;
-    ++stuck_chips;
     if (stuck.size() < 8) {
       std::vector<std::string> why = chip->stuck_ops();
       stuck.push_back(p.ctx->torus.chip_label(chip->id()) + " (" + std::to_string(chip->ops_done()) + " of " +
