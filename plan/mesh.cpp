@@ -41,22 +41,38 @@ std::string factor_text(const MeshFactor& f, int64_t dim_size) {
 
 }  // namespace
 
+namespace {
+
+// Chip-id distance between neighbours along torus dimension `d` (ids are row-major, x fastest).
+int64_t id_stride(const Torus& t, int d) {
+  int64_t s = 1;
+  for (int i = 0; i < d; ++i) s *= t.dims()[i];
+  return s;
+}
+
+}  // namespace
+
+// Both run per message: no allocation.
 int64_t MeshGroup::chip_of(int64_t r, const Torus& torus) const {
-  std::vector<int64_t> c = coords;
-  std::vector<int64_t> rc = shape.coords(r);
+  int64_t chip = torus.chip(coords);
   for (size_t i = 0; i < factors.size(); ++i) {
     const MeshFactor& f = factors[i];
-    int64_t cur = (coords[f.dim] / f.stride) % f.size;
-    c[f.dim] += (rc[i] - cur) * f.stride;
+    const int64_t want = r % f.size;
+    r /= f.size;
+    const int64_t cur = (coords[f.dim] / f.stride) % f.size;
+    chip += (want - cur) * f.stride * id_stride(torus, f.dim);
   }
-  return torus.chip(c);
+  return chip;
 }
 
 int64_t MeshGroup::rank_of(int64_t chip, const Torus& torus) const {
-  std::vector<int64_t> c = torus.coords(chip);
-  std::vector<int64_t> rc(factors.size());
-  for (size_t i = 0; i < factors.size(); ++i) rc[i] = (c[factors[i].dim] / factors[i].stride) % factors[i].size;
-  return shape.rank(rc);
+  int64_t r = 0, scale = 1;
+  for (const MeshFactor& f : factors) {
+    const int64_t coord = (chip / id_stride(torus, f.dim)) % torus.dims()[f.dim];
+    r += ((coord / f.stride) % f.size) * scale;
+    scale *= f.size;
+  }
+  return r;
 }
 
 std::string MeshGroup::describe() const {
