@@ -238,10 +238,16 @@ ResultsTable read_results(const std::string& db_path) {
   std::error_code ec;
   if (!fs::is_regular_file(db_path, ec))
     throw Error(Err::NotASweepDir, at(db_path), "no results.db at '" + db_path + "' (give a sweep folder or its results.db)");
+  // Read-write when allowed: a driver killed inside a transaction leaves a hot journal, which only a connection
+  // that may write can roll back (a read-only one fails with "attempt to write a readonly database").
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
     sqlite3_close(db);
-    throw Error(Err::NotASweepDir, at(db_path), "cannot open '" + db_path + "' as a results.db");
+    db = nullptr;
+    if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+      sqlite3_close(db);
+      throw Error(Err::NotASweepDir, at(db_path), "cannot open '" + db_path + "' as a results.db");
+    }
   }
   sqlite3_busy_timeout(db, 30000);
   ResultsTable t;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sqlite3.h>
 #include <thread>
 
 #include "tests/cli/cli_util.h"
@@ -281,4 +282,35 @@ TEST(SweepTest, PlanPrintsEveryRunAndExitsZero) {
     CliResult s = run_podsim({"sweep", "plan", source_dir() + "/configs/sweeps/" + shipped});
     EXPECT_EQ(s.code, 0) << shipped << ": " << s.err;
   }
+}
+
+// A driver killed inside a transaction leaves results.db with a hot rollback journal. Export (and the next driver)
+// must roll it back and read the table as it was before, never fail with "attempt to write a readonly database".
+TEST(SweepTest, ExportReadsADatabaseLeftInsideATransaction) {
+  std::string file = write_file("tiny.yaml", kTinySweep);
+  CliResult r = run_podsim({"sweep", file, "-j", "2"});
+  ASSERT_EQ(r.code, 1) << r.err;  // one run of kTinySweep fails on purpose
+  const std::string dir = test_dir() + "/results/tiny", crashed = test_dir() + "/crashed";
+  fs::create_directories(crashed);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(std::string(dir + "/results.db").c_str(), &db), SQLITE_OK);
+  // A small page cache makes the transaction spill into the database file before it commits, as a long one does:
+  // then the journal is hot and must be played back.
+  ASSERT_EQ(sqlite3_exec(db,
+                         "PRAGMA cache_size = 2; BEGIN IMMEDIATE; UPDATE runs SET status = 'half-written';"
+                         "CREATE TABLE filler(x); INSERT INTO filler VALUES (zeroblob(1000000));",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  // The files as a process killed now would leave them: the database and its journal, and no lock.
+  ASSERT_TRUE(fs::exists(dir + "/results.db-journal"));
+  fs::copy_file(dir + "/results.db", crashed + "/results.db");
+  fs::copy_file(dir + "/results.db-journal", crashed + "/results.db-journal");
+  sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  r = run_podsim({"sweep", "export", crashed + "/results.db", "--csv"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("half-written"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(",done,"), std::string::npos) << r.out;
+  // Rolled back: the journal is gone or empty.
+  EXPECT_TRUE(!fs::exists(crashed + "/results.db-journal") || fs::file_size(crashed + "/results.db-journal") == 0);
 }

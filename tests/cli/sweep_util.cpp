@@ -24,7 +24,8 @@ run_name: "{hardware.preset}-m{workload.m}-k{workload.k}"
 std::vector<Row> db_rows(const std::string& db_path) {
   std::vector<Row> rows;
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+  // Read-write: a killed driver may have left a hot journal, which a read-only connection cannot roll back.
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
     ADD_FAILURE() << "cannot open " << db_path;
     sqlite3_close(db);
     return rows;
