@@ -385,12 +385,20 @@ PipelineResult pipeline_step(const PipelineInput& in) {
       }
     }
     // A stage's work on a micro-batch is one unit, as in GPipe: what it sends for that micro-batch (activations
-    // forward, input gradients backward) leaves when the unit is done, not as soon as its value exists.
+    // forward, input gradients backward) leaves when the unit is done, not as soon as its value exists: after
+    // every op of the unit that no other op of the unit follows (the last in issue order may end first, e.g. an
+    // input gradient on the VPU while a weight gradient is still on the MXU).
+    std::vector<std::vector<OpId>> finals(seq.size());
+    for (size_t i = 0; i < n; ++i) {
+      if (item[i] < 0 || is_communication(g.op(static_cast<OpId>(i)).kind)) continue;
+      bool last = true;
+      for (OpId c : g.successors(static_cast<OpId>(i))) last = last && item[c] != item[i];
+      if (last) finals[static_cast<size_t>(item[i])].push_back(static_cast<OpId>(i));
+    }
     for (size_t i = 0; i < n; ++i) {
       const Op& op = g.op(static_cast<OpId>(i));
       if (op.kind != OpKind::Send || key[i] < 0 || key[i] >= static_cast<int64_t>(seq.size())) continue;
-      const OpId last = last_of[static_cast<size_t>(key[i])];
-      if (last >= 0 && last != static_cast<OpId>(i)) g.add_control(last, static_cast<OpId>(i));
+      for (OpId f : finals[static_cast<size_t>(key[i])]) g.add_control(f, static_cast<OpId>(i));
     }
     prog.order = issue_order();
     prog.role = "stage" + std::to_string(k);
