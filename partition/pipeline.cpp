@@ -400,6 +400,28 @@ PipelineResult pipeline_step(const PipelineInput& in) {
       if (op.kind != OpKind::Send || key[i] < 0 || key[i] >= static_cast<int64_t>(seq.size())) continue;
       for (OpId f : finals[static_cast<size_t>(key[i])]) g.add_control(f, static_cast<OpId>(i));
     }
+    // The update follows the stage's last unit, with what that unit sends and the gradient accumulations it
+    // completes, as in GPipe, where the update applies the gradients the stage's loop over the micro-batches
+    // returns. Run as soon as each gradient is final, it would share the chip with that work and delay the input
+    // gradients the previous stage waits for (and the accumulations still to do).
+    if (!seq.empty()) {
+      const int64_t last_item = static_cast<int64_t>(seq.size()) - 1;
+      std::vector<OpId> ends, updates;  // the last unit's final ops; the update's first ops
+      for (size_t i = 0; i < n; ++i) {
+        const OpId o = static_cast<OpId>(i);
+        if (key[i] == last_item && g.op(o).kind != OpKind::Recv) {
+          bool end = true;
+          for (OpId c : g.successors(o)) end = end && key[c] == after_all;
+          if (end) ends.push_back(o);
+        } else if (key[i] == after_all && !is_communication(g.op(o).kind)) {
+          bool first = true;
+          for (OpId p : g.predecessors(o)) first = first && key[p] < after_all;
+          if (first) updates.push_back(o);
+        }
+      }
+      for (OpId u : updates)
+        for (OpId e : ends) g.add_control(e, u);
+    }
     prog.order = issue_order();
     prog.role = "stage" + std::to_string(k);
   }
