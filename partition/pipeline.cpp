@@ -385,12 +385,42 @@ PipelineResult pipeline_step(const PipelineInput& in) {
       }
     }
     // A stage's work on a micro-batch is one unit, as in GPipe: what it sends for that micro-batch (activations
-    // forward, input gradients backward) leaves when the unit is done, not as soon as its value exists.
+    // forward, input gradients backward) leaves when the unit is done, not as soon as its value exists: after
+    // every op of the unit that no other op of the unit follows (the last in issue order may end first, e.g. an
+    // input gradient on the VPU while a weight gradient is still on the MXU).
+    std::vector<std::vector<OpId>> finals(seq.size());
+    for (size_t i = 0; i < n; ++i) {
+      if (item[i] < 0 || is_communication(g.op(static_cast<OpId>(i)).kind)) continue;
+      bool last = true;
+      for (OpId c : g.successors(static_cast<OpId>(i))) last = last && item[c] != item[i];
+      if (last) finals[static_cast<size_t>(item[i])].push_back(static_cast<OpId>(i));
+    }
     for (size_t i = 0; i < n; ++i) {
       const Op& op = g.op(static_cast<OpId>(i));
       if (op.kind != OpKind::Send || key[i] < 0 || key[i] >= static_cast<int64_t>(seq.size())) continue;
-      const OpId last = last_of[static_cast<size_t>(key[i])];
-      if (last >= 0 && last != static_cast<OpId>(i)) g.add_control(last, static_cast<OpId>(i));
+      for (OpId f : finals[static_cast<size_t>(key[i])]) g.add_control(f, static_cast<OpId>(i));
+    }
+    // The update follows the stage's last unit, with what that unit sends and the gradient accumulations it
+    // completes, as in GPipe, where the update applies the gradients the stage's loop over the micro-batches
+    // returns. Run as soon as each gradient is final, it would share the chip with that work and delay the input
+    // gradients the previous stage waits for (and the accumulations still to do).
+    if (!seq.empty()) {
+      const int64_t last_item = static_cast<int64_t>(seq.size()) - 1;
+      std::vector<OpId> ends, updates;  // the last unit's final ops; the update's first ops
+      for (size_t i = 0; i < n; ++i) {
+        const OpId o = static_cast<OpId>(i);
+        if (key[i] == last_item && g.op(o).kind != OpKind::Recv) {
+          bool end = true;
+          for (OpId c : g.successors(o)) end = end && key[c] == after_all;
+          if (end) ends.push_back(o);
+        } else if (key[i] == after_all && !is_communication(g.op(o).kind)) {
+          bool first = true;
+          for (OpId p : g.predecessors(o)) first = first && key[p] < after_all;
+          if (first) updates.push_back(o);
+        }
+      }
+      for (OpId u : updates)
+        for (OpId e : ends) g.add_control(e, u);
     }
     prog.order = issue_order();
     prog.role = "stage" + std::to_string(k);

@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
@@ -129,28 +128,29 @@ nlohmann::json timing_run(const std::string& name, const std::string& text) {
   return summary(test_dir() + "/" + name);
 }
 
-// GPipe's balanced case: four Transformer stages of one equal layer each (the embedding and the head are tiny with a
-// vocabulary of 128, and ride on the first and last stage), with links fast enough that transfers are nearly free.
+// GPipe's balanced case: four Transformer stages of one equal layer each, with links fast enough that transfers are
+// nearly free. The embedding and the head ride on the first and last stage; with d_model 4096 and a vocabulary of
+// 128 they are small beside a layer (most of the head is its layer norm, which grows with d_model while a layer's
+// matmuls grow with its square): per micro-batch the outer stages do 1.5 % more than the middle ones in the forward
+// pass and within 0.5 % in the backward. (With d_model 1024 it is 4 to 5 % and 2 %: every micro-batch waits for the
+// slowest stage, which adds 1 to 1.5 points to the bubble from M = 16 on.)
 const std::string kBalancedTransformer =
     "hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\n  ici: {link_bandwidth: 100TB/s}\n"
-    "workload:\n  model: transformer\n  layers: 4\n  d_model: 1024\n  d_ff: 4096\n  heads: 16\n  vocab: 128\n"
+    "workload:\n  model: transformer\n  layers: 4\n  d_model: 4096\n  d_ff: 16384\n  heads: 16\n  vocab: 128\n"
     "  seq_len: 512\n  batch: 64\nrun: {trace: {format: \"off\"}}\n";
 
 }  // namespace
 
 TEST(StrategiesTest, PipelineBubbleFollowsGpipe) {
-  // GPipe's bubble for K balanced stages, M micro-batches and free communication is (K - 1) / (M + K - 1): 0.75 and
-  // 0.43 for K = 4 and M = 1, 4; within a point here. At M = 16 (0.158) the stages' remaining imbalance (the last
-  // carries the head: about 3 % more work, which every micro-batch waits for) and the per-micro-batch gradient
-  // accumulation add about 3 points.
-  const std::map<int, double> tolerance = {{1, 0.01}, {4, 0.01}, {16, 0.035}};
-  for (const auto& [m, tol] : tolerance) {
+  // GPipe's bubble for K balanced stages, M micro-batches and free communication is (K - 1) / (M + K - 1): 0.75,
+  // 0.43, 0.16 and 0.086 for K = 4 and M = 1, 4, 16, 32; within a point here, and never below it.
+  for (int m : {1, 4, 16, 32}) {
     nlohmann::json s = timing_run("m" + std::to_string(m), kBalancedTransformer +
                                                               "strategy: {name: pipeline, micro_batches: " +
                                                               std::to_string(m) + "}\n");
     const double ideal = 3.0 / (m + 3.0);
     EXPECT_DOUBLE_EQ(s["pipeline"]["ideal_bubble_fraction"].get<double>(), std::round(ideal * 1e6) / 1e6);
-    EXPECT_NEAR(s["pipeline"]["bubble_fraction"].get<double>(), ideal, tol) << "M = " << m;
+    EXPECT_NEAR(s["pipeline"]["bubble_fraction"].get<double>(), ideal, 0.01) << "M = " << m;
     EXPECT_GE(s["pipeline"]["bubble_fraction"].get<double>(), ideal - 0.002) << "M = " << m;  // never better
     EXPECT_EQ(s["pipeline"]["stage_cells"], nlohmann::json::parse("[[0, 1], [2], [3], [4, 5]]"));
   }
