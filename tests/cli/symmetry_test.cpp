@@ -34,7 +34,7 @@ nlohmann::json run(const std::string& name, const std::string& yaml, const std::
 // just as its receive becomes ready) the kernel's order decides, e.g. whether the message is staged in HBM first.
 // (Building the full pod's chips in reverse order moves its step time of the data x model case by 0.1 % and a
 // chip's HBM bytes by up to 1.5 %.) The reduced run must then lie within the spread the full run shows over each
-// class of equivalent chips, widened by 1 %, and its step time within 0.5 %.
+// class of equivalent chips, widened by 1 % (3 % for HBM figures, below), and its step time within 0.5 %.
 void expect_same_as_full(const std::string& name, const std::string& yaml, const std::vector<int64_t>& periods,
                          bool exact = true) {
   nlohmann::json full = run(name, yaml, "off"), reduced = run(name, yaml, "auto");
@@ -83,7 +83,10 @@ void expect_same_as_full(const std::string& name, const std::string& yaml, const
     for (int64_t c = 0; c < chips; ++c) {
       const double v = reduced["per_chip"][key][c].get<double>();
       const auto [lo, hi] = range[cls(c)];
-      const double slack = 0.01 * std::max(std::abs(lo), std::abs(hi)) + 1e-9;
+      // HBM figures include staging (a message that arrives before its receive waits in HBM), which is where the
+      // full run's drift shows most: equivalent chips of the 16 x 16 one-layer step differ by 5 % in HBM bytes.
+      const double widen = key.rfind("hbm", 0) == 0 ? 0.03 : 0.01;
+      const double slack = widen * std::max(std::abs(lo), std::abs(hi)) + 1e-9;
       EXPECT_GE(v, lo - slack) << key << " of chip " << c;
       EXPECT_LE(v, hi + slack) << key << " of chip " << c;
     }
