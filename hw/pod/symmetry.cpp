@@ -79,8 +79,6 @@ PodSymmetry find_symmetry(const PodContext& ctx) {
   if (e.run.symmetry == "off") s.reason = "run.symmetry is off";
   else if (ctx.numeric) s.reason = "numeric mode: every chip holds its own values";
   else if (e.run.stall.probability > 0) s.reason = "stalls are drawn per chip";
-  for (bool traced : ctx.traced)
-    if (traced && s.reason.empty()) s.reason = "chips are traced";
   if (!s.reason.empty() || t.chips() == 1) return s;
 
   const Plan& plan = *ctx.plan;
@@ -138,7 +136,18 @@ PodSymmetry find_symmetry(const PodContext& ctx) {
     }
     s.simulated *= s.period[d];
   }
-  if (!s.reduced(t)) s.reason = "no translation of the torus maps the step onto itself";
+  if (!s.reduced(t)) {
+    s.reason = "no translation of the torus maps the step onto itself";
+    return s;
+  }
+  // A traced chip must be simulated: the box may stand in only for chips nobody looks at.
+  for (int64_t c = 0; c < t.chips(); ++c)
+    if (ctx.traced[c] && s.representative(c, t) != c) {
+      s.reason = "chip " + std::to_string(c) + " is traced and lies outside the box of chips that would be simulated";
+      s.period = t.dims();
+      s.simulated = t.chips();
+      return s;
+    }
   return s;
 }
 

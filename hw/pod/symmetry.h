@@ -14,7 +14,9 @@
 // torus algorithms: a cyclic shift per group dimension; direct all-to-all: a cyclic shift of the linear rank;
 // schedules without rank symmetry: no shift); Send/Recv peers move with the chip. Dimension-order routing breaks
 // half-way ties by the parity of the coordinate, so periods along an even ring are even. Numeric runs (each chip
-// holds different values), traced chips, injected stalls and synthetic traffic (random per chip) keep every chip.
+// holds different values), injected stalls and synthetic traffic (random per chip) keep every chip, and so does a
+// trace of any chip outside the box (the default trace covers every chip; run.trace.chips: [0] stays in it). A
+// traced box chip names its peers by the box chips that stand for them.
 #pragma once
 
 #include <cstdint>

@@ -87,7 +87,7 @@ std::vector<std::pair<double, double>> binned(const std::vector<std::pair<double
 
 TracePlan collect(const Prepared& p, const Simulation& s, Detail detail, const Window& win) {
   TracePlan plan;
-  const auto& chips = s.pod->chips();
+  const auto& chips = s.pod->simulated();  // traced chips are always simulated (hw/pod/symmetry.h)
   const ChipConfig& cfg = p.exp.hardware.chip;
   const Torus& torus = p.ctx->torus;
   for (const auto& chip_ptr : chips) {

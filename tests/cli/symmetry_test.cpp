@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "tests/cli/cli_util.h"
 
 using namespace podsim::test;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -149,7 +151,8 @@ TEST(SymmetryTest, MixtureOfExperts) {
   expect_same_as_full("moe", yaml, {2, 2}, false);
 }
 
-// What keeps every chip: a broadcast from rank 0 (each rank's schedule is its own), a trace, numeric mode.
+// What keeps every chip: a broadcast from rank 0 (each rank's schedule is its own), a trace of every chip or of one
+// outside the box, numeric mode.
 TEST(SymmetryTest, KeepsEveryChipWhenChipsDiffer) {
   nlohmann::json b = run("broadcast", collective("tpu-v3", "[4, 4]", "broadcast", "1MiB"), "auto");
   EXPECT_EQ(b["simulated_chips"].get<int64_t>(), 16);
@@ -160,4 +163,9 @@ TEST(SymmetryTest, KeepsEveryChipWhenChipsDiffer) {
                 .get<int64_t>(),
             16);
   EXPECT_EQ(run("plain", traced + "run: {trace: {format: \"off\"}}\n", "auto")["simulated_chips"].get<int64_t>(), 4);
+  // Tracing chips of the box (chip 5 is x=1, y=1) keeps the box and writes their trace; one outside it (chip 10,
+  // x=2, y=2) needs every chip simulated.
+  EXPECT_EQ(run("inside", traced + "run: {trace: {chips: [5]}}\n", "auto")["simulated_chips"].get<int64_t>(), 4);
+  EXPECT_GT(fs::file_size(test_dir() + "/inside-auto/trace.pftrace"), 0u);
+  EXPECT_EQ(run("outside", traced + "run: {trace: {chips: [10]}}\n", "auto")["simulated_chips"].get<int64_t>(), 16);
 }
