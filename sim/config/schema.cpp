@@ -207,9 +207,9 @@ std::vector<ParamSpec> run_param_specs() {
           .def("xla"),
       P::choice("run.symmetry", {"auto", "off"},
                 "auto simulates one chip per class of chips the step treats alike (translations of the torus that "
-                "map every chip's program, groups and peers onto another's; timing mode with no trace and no "
-                "stalls) and gives every chip its representative's timing; off simulates every chip "
-                "(hw/pod/symmetry.h).")
+                "map every chip's program, groups and peers onto another's; timing mode, no stalls, traced chips "
+                "only inside the simulated box) and gives every chip its representative's figures; off simulates "
+                "every chip (docs/performance.md).")
           .def("auto"),
       P::real("run.stall.probability", "Probability that an HBM request or ICI chunk gets a random extra delay "
                                        "(testing for hidden timing assumptions).")
