@@ -164,6 +164,11 @@ PipelineResult pipeline_step(const PipelineInput& in) {
   std::map<std::pair<TensorId, int>, size_t> boundary_index;  // (tensor, receiving stage)
   std::vector<std::map<TensorId, TensorId>> remat_of(static_cast<size_t>(K));  // recomputed values per stage
   const std::vector<OpId> order = U.topological_order();
+  // The recomputed ops of each (stage, micro-batch), in order.
+  std::map<std::pair<int, int32_t>, std::vector<OpId>> remat_ops;
+  if (opt.remat)
+    for (OpId f : order)
+      if (recompute[f]) remat_ops[{stage_of_op(U.op(f)), mb.instance[f]}].push_back(f);
   auto add_tensor = [&](Stage& s, TensorId u, const std::string& suffix) {
     TensorInfo info = U.tensor(u);
     info.name += suffix;
@@ -211,9 +216,7 @@ PipelineResult pipeline_step(const PipelineInput& in) {
     if (op.phase == Phase::Backward && m >= 0 && opt.remat && !entered.count({k, m})) {
       // Just before this micro-batch's first backward op on the stage: its recomputation.
       entered.insert({k, m});
-      for (OpId f : order)
-        if (recompute[f] && mb.instance[f] == m && stage_of_op(U.op(f)) == k)
-          copy_op(k, U.op(f), m, Group::Recompute, "/remat", true);
+      for (OpId f : remat_ops[{k, m}]) copy_op(k, U.op(f), m, Group::Recompute, "/remat", true);
     }
     copy_op(k, op, m, group, "", group == Group::Backward);
   }
@@ -256,6 +259,7 @@ PipelineResult pipeline_step(const PipelineInput& in) {
     pi.algorithms = in.algorithms;
     pi.flops_per_comm_byte = in.flops_per_comm_byte;
     parts.push_back(partition_step(pi));
+    s.g = ModelGraph("stage");  // partitioned: only its maps are used from here on (the step's largest copy)
     for (const std::string& n : parts.back().notes)
       if (std::find(res.notes.begin(), res.notes.end(), n) == res.notes.end()) res.notes.push_back(n);
   }
@@ -375,10 +379,13 @@ PipelineResult pipeline_step(const PipelineInput& in) {
       at[ord[i]] = i;
       if (item[ord[i]] >= 0) last_of[item[ord[i]]] = ord[i];
     }
+    std::vector<std::vector<OpId>> ops_of_item(seq.size());  // in issue order
+    for (OpId o : ord)
+      if (item[o] >= 0) ops_of_item[static_cast<size_t>(item[o])].push_back(o);
     for (size_t i = 1; i < seq.size(); ++i) {
       if (last_of[i - 1] < 0) continue;
-      for (OpId o : ord) {
-        if (item[o] != static_cast<int64_t>(i) || is_communication(g.op(o).kind)) continue;
+      for (OpId o : ops_of_item[i]) {
+        if (is_communication(g.op(o).kind)) continue;
         bool entry = true;
         for (OpId p : g.predecessors(o)) entry = entry && item[p] != static_cast<int64_t>(i);
         if (entry && at[o] > at[last_of[i - 1]]) g.add_control(last_of[i - 1], o);

@@ -62,16 +62,27 @@ OpId ModelGraph::add_op(Op op) {
                                      "' and '" + op.name + "')");
   }
   boost::add_vertex(m_impl->g);
+  // Edges are not duplicated. The new op has only the edges added here, so the check scans its own few edges
+  // (boost::edge would scan the other end's, which grow with every consumer of a value read many times).
+  auto has_in = [&](OpId from) {
+    for (auto [it, end] = boost::in_edges(id, m_impl->g); it != end; ++it)
+      if (static_cast<OpId>(boost::source(*it, m_impl->g)) == from) return true;
+    return false;
+  };
+  auto has_out = [&](OpId to) {
+    for (auto [it, end] = boost::out_edges(id, m_impl->g); it != end; ++it)
+      if (static_cast<OpId>(boost::target(*it, m_impl->g)) == to) return true;
+    return false;
+  };
   for (TensorId t : op.inputs) {
     m_consumers[t].push_back(id);
-    if (m_producer[t] >= 0 && !boost::edge(m_producer[t], id, m_impl->g).second)
-      boost::add_edge(m_producer[t], id, m_impl->g);
+    if (m_producer[t] >= 0 && !has_in(m_producer[t])) boost::add_edge(m_producer[t], id, m_impl->g);
   }
   for (TensorId t : op.outputs) {
     m_producer[t] = id;
     // A producer added after its consumers (a transfer that brings a value in) still precedes them.
     for (OpId c : m_consumers[t])
-      if (!boost::edge(id, c, m_impl->g).second) boost::add_edge(id, c, m_impl->g);
+      if (!has_out(c)) boost::add_edge(id, c, m_impl->g);
   }
   m_ops.push_back(std::move(op));
   return id;

@@ -13,6 +13,15 @@ namespace {
 
 std::string pct(double f) { return strprintf("%.1f %%", 100.0 * f); }
 
+// A partitioned step may have many notes (one per padded tensor): the first few here, all in summary.json.
+void print_notes(const std::vector<std::string>& notes, const std::string& dir) {
+  const size_t shown = notes.size() > 10 ? 8 : notes.size();
+  for (size_t i = 0; i < shown; ++i) std::cout << "  note: " << notes[i] << "\n";
+  if (shown < notes.size())
+    std::cout << "  note: ... and " << notes.size() - shown << " more (\"notes\" in " << dir << "/summary.json)\n";
+  std::cout << "  results in " << dir << "/\n";
+}
+
 void print_summary(const nlohmann::json& j, const std::string& dir, const std::vector<std::string>& notes) {
   double T = j["step_time_s"];
   std::cout << "podsim: " << j["experiment"].get<std::string>() << " — " << j["workload"].get<std::string>()
@@ -93,12 +102,39 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
               << o["name"].get<std::string>() << " (" << o["kind"].get<std::string>() << ", "
               << o["unit"].get<std::string>() << ")\n";
   }
-  // A partitioned step may have many notes (one per padded tensor): the first few here, all in summary.json.
-  const size_t shown = notes.size() > 10 ? 8 : notes.size();
-  for (size_t i = 0; i < shown; ++i) std::cout << "  note: " << notes[i] << "\n";
-  if (shown < notes.size())
-    std::cout << "  note: ... and " << notes.size() - shown << " more (\"notes\" in " << dir << "/summary.json)\n";
-  std::cout << "  results in " << dir << "/\n";
+  print_notes(notes, dir);
+}
+
+// A --memory-only run: the experiment, the result chip's peak and, for several roles, each role's.
+void print_memory_summary(const nlohmann::json& j, const std::string& dir, const std::vector<std::string>& notes) {
+  std::cout << "podsim: " << j["experiment"].get<std::string>() << " — " << j["workload"].get<std::string>()
+            << " on " << j["chips"].get<int64_t>() << " x " << j["hardware"].get<std::string>() << " ("
+            << j["strategy"].get<std::string>() << "), memory only: not simulated, no step time\n";
+  if (j.contains("memory")) {
+    const auto& m = j["memory"];
+    const auto& a = m["at_peak"];
+    std::cout << "  peak memory   " << format_bytes(m["peak_bytes"]) << " of " << format_bytes(m["capacity_bytes"])
+              << " HBM (result chip; weights " << format_bytes(a["weights"]) << ", gradients "
+              << format_bytes(a["gradients"]) << ", optimizer " << format_bytes(a["optimizer_state"])
+              << ", activations " << format_bytes(a["activations"]) << ", temporaries "
+              << format_bytes(a["temporaries"]) << ")\n";
+    std::cout << "  fits          " << (m["fits"].get<bool>() ? "yes, every role" : "** NO **") << "\n";
+  }
+  const auto& roles = j["roles"];
+  if (roles.size() > 1) {
+    // The roles with the highest peaks (a pipeline's stages differ; all of them are in summary.json).
+    std::vector<const nlohmann::json*> rs;
+    for (const auto& r : roles) rs.push_back(&r);
+    std::stable_sort(rs.begin(), rs.end(), [](const nlohmann::json* a, const nlohmann::json* b) {
+      return (*a)["peak_memory_bytes"].get<double>() > (*b)["peak_memory_bytes"].get<double>();
+    });
+    std::cout << "  highest peaks of " << roles.size() << " roles:\n";
+    for (size_t i = 0; i < std::min<size_t>(5, rs.size()); ++i)
+      std::cout << "    " << strprintf("%-12s %12s", (*rs[i])["role"].get<std::string>().c_str(),
+                                       format_bytes((*rs[i])["peak_memory_bytes"]).c_str())
+                << ((*rs[i])["fits"].get<bool>() ? "" : "  (does not fit)") << "\n";
+  }
+  print_notes(notes, dir);
 }
 
 }  // namespace
@@ -110,8 +146,12 @@ int cmd_run(const RunArgs& a) {
   lo.overrides = sets;
   lo.single_device = a.single_device;
   Experiment e = load_experiment(a.experiment, lo);
-  RunOutcome r = run_experiment(e, {a.out, a.force});
-  if (!a.quiet) print_summary(nlohmann::json::parse(r.summary), r.out_dir, r.notes);
+  RunOutcome r = run_experiment(e, {a.out, a.force, a.memory_only});
+  if (a.quiet) return 0;
+  if (a.memory_only)
+    print_memory_summary(nlohmann::json::parse(r.summary), r.out_dir, r.notes);
+  else
+    print_summary(nlohmann::json::parse(r.summary), r.out_dir, r.notes);
   return 0;
 }
 

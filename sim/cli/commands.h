@@ -20,6 +20,7 @@ struct RunArgs {
   std::string trace_format;  // "" keeps run.trace.format
   bool quiet = false;
   bool single_device = false;  // the experiment's single-device reference (LoadOptions::single_device)
+  bool memory_only = false;    // stop after the memory check (RunOptions::memory_only)
 };
 int cmd_run(const RunArgs& a);
 

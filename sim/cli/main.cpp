@@ -30,6 +30,10 @@ int sc_main(int argc, char** argv) {
   r->add_flag("--single-device", run.single_device,
               "Run the experiment's single-device reference: its strategy replaced by single_device and its mesh "
               "dropped (the same workload and global batch on chip 0); compare with `podsim compare`");
+  r->add_flag("--memory-only", run.memory_only,
+              "Plan and lower the step and check that every chip's peak fits in HBM, without simulating it: the "
+              "results folder has the memory figures only (no step time); a step that does not fit fails with "
+              "PODSIM-MEM-001 as a full run does");
   r->add_option("--plugin", run.plugins, "Load workloads/strategies/collectives from a shared library (repeatable)")
       ->allow_extra_args(false);
 

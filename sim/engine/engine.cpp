@@ -19,6 +19,7 @@
 #include "sim/common/npy.h"
 #include "sim/common/text.h"
 #include "sim/config/loader.h"
+#include "sim/engine/memory_summary.h"
 #include "sim/engine/output_dir.h"
 #include "sim/engine/trace_export.h"
 #include "plan/shard_data.h"
@@ -205,6 +206,14 @@ long peak_rss_kib() {
   return 0;
 }
 
+void write_summary_and_config(const OutputDir& od, const std::string& summary, const Experiment& exp) {
+  std::ofstream f(od.file("summary.json"));
+  f << summary;
+  std::ofstream c(od.file("config.resolved.yaml"));
+  c << resolved_yaml(exp);
+  if (!f || !c) throw Error(Err::OutputUnwritable, "cannot write into '" + od.path() + "'");
+}
+
 }  // namespace
 
 std::unique_ptr<Prepared> prepare(const Experiment& exp) {
@@ -289,21 +298,28 @@ RunOutcome run_experiment(const Experiment& exp, const RunOptions& opts) {
   auto t_plan = std::chrono::steady_clock::now();
   std::unique_ptr<Prepared> p = prepare(exp);
   const double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_plan).count();
+  if (opts.memory_only) {
+    out.summary = memory_summary_json(*p);
+    write_summary_and_config(od, out.summary, exp);
+    std::ofstream h(od.file("host.json"));
+    h << "{\n  \"simulated\": false,\n  \"plan_s\": " << strprintf("%.6f", plan_s)
+      << ",\n  \"peak_rss_kib\": " << peak_rss_kib() << ",\n  \"programs\": " << p->ctx->programs.size() << "\n}\n";
+    if (!h) throw Error(Err::OutputUnwritable, "cannot write into '" + od.path() + "'");
+    od.commit();
+    out.out_dir = od.final_path();
+    out.notes = p->notes;
+    return out;
+  }
   Simulation s = simulate(*p);
   out.summary = summary_json(*p, s);
-  {
-    std::ofstream f(od.file("summary.json"));
-    f << out.summary;
-    std::ofstream c(od.file("config.resolved.yaml"));
-    c << resolved_yaml(exp);
-    if (!f || !c) throw Error(Err::OutputUnwritable, "cannot write into '" + od.path() + "'");
-  }
+  write_summary_and_config(od, out.summary, exp);
   if (exp.run.numeric) write_tensors(*p, s, od.file("tensors"));
   TraceStats ts = export_trace(*p, s, od.path());
   for (const auto& n : ts.notes) p->notes.push_back(n);
   {
     std::ofstream h(od.file("host.json"));
-    h << "{\n  \"wall_s\": " << strprintf("%.6f", s.wall) << ",\n  \"peak_rss_kib\": " << peak_rss_kib()
+    h << "{\n  \"simulated\": true,\n  \"wall_s\": " << strprintf("%.6f", s.wall)
+      << ",\n  \"peak_rss_kib\": " << peak_rss_kib()
       << ",\n  \"activations\": " << s.activations << ",\n  \"activations_per_s\": "
       << strprintf("%.0f", s.wall > 0 ? static_cast<double>(s.activations) / s.wall : 0.0)
       << ",\n  \"plan_s\": " << strprintf("%.6f", plan_s) << ",\n  \"programs\": " << p->ctx->programs.size()

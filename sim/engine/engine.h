@@ -5,7 +5,8 @@
 //
 // Steps: workload graph -> strategy plan -> lowering per role (hw/compiler) -> memory check -> elaborate the pod
 // (hw/pod) -> sc_start under a wall-clock watchdog -> deadlock check -> summary.json, config.resolved.yaml,
-// host.json, trace, tensors/*.npy, written atomically (sim/engine/output_dir.h).
+// host.json, trace, tensors/*.npy, written atomically (sim/engine/output_dir.h). With RunOptions::memory_only the
+// run stops after the memory check and writes the memory figures only (sim/engine/memory_summary.h).
 #pragma once
 
 #include <memory>
@@ -52,6 +53,9 @@ std::string summary_json(const Prepared& p, const Simulation& s);
 struct RunOptions {
   std::string out_dir;  // "" -> results/<run.name>
   bool force = false;
+  // Stop after the memory check: write the memory figures (memory_summary_json), config.resolved.yaml and host.json,
+  // simulate nothing. A step that does not fit fails as in a full run (PODSIM-MEM-001 unless run.allow_oom).
+  bool memory_only = false;
 };
 
 struct RunOutcome {

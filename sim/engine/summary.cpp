@@ -9,6 +9,7 @@
 #include "hw/timing/mxu_timing.h"
 #include "hw/timing/vpu_timing.h"
 #include "sim/engine/engine.h"
+#include "sim/engine/memory_summary.h"
 #include "sim/engine/moe_report.h"
 
 namespace podsim {
@@ -130,23 +131,19 @@ void roles_and_pipeline(const Prepared& p, const Simulation& s, J& j) {
     active += count[r];
     (void)idle;
     ++stages;
+    const J mem = role_memory(p, static_cast<size_t>(r));
     jr.push_back({{"role", p.plan.programs[r].role},
                   {"chips", count[r]},
                   {"compute_s", t.compute},
                   {"communication_s", t.communication},
                   {"exposed_communication_s", exposed},
                   {"idle_s", idle},
-                  {"peak_memory_bytes", ep.memory.peak_bytes},
-                  {"memory_at_peak",
-                   {{"weights", ep.memory.at_peak.weights},
-                    {"gradients", ep.memory.at_peak.gradients},
-                    {"optimizer_state", ep.memory.at_peak.optimizer_state},
-                    {"activations", ep.memory.at_peak.activations},
-                    {"temporaries", ep.memory.at_peak.temporaries}}},
+                  {"peak_memory_bytes", mem["peak_memory_bytes"]},
+                  {"memory_at_peak", mem["memory_at_peak"]},
                   {"mxu_busy_fraction", T > 0 ? r6(chips[first[r]]->log().mxu_busy /
                                                    (T * static_cast<double>(p.exp.hardware.chip.tensorcores)))
                                               : 0.0},
-                  {"fits", ep.memory.peak_bytes <= p.exp.hardware.chip.hbm.capacity}});
+                  {"fits", mem["fits"]}});
   }
   j["roles"] = jr;
   const double exposed_s = active ? exposed_weighted / static_cast<double>(active) : 0;
@@ -192,14 +189,6 @@ void roles_and_pipeline(const Prepared& p, const Simulation& s, J& j) {
   }
 }
 
-// Whether every role's peak fits the chip's HBM (memory.* describes the result chip; a pipeline's other stages may
-// peak higher).
-bool every_role_fits(const Prepared& p) {
-  for (size_t r = 0; r < p.plan.programs.size(); ++r)
-    if (p.ctx->programs[r].memory.peak_bytes > p.exp.hardware.chip.hbm.capacity) return false;
-  return true;
-}
-
 }  // namespace
 
 std::string summary_json(const Prepared& p, const Simulation& s) {
@@ -208,19 +197,9 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   const auto& chips = s.pod->chips();
   const double T = s.step_time;
   J j;
-  j["podsim_version"] = PODSIM_VERSION;
-  j["experiment"] = e.run.name;
-  j["hardware"] = e.hardware.preset;
-  j["workload"] = e.workload;
-  j["strategy"] = e.strategy;
-  j["numeric"] = e.run.numeric;
-  j["seed"] = e.run.seed;
-  j["pod_dims"] = e.hardware.pod.dims;
-  j["chips"] = static_cast<int64_t>(chips.size());
+  summary_head(p, true, j);
   j["simulated_chips"] = static_cast<int64_t>(s.pod->simulated().size());
-  int64_t active = 0;
-  for (int32_t r : p.plan.role_of_chip) active += r >= 0;
-  j["active_chips"] = active;
+  const int64_t active = j["active_chips"];
   j["step_time_s"] = T;
   j["cycles"] = static_cast<int64_t>(std::llround(T * cfg.clock));
   j["clock_hz"] = cfg.clock;
@@ -296,21 +275,8 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
                            {"exposed_communication_s", std::max(0.0, busy_s - compute_s)},
                            {"idle_s", std::max(0.0, T - busy_s)},
                            {"idle_fraction", T > 0 ? r6(std::max(0.0, T - busy_s) / T) : 0.0}};
-    const MemoryPlan& m = ep.memory;
-    j["peak_memory_bytes"] = m.peak_bytes;
-    J largest = J::array();
-    for (const auto& t : m.largest_at_peak) largest.push_back({{"name", t.name}, {"role", t.role}, {"bytes", t.bytes}});
-    j["memory"] = {{"peak_bytes", m.peak_bytes},
-                   {"capacity_bytes", cfg.hbm.capacity},
-                   {"fits", every_role_fits(p)},
-                   {"peak_op", m.peak_op >= 0 ? ep.ops[m.peak_op].name : std::string()},
-                   {"at_peak",
-                    {{"weights", m.at_peak.weights},
-                     {"gradients", m.at_peak.gradients},
-                     {"optimizer_state", m.at_peak.optimizer_state},
-                     {"activations", m.at_peak.activations},
-                     {"temporaries", m.at_peak.temporaries}}},
-                   {"largest_at_peak", largest}};
+    j["peak_memory_bytes"] = ep.memory.peak_bytes;
+    j["memory"] = memory_section(p);  // the result chip's (a pipeline's other stages may peak higher)
   } else {
     j["peak_memory_bytes"] = 0.0;
   }

@@ -38,10 +38,52 @@ std::string pct(double f) { return strprintf("%6.1f %%", 100 * f); }
 
 void rule(std::ostream& out) { out << std::string(78, '-') << "\n"; }
 
+void print_memory_section(const nlohmann::json& j, std::ostream& out) {
+  if (!j.contains("memory")) return;
+  const auto& m = j["memory"];
+  rule(out);
+  out << "memory at the peak (op " << m.value("peak_op", std::string("-")) << ")\n";
+  for (const char* k : {"weights", "gradients", "optimizer_state", "activations", "temporaries"})
+    out << strprintf("  %-26s %s\n", k, format_bytes(m["at_peak"].value(k, 0.0)).c_str());
+  out << strprintf("  %-26s %s of %s%s\n", "total", format_bytes(m.value("peak_bytes", 0.0)).c_str(),
+                   format_bytes(m.value("capacity_bytes", 0.0)).c_str(),
+                   m.value("fits", true) ? "" : "  (DOES NOT FIT)");
+}
+
+// A run stopped after the memory check (podsim run --memory-only): per role its peak, and the result chip's memory.
+void print_memory_report(const nlohmann::json& j, std::ostream& out) {
+  rule(out);
+  out << "not simulated (podsim run --memory-only): memory figures only, no step time\n";
+  if (j.contains("roles") && j["roles"].size() > 1) {
+    rule(out);
+    out << strprintf("%-14s %6s %11s %11s %11s %11s %11s\n", "role", "chips", "peak mem", "weights", "grads",
+                     "optimizer", "activations");
+    for (const auto& r : j["roles"]) {
+      const auto& a = r["memory_at_peak"];
+      out << strprintf("%-14s %6lld %11s %11s %11s %11s %11s%s\n", r.value("role", std::string()).c_str(),
+                       static_cast<long long>(r.value("chips", 0LL)),
+                       format_bytes(r.value("peak_memory_bytes", 0.0)).c_str(),
+                       format_bytes(a.value("weights", 0.0)).c_str(), format_bytes(a.value("gradients", 0.0)).c_str(),
+                       format_bytes(a.value("optimizer_state", 0.0)).c_str(),
+                       format_bytes(a.value("activations", 0.0)).c_str(), r.value("fits", true) ? "" : "  (DOES NOT FIT)");
+    }
+  }
+}
+
+bool simulated(const nlohmann::json& j) { return j.value("simulated", true); }
+
 }  // namespace
 
 void print_report(const std::string& dir, std::ostream& out) {
   nlohmann::json j = load_summary(dir);
+  if (!simulated(j)) {
+    out << "Run " << j.value("experiment", std::string("?")) << ": " << j.value("workload", std::string("?"))
+        << " on " << j.value("chips", 0) << " x " << j.value("hardware", std::string("?")) << ", strategy "
+        << j.value("strategy", std::string("?")) << "\n";
+    print_memory_report(j, out);
+    print_memory_section(j, out);
+    return;
+  }
   double T = j.value("step_time_s", 0.0);
   out << "Run " << j.value("experiment", std::string("?")) << ": " << j.value("workload", std::string("?")) << " on "
       << j.value("chips", 0) << " x " << j.value("hardware", std::string("?")) << ", strategy "
@@ -113,16 +155,7 @@ void print_report(const std::string& dir, std::ostream& out) {
                        pct(j["pipeline"].value("bubble_fraction", 0.0)).c_str(),
                        pct(j["pipeline"].value("ideal_bubble_fraction", 0.0)).c_str());
   }
-  if (j.contains("memory")) {
-    const auto& m = j["memory"];
-    rule(out);
-    out << "memory at the peak (op " << m.value("peak_op", std::string("-")) << ")\n";
-    for (const char* k : {"weights", "gradients", "optimizer_state", "activations", "temporaries"})
-      out << strprintf("  %-26s %s\n", k, format_bytes(m["at_peak"].value(k, 0.0)).c_str());
-    out << strprintf("  %-26s %s of %s%s\n", "total", format_bytes(m.value("peak_bytes", 0.0)).c_str(),
-                     format_bytes(m.value("capacity_bytes", 0.0)).c_str(),
-                     m.value("fits", true) ? "" : "  (DOES NOT FIT)");
-  }
+  print_memory_section(j, out);
   if (j.contains("collectives")) {
     rule(out);
     out << "collectives\n";
@@ -166,7 +199,7 @@ void print_report(const std::string& dir, std::ostream& out) {
 }
 
 std::vector<std::string> write_plots(const std::string& dir) {
-  load_summary(dir);  // a clear error before python runs
+  if (!simulated(load_summary(dir))) return {};  // a clear error before python runs; no timeline to plot
   const char* python = "/usr/bin/python3";
   if (access(python, X_OK) != 0)
     throw Error(Err::FileUnreadable, "plots need /usr/bin/python3 with matplotlib (Debian: apt-get install "

@@ -12,7 +12,8 @@ namespace podsim {
 // Prints the tables; throws Error(NotARunDir) when `run_dir` has no readable summary.json.
 void print_report(const std::string& run_dir, std::ostream& out);
 
-// Writes timeline.png, memory.png and heatmap.png into `run_dir`; returns their paths. Throws Error when python3 or
+// Writes timeline.png, memory.png and heatmap.png into `run_dir`; returns their paths (none for a run that was not
+// simulated: podsim run --memory-only). Throws Error when python3 or
 // matplotlib is missing (naming the package to install) or the plotting fails.
 std::vector<std::string> write_plots(const std::string& run_dir);
 
