@@ -65,6 +65,21 @@ J memory_section(const Prepared& p) {
           {"largest_at_peak", largest}};
 }
 
+J pipeline_plan(const Prepared& p) {
+  const PlanPipeline& pp = p.plan.pipeline;
+  if (pp.stages <= 0) return nullptr;
+  J cells = J::array();
+  for (const auto& c : pp.cells) cells.push_back(c);
+  const double k = static_cast<double>(pp.stages), m = static_cast<double>(pp.micro_batches);
+  return {{"stages", pp.stages},
+          {"micro_batches", pp.micro_batches},
+          {"schedule", pp.schedule},
+          {"remat", pp.remat},
+          {"stage_cells", cells},
+          {"stage_estimated_s", pp.stage_seconds},
+          {"ideal_bubble_fraction", std::round((k - 1) / (m + k - 1) * 1e6) / 1e6}};
+}
+
 std::string memory_summary_json(const Prepared& p) {
   J j;
   summary_head(p, false, j);
@@ -89,19 +104,7 @@ std::string memory_summary_json(const Prepared& p) {
                      {"fits", mem["fits"]}});
   }
   j["roles"] = roles;
-  const PlanPipeline& pp = p.plan.pipeline;
-  if (pp.stages > 0) {
-    J cells = J::array();
-    for (const auto& c : pp.cells) cells.push_back(c);
-    const double k = static_cast<double>(pp.stages), m = static_cast<double>(pp.micro_batches);
-    j["pipeline"] = {{"stages", pp.stages},
-                     {"micro_batches", pp.micro_batches},
-                     {"schedule", pp.schedule},
-                     {"remat", pp.remat},
-                     {"stage_cells", cells},
-                     {"stage_estimated_s", pp.stage_seconds},
-                     {"ideal_bubble_fraction", std::round((k - 1) / (m + k - 1) * 1e6) / 1e6}};
-  }
+  if (p.plan.pipeline.stages > 0) j["pipeline"] = pipeline_plan(p);
   j["notes"] = p.plan.notes;
   return j.dump(2) + "\n";
 }

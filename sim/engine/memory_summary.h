@@ -26,6 +26,10 @@ nlohmann::ordered_json memory_section(const Prepared& p);
 // chips, active_chips, and "simulated" (whether a step was simulated).
 void summary_head(const Prepared& p, bool simulated, nlohmann::ordered_json& j);
 
+// summary.json "pipeline" as planned (stages, micro-batches, schedule, remat, stage cells and estimates, the ideal
+// bubble); a simulated run adds what it measured. A null value when the plan has no pipeline.
+nlohmann::ordered_json pipeline_plan(const Prepared& p);
+
 // Whether every role's peak fits the chip's HBM.
 bool every_role_fits(const Prepared& p);
 

@@ -174,18 +174,14 @@ void roles_and_pipeline(const Prepared& p, const Simulation& s, J& j) {
       }
       idle_sum += t_fb - union_length(busy);
     }
-    J cells = J::array();
-    for (const auto& c : pp.cells) cells.push_back(c);
-    const double k = static_cast<double>(pp.stages), m = static_cast<double>(pp.micro_batches);
-    j["pipeline"] = {{"stages", pp.stages},
-                     {"micro_batches", pp.micro_batches},
-                     {"schedule", pp.schedule},
-                     {"remat", pp.remat},
-                     {"stage_cells", cells},
-                     {"stage_estimated_s", pp.stage_seconds},
-                     {"bubble_fraction", t_fb > 0 && stages ? r6(idle_sum / static_cast<double>(stages) / t_fb) : 0.0},
-                     {"forward_backward_s", t_fb},
-                     {"ideal_bubble_fraction", r6((k - 1) / (m + k - 1))}};
+    // The planned figures, then what the run measured; the ideal bubble last, as before.
+    J pl = pipeline_plan(p);
+    const J ideal = pl["ideal_bubble_fraction"];
+    pl.erase("ideal_bubble_fraction");
+    pl["bubble_fraction"] = t_fb > 0 && stages ? r6(idle_sum / static_cast<double>(stages) / t_fb) : 0.0;
+    pl["forward_backward_s"] = t_fb;
+    pl["ideal_bubble_fraction"] = ideal;
+    j["pipeline"] = pl;
   }
 }
 
