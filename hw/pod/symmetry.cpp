@@ -97,12 +97,13 @@ PodSymmetry find_symmetry(const PodContext& ctx) {
         if (p2p_seen.insert({role, op.attrs.axes, op.attrs.shift, op.attrs.peer}).second) p2p.push_back({role, &op});
         continue;
       }
+      const MeshGroup mg = plan.mesh.group(0, op.attrs.axes);
       GroupUse g;
-      g.factors = plan.mesh.group(0, op.attrs.axes).factors;
+      g.factors = mg.factors;
       std::unique_ptr<ICollectiveAlgorithm> algo = CollectiveRegistry::instance().make(comm_algorithm(op));
       CollectiveRequest req;
       req.kind = collective_of(op.kind);
-      req.group = plan.mesh.group(0, op.attrs.axes).shape;
+      req.group = mg.shape;
       g.symmetry = algo ? algo->symmetry(req) : RankSymmetry::None;
       groups.insert(g);
     }

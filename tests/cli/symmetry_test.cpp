@@ -152,7 +152,7 @@ TEST(SymmetryTest, MixtureOfExperts) {
 }
 
 // What keeps every chip: a broadcast from rank 0 (each rank's schedule is its own), a trace of every chip or of one
-// outside the box, numeric mode.
+// outside the box, numeric mode, injected stalls.
 TEST(SymmetryTest, KeepsEveryChipWhenChipsDiffer) {
   nlohmann::json b = run("broadcast", collective("tpu-v3", "[4, 4]", "broadcast", "1MiB"), "auto");
   EXPECT_EQ(b["simulated_chips"].get<int64_t>(), 16);
@@ -163,6 +163,10 @@ TEST(SymmetryTest, KeepsEveryChipWhenChipsDiffer) {
                 .get<int64_t>(),
             16);
   EXPECT_EQ(run("plain", traced + "run: {trace: {format: \"off\"}}\n", "auto")["simulated_chips"].get<int64_t>(), 4);
+  // Stalls are drawn per chip: chips that would stand for each other no longer do the same.
+  EXPECT_EQ(run("stalls", traced + "run: {trace: {format: \"off\"}, stall: {probability: 0.01}}\n", "auto")
+                ["simulated_chips"].get<int64_t>(),
+            16);
   // Tracing chips of the box (chip 5 is x=1, y=1) keeps the box and writes their trace; one outside it (chip 10,
   // x=2, y=2) needs every chip simulated.
   EXPECT_EQ(run("inside", traced + "run: {trace: {chips: [5]}}\n", "auto")["simulated_chips"].get<int64_t>(), 4);
