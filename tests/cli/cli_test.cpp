@@ -1,5 +1,6 @@
 // The command line end to end: subcommands, exit codes, the resolved experiment, run folders.
 #include <gtest/gtest.h>
+#include "tests/test_paths.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,5 @@
 #include "tests/cli/cli_util.h"
+#include "tests/test_paths.h"
 
 #include <gtest/gtest.h>
 

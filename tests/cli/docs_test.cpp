@@ -3,6 +3,7 @@
 // measures. Regenerate with tools/validate and
 //   build/bin/podsim docs config > docs/config.md && build/bin/podsim docs errors > docs/errors.md
 #include <gtest/gtest.h>
+#include "tests/test_paths.h"
 
 #include <cstdlib>
 #include <filesystem>

@@ -2,6 +2,7 @@
 // command line, as a user would, and asserts its id, its exit code and where it points. The last test checks
 // that every catalogue id has a test here, so a new entry cannot land without one.
 #include <gtest/gtest.h>
+#include "tests/test_paths.h"
 
 #include <filesystem>
 #include <regex>

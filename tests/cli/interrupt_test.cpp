@@ -1,6 +1,7 @@
 // A run that is interrupted never leaves a folder that looks complete: SIGINT/SIGTERM remove the partial folder;
 // after SIGKILL only a hidden ".<name>.partial-<pid>" remains, which the next run of that name removes.
 #include <gtest/gtest.h>
+#include "tests/test_paths.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -2,6 +2,7 @@
 // checked row by row in results.db (read with SQLite directly) against each run's own folder; resuming; export;
 // plots; timeouts; and kill -9 of the driver mid-sweep, which loses no finished run and records nothing twice.
 #include <gtest/gtest.h>
+#include "tests/test_paths.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>

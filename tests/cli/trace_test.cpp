@@ -5,6 +5,7 @@
 // The checker's engine is installed by tools/bootstrap test (tools/perfetto_check/check --fetch); without it these
 // tests fail: a trace that was not checked is not a pass.
 #include <gtest/gtest.h>
+#include "tests/test_paths.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>

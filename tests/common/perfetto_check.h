@@ -5,6 +5,7 @@
 #pragma once
 
 #include <sys/wait.h>
+#include "tests/test_paths.h"
 
 #include <cstdio>
 #include <fstream>

@@ -2,6 +2,7 @@
 // the hand count of the model and the two DRAM simulators' measurements (docs/validation.md): within their band
 // +-5 points for sequential reads, random reads and 50/50 reads/writes, idle latencies within 20 %.
 #include <gtest/gtest.h>
+#include "tests/test_paths.h"
 
 #include <fstream>
 #include <sstream>

@@ -3,6 +3,7 @@
 // podsim::Error, never anything else, and a loaded experiment's resolved YAML must load back to itself.
 // docs/fuzzing.md explains how a crash found by tools/fuzz becomes a file here.
 #include <gtest/gtest.h>
+#include "tests/test_paths.h"
 
 #include <algorithm>
 #include <exception>

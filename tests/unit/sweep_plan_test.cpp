@@ -1,6 +1,7 @@
 // Sweep files expanded into runs: grid, zip and explicit run lists, their order, run-name templates, the resolved
 // configuration of each run, and every error located in the sweep file (file:line:column).
 #include <gtest/gtest.h>
+#include "tests/test_paths.h"
 
 #include <filesystem>
 #include <fstream>

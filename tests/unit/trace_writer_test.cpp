@@ -5,6 +5,7 @@
 //   PODSIM_UPDATE_GOLDEN=1 build/bin/unit_trace_writer_test --gtest_filter='*Golden*'
 // and review the diff of tests/unit/golden/tiny_trace.txt.
 #include <gtest/gtest.h>
+#include "tests/test_paths.h"
 #include <unistd.h>
 
 #include <cmath>
