@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "sim/cli/commands.h"
+#include "sim/common/plugins.h"
 #include "sim/common/text.h"
 #include "sim/config/units.h"
 #include "sim/sweep/driver.h"
@@ -19,6 +20,7 @@ struct SweepCommand {
   CLI::App* sweep = nullptr;
   CLI::App *plan = nullptr, *task = nullptr, *exporter = nullptr, *plot = nullptr;
   std::string file, timeout;
+  std::vector<std::string> plugins;
   SweepOptions opts;
   // task
   std::string manifest;
@@ -60,6 +62,10 @@ SweepCommand* add_sweep_command(CLI::App& app) {
   c.sweep->add_option("-j,--jobs", c.opts.jobs, "local: runs at once (default: the number of cores)")
       ->check(CLI::Range(1, 4096));
   c.sweep->add_option("--timeout", c.timeout, "Stop a run after this long (90s, 10min, 2h) and record it as failed");
+  c.sweep->add_option("--plugin", c.plugins,
+                      "Load workloads/strategies/collectives from a shared library, here and in every run "
+                      "(repeatable; passed on as PODSIM_PLUGINS)")
+      ->allow_extra_args(false);
   c.sweep->add_option("--partition", c.opts.slurm.partition, "slurm: partition (sbatch --partition)");
   c.sweep->add_option("--account", c.opts.slurm.account, "slurm: account (sbatch --account)");
   c.sweep->add_option("--time-limit", c.opts.slurm.time_limit, "slurm: time limit of each task (sbatch --time)");
@@ -100,6 +106,7 @@ SweepCommand* add_sweep_command(CLI::App& app) {
 bool sweep_selected(const SweepCommand* c) { return c && c->sweep && c->sweep->parsed(); }
 
 int cmd_sweep(SweepCommand* c) {
+  load_plugins_for_children(c->plugins);
   if (c->plan->parsed()) {
     SweepPlan plan = plan_sweep(load_sweep_file(c->file));
     std::cout << "# sweep " << plan.name << ": " << plan.runs.size() << " run" << (plan.runs.size() == 1 ? "" : "s")

@@ -89,6 +89,7 @@ int sc_main(int argc, char** argv) {
   }
 
   try {
+    load_plugins_from_environment();
     for (const auto& path : run.plugins) load_plugin(path);
     for (const auto& path : val.plugins) load_plugin(path);
     for (const auto& path : list.plugins) load_plugin(path);

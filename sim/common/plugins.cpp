@@ -2,6 +2,9 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
+#include <filesystem>
+
 #include "sim/common/error.h"
 
 namespace podsim {
@@ -15,6 +18,30 @@ void load_plugin(const std::string& path) {
     const char* why = dlerror();
     throw Error(Err::FileUnreadable, w, "cannot load plugin '" + path + "': " + (why ? why : "unknown reason"));
   }
+}
+
+void load_plugins_from_environment() {
+  const char* env = std::getenv("PODSIM_PLUGINS");
+  if (!env) return;
+  std::string list = env;
+  for (size_t start = 0; start <= list.size();) {
+    size_t end = list.find(':', start);
+    if (end == std::string::npos) end = list.size();
+    if (end > start) load_plugin(list.substr(start, end - start));
+    start = end + 1;
+  }
+}
+
+void load_plugins_for_children(const std::vector<std::string>& paths) {
+  if (paths.empty()) return;
+  const char* env = std::getenv("PODSIM_PLUGINS");
+  std::string list = env ? env : "";
+  for (const std::string& path : paths) {
+    load_plugin(path);
+    std::string abs = std::filesystem::absolute(path).lexically_normal().string();
+    list += (list.empty() ? "" : ":") + abs;
+  }
+  setenv("PODSIM_PLUGINS", list.c_str(), 1);
 }
 
 }  // namespace podsim

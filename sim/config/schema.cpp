@@ -176,7 +176,7 @@ std::vector<ParamSpec> run_param_specs() {
           .range(0, 9.2e18)
           .def("1"),
       P::boolean("run.allow_oom", "Report a step that does not fit in HBM instead of failing.").def("false"),
-      P::quantity("run.max_wall", Q::Time, "Real (wall-clock) time after which the run is stopped with an error.")
+      P::quantity("run.max_wall", Q::Time, "Real (wall-clock) time, planning and simulation together, after which the run is stopped with an error.")
           .positive(1e7)
           .def("1h"),
       P::choice("run.trace.format", {"pftrace", "json", "off"},

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -106,18 +107,21 @@ void choose_traced_chips(Prepared& p) {
   std::fill(p.ctx->traced.begin(), p.ctx->traced.end(), true);
 }
 
-// Wall-clock watchdog (run.max_wall). A simulation that hangs or runs away cannot be stopped from inside SystemC
-// safely, so on expiry the watchdog reports, removes the partial output folder and ends the process.
+// Wall-clock watchdog (run.max_wall) over the whole run: planning, lowering and simulation. A simulation that hangs
+// or runs away cannot be stopped from inside SystemC safely, so on expiry the watchdog reports, removes the partial
+// output folder and ends the process.
 class Watchdog {
  public:
-  Watchdog(double seconds, const PodContext& ctx) : m_ctx(ctx) {
+  explicit Watchdog(double seconds) {
     m_thread = std::thread([this, seconds] {
       std::unique_lock<std::mutex> lock(m_mutex);
       if (m_cv.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return m_stop; })) return;
-      std::fprintf(stderr, "error %s: the run exceeded run.max_wall = %s of real time and was stopped after %lld "
-                           "ops had completed; raise run.max_wall, or shrink the experiment\n",
-                   std::string(error_info(Err::WallLimit).id).c_str(), format_time(seconds).c_str(),
-                   static_cast<long long>(m_ctx.ops_completed.load()));
+      const PodContext* ctx = m_ctx.load();
+      const std::string when = ctx ? "after " + std::to_string(ctx->ops_completed.load()) + " ops had completed"
+                                   : std::string("while the step was being planned (nothing simulated yet)");
+      std::fprintf(stderr, "error %s: the run exceeded run.max_wall = %s of real time and was stopped %s; raise "
+                           "run.max_wall, or shrink the experiment\n",
+                   std::string(error_info(Err::WallLimit).id).c_str(), format_time(seconds).c_str(), when.c_str());
       abandon_partial_output();
       std::fflush(stderr);
       _exit(error_info(Err::WallLimit).exit_code);
@@ -131,9 +135,11 @@ class Watchdog {
     m_cv.notify_all();
     m_thread.join();
   }
+  // From here on the report counts the simulation's completed ops.
+  void simulating(const PodContext& ctx) { m_ctx.store(&ctx); }
 
  private:
-  const PodContext& m_ctx;
+  std::atomic<const PodContext*> m_ctx{nullptr};
   std::mutex m_mutex;
   std::condition_variable m_cv;
   bool m_stop = false;
@@ -256,10 +262,7 @@ Simulation simulate(Prepared& p) {
     p.notes.push_back("simulated " + s.pod->symmetry().describe(p.ctx->torus) +
                       "; every other chip does the same as the one that stands for it (run.symmetry: off simulates "
                       "each)");
-  {
-    Watchdog dog(p.exp.run.max_wall, *p.ctx);
-    sc_core::sc_start();
-  }
+  sc_core::sc_start();
   s.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   s.activations = g_model_activations;
   double now = sc_core::sc_time_stamp().to_seconds();
@@ -295,6 +298,7 @@ RunOutcome run_experiment(const Experiment& exp, const RunOptions& opts) {
   RunOutcome out;
   std::string dir = opts.out_dir.empty() ? "results/" + exp.run.name : opts.out_dir;
   OutputDir od(dir, opts.force);
+  Watchdog dog(exp.run.max_wall);
   auto t_plan = std::chrono::steady_clock::now();
   std::unique_ptr<Prepared> p = prepare(exp);
   const double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_plan).count();
@@ -310,6 +314,7 @@ RunOutcome run_experiment(const Experiment& exp, const RunOptions& opts) {
     out.notes = p->notes;
     return out;
   }
+  dog.simulating(*p->ctx);
   Simulation s = simulate(*p);
   out.summary = summary_json(*p, s);
   write_summary_and_config(od, out.summary, exp);

@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -103,6 +104,16 @@ int SlurmBackend::wait_for_earlier_jobs(Progress& progress) {
   }
 }
 
+namespace {
+
+// The plugins the sweep was given (podsim sweep --plugin), for the tasks whatever sbatch --export says.
+std::string plugins_line() {
+  const char* env = std::getenv("PODSIM_PLUGINS");
+  return env && *env ? "export PODSIM_PLUGINS=" + shell_quote(env) + "\n" : std::string();
+}
+
+}  // namespace
+
 std::string SlurmBackend::write_job_script() {
   fs::create_directories(m_dir.path("slurm/logs"));  // sbatch does not create the folders of -o and -e
   std::string script = m_dir.path("slurm/job.sh");
@@ -111,7 +122,7 @@ std::string SlurmBackend::write_job_script() {
       "# podsim sweep '" + m_name + "': array task i runs manifest line i + $1 (the array's offset).\n"
       "#SBATCH --job-name=podsim-" + m_name + "\n"
       "#SBATCH --output=" + m_dir.path("slurm/logs/%A_%a.out") + "\n"
-      "#SBATCH --error=" + m_dir.path("slurm/logs/%A_%a.err") + "\n"
+      "#SBATCH --error=" + m_dir.path("slurm/logs/%A_%a.err") + "\n" + plugins_line() +
       "exec " + shell_quote(self_executable()) + " sweep task " + shell_quote(m_dir.manifest()) +
       " --index \"$SLURM_ARRAY_TASK_ID\" --offset \"${1:-0}\"" +
       (m_timeout > 0 ? strprintf(" --timeout %.17g", m_timeout) : std::string()) + "\n";

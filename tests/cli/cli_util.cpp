@@ -3,6 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +77,40 @@ CliResult run_podsim(const std::vector<std::string>& args, const std::string& cw
   fs::remove(out);
   fs::remove(err);
   return r;
+}
+
+Hold::Hold(const std::string& name) : m_path(test_dir() + "/" + name) {
+  std::remove(m_path.c_str());
+  if (mkfifo(m_path.c_str(), 0600) != 0) ADD_FAILURE() << "cannot make the FIFO " << m_path;
+  std::signal(SIGPIPE, SIG_IGN);  // wait_gone() writes to a FIFO whose reader may be gone
+}
+
+Hold::~Hold() { release(); }
+
+bool Hold::wait_held(pid_t watched) {
+  for (;;) {
+    // Opening for writing without blocking succeeds only while a reader has it open.
+    m_fd = open(m_path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (m_fd >= 0) return true;
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(watched), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0)
+      return false;
+    usleep(2000);
+  }
+}
+
+void Hold::wait_gone() {
+  // A write to a FIFO without a reader fails with EPIPE: then the run that held it has exited.
+  while (m_fd >= 0) {
+    if (write(m_fd, "x", 1) < 0 && errno == EPIPE) return;
+    usleep(2000);
+  }
+}
+
+void Hold::release() {
+  if (m_fd >= 0) close(m_fd);
+  m_fd = -1;
+  std::remove(m_path.c_str());
 }
 
 }  // namespace podsim::test

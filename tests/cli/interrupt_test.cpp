@@ -1,14 +1,14 @@
 // A run that is interrupted never leaves a folder that looks complete: SIGINT/SIGTERM remove the partial folder;
-// after SIGKILL only a hidden ".<name>.partial-<pid>" remains, which the next run of that name removes.
+// after SIGKILL only a hidden ".<name>.partial-<pid>" remains, which the next run of that name removes. The run being
+// interrupted is held by the test (a FIFO it waits on, tests/cli/cli_util.h: Hold), so it is in progress whatever
+// the machine's speed.
 #include <gtest/gtest.h>
 #include "tests/test_paths.h"
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
-#include <thread>
 
 #include "tests/cli/cli_util.h"
 
@@ -17,28 +17,28 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A run long enough to be interrupted: a 16 x 16 pod of synthetic traffic for a simulated 20 ms.
-const char* kLong = "hardware:\n  preset: tpu-v3\n  pod: {dims: [16, 16]}\nworkload:\n  model: traffic\n"
-                    "  pattern: uniform\n  rate: 0.5\n  message: 1KiB\n  duration: 5ms\nrun: {trace: {format: \"off\"}}\n";
+// A run that waits for the test inside its build (tests/plugins/hold_workload.cpp), after its partial folder exists.
+std::string held_experiment(const Hold& hold) {
+  return write_file("held.yaml", "hardware: {preset: tpu-v3}\nworkload: {model: test_hold, hold: '" + hold.path() +
+                                     "'}\nrun: {trace: {format: \"off\"}}\n");
+}
 
 pid_t start_run(const std::string& exp, const std::string& out) {
   const std::string dir = test_dir();  // in the parent: the child's pid would name another folder
   pid_t pid = fork();
   if (pid == 0) {
     if (chdir(dir.c_str()) != 0) _exit(99);
-    execl(PODSIM_BINARY, "podsim", "run", exp.c_str(), "--out", out.c_str(), "-q", static_cast<char*>(nullptr));
+    execl(PODSIM_BINARY, "podsim", "run", exp.c_str(), "--out", out.c_str(), "-q", "--plugin", PODSIM_TEST_PLUGIN,
+          static_cast<char*>(nullptr));
     _exit(98);
   }
   return pid;
 }
 
-// Waits until the partial folder of `name` exists (the run has started writing), up to 10 s.
-std::string wait_for_partial(const std::string& name) {
-  for (int i = 0; i < 1000; ++i) {
-    for (const auto& e : fs::directory_iterator(test_dir()))
-      if (e.path().filename().string().rfind("." + name + ".partial-", 0) == 0) return e.path().string();
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+// The partial folder of `name` (the run has created it before it builds the step), or "".
+std::string partial_of(const std::string& name) {
+  for (const auto& e : fs::directory_iterator(test_dir()))
+    if (e.path().filename().string().rfind("." + name + ".partial-", 0) == 0) return e.path().string();
   return "";
 }
 
@@ -52,10 +52,10 @@ int count_entries_named(const std::string& part) {
 
 TEST(InterruptTest, TerminatedRunLeavesNothing) {
   for (int sig : {SIGTERM, SIGINT}) {
-    std::string exp = write_file("long.yaml", kLong);
-    pid_t pid = start_run(exp, "out");
-    ASSERT_FALSE(wait_for_partial("out").empty()) << "the run never started writing";
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    Hold hold("hold");
+    pid_t pid = start_run(held_experiment(hold), "out");
+    ASSERT_TRUE(hold.wait_held(pid)) << "the run ended before it reached the hold";
+    ASSERT_FALSE(partial_of("out").empty()) << "the run has not started writing";
     kill(pid, sig);
     int status = 0;
     waitpid(pid, &status, 0);
@@ -67,11 +67,11 @@ TEST(InterruptTest, TerminatedRunLeavesNothing) {
 }
 
 TEST(InterruptTest, KilledRunLeavesOnlyAHiddenPartialFolderThatTheNextRunRemoves) {
-  std::string exp = write_file("long.yaml", kLong);
-  pid_t pid = start_run(exp, "out");
-  std::string partial = wait_for_partial("out");
+  Hold hold("hold");
+  pid_t pid = start_run(held_experiment(hold), "out");
+  ASSERT_TRUE(hold.wait_held(pid)) << "the run ended before it reached the hold";
+  std::string partial = partial_of("out");
   ASSERT_FALSE(partial.empty());
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
   EXPECT_FALSE(exists(test_dir() + "/out"));

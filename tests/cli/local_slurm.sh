@@ -12,6 +12,16 @@ RUN=/run/slurm
 HEADER="# Single-node Slurm written by podsim's tests/cli/local_slurm.sh."
 log() { echo "[local_slurm] $*"; }
 alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# Waits until the command succeeds; fails as soon as the daemon it waits for is no longer running. No deadline: a
+# daemon that is alive but slow (a loaded machine) is waited for; one that never answers is the test's timeout's.
+wait_ready() {  # daemon-name command...
+  local name=$1
+  shift
+  until "$@"; do
+    pgrep -x "$name" >/dev/null || return 1
+    sleep 0.1
+  done
+}
 
 stop_pidfile() {  # name pidfile...
   local pids=() pf
@@ -64,8 +74,8 @@ install -d -o munge -g munge -m 0755 /run/munge
 if ! alive /run/munge/munged.pid; then
   runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid
 fi
-for _ in $(seq 50); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.1; done
-munge -n | unmunge >/dev/null || { echo "munged does not answer" >&2; exit 1; }
+munge_answers() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
+wait_ready munged munge_answers || { echo "munged exited without answering" >&2; exit 1; }
 
 # ------------------------------------------------------------------ slurm.conf
 if [ -f "$CONF" ] && [ "$(head -1 "$CONF")" != "$HEADER" ]; then
@@ -127,17 +137,21 @@ fi
 
 # ------------------------------------------------------------------ daemons
 alive "$RUN/slurmctld.pid" || /usr/sbin/slurmctld -c  # -c: no saved state; daemonizes
-for _ in $(seq 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.1; done
-scontrol ping | grep -q UP || { echo "slurmctld did not come up" >&2; tail -20 /var/log/slurm/slurmctld.log >&2; exit 1; }
+ctld_up() { scontrol ping 2>/dev/null | grep -q UP; }
+wait_ready slurmctld ctld_up ||
+  { echo "slurmctld exited before it came up" >&2; tail -20 /var/log/slurm/slurmctld.log >&2; exit 1; }
 alive "$RUN/slurmd.pid" || /usr/sbin/slurmd -N localhost
-state=""
-for i in $(seq 100); do
+state="" tries=0
+node_ready() {
   state=$(sinfo -h -N -n localhost -o %T 2>/dev/null || true)
-  case "$state" in idle*|mixed*|allocated*) break ;; esac
-  [ "$i" = 50 ] && scontrol update nodename=localhost state=resume 2>/dev/null || true
-  sleep 0.1
-done
-case "$state" in
-  idle*|mixed*|allocated*) log "cluster ready: node localhost $state, $CPUS task slots" ;;
-  *) echo "node state is '$state'" >&2; tail -20 /var/log/slurm/slurmd.log >&2; exit 1 ;;
-esac
+  case "$state" in idle*|mixed*|allocated*) return 0 ;; esac
+  # A node left down by an earlier cluster registers only when resumed.
+  tries=$((tries + 1))
+  [ "$tries" = 50 ] && { scontrol update nodename=localhost state=resume 2>/dev/null || true; }
+  return 1
+}
+if wait_ready slurmd node_ready; then
+  log "cluster ready: node localhost $state, $CPUS task slots"
+else
+  echo "slurmd exited; node state is '$state'" >&2; tail -20 /var/log/slurm/slurmd.log >&2; exit 1
+fi

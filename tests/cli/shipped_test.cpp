@@ -8,16 +8,12 @@ namespace {
 
 class ShippedTest : public ::testing::TestWithParam<Shipped> {};
 
-// A guard against a huge new file: it stops with an error instead of running for the ctest timeout.
-const char* kWallGuard = "run.max_wall=120s";
-
 }  // namespace
 
 TEST_P(ShippedTest, RunsAsShippedOrReduced) {
   const Shipped& f = GetParam();
   auto it = reduced_sizes().find(f.path);
   std::vector<std::string> sets = it == reduced_sizes().end() ? std::vector<std::string>{} : it->second;
-  sets.push_back(kWallGuard);
   run_shipped(f.path, sets, test_dir() + "/run", true);
 }
 

@@ -7,12 +7,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sqlite3.h>
-#include <thread>
 
 #include "tests/cli/cli_util.h"
 #include "tests/cli/sweep_util.h"
@@ -156,19 +154,17 @@ TEST(SweepTest, ChangedRunsRunAgainAndDroppedOnesLeaveTheTable) {
 }
 
 TEST(SweepTest, TimeoutStopsARunAndTheSweepGoesOn) {
-  // A 16 x 16 pod of synthetic traffic for a simulated 20 ms takes seconds; the 64-chip one much less.
+  // The second run waits on a FIFO nobody ever writes (tests/plugins/hold_workload.cpp): only the timeout ends it.
+  // The first is one 64 x 64 matmul, done in a small fraction of the 5 s.
+  Hold never("never");
   std::string file = write_file(
       "t.yaml",
-      "base:\n  hardware: {preset: tpu-v3, pod: {dims: [4, 4]}}\n"
-      "  workload: {model: traffic, pattern: uniform, rate: 0.5, message: 1KiB, duration: 20us}\n"
+      "base:\n  hardware: {preset: tpu-v3}\n  workload: {model: test_hold}\n"
       "set: {run.trace.format: \"off\"}\n"
-      "runs:\n  - {}\n  - {hardware.pod.dims: [16, 16], workload.duration: 20ms}\n"
+      "runs:\n  - {}\n  - {workload.hold: '" + never.path() + "'}\n"
       "run_name: \"r{index}\"\n");
-  auto t0 = std::chrono::steady_clock::now();
-  CliResult r = run_podsim({"sweep", file, "--timeout", "5s"});  // the short run needs well under 5 s, even under ASan
-  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CliResult r = run_podsim({"sweep", file, "--timeout", "5s", "--plugin", PODSIM_TEST_PLUGIN});
   EXPECT_EQ(r.code, 1) << r.err;
-  EXPECT_LT(took, 30) << "the timeout did not stop the run";
   std::vector<Row> rows = db_rows(test_dir() + "/results/t/results.db");
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0]["status"], "done");
@@ -182,12 +178,17 @@ TEST(SweepTest, TimeoutStopsARunAndTheSweepGoesOn) {
 
 namespace {
 
-// Ten runs of about 0.2 s each, one at a time.
-const char* kSlowish = "name: slowish\n"
-                       "base: {hardware: {preset: tpu-v3, pod: {dims: [8, 8]}},\n"
-                       "       workload: {model: collective, op: all_reduce, algorithm: ring, bytes: 16MiB}}\n"
-                       "set: {run.trace.format: \"off\"}\n"
-                       "grid: {workload.bytes: [8MiB, 16MiB, 24MiB, 32MiB, 40MiB, 48MiB, 56MiB, 64MiB, 72MiB, 80MiB]}\n";
+// Ten runs, one at a time; run i waits for the test while test_dir()/hold-i exists as a FIFO (tests/cli/cli_util.h:
+// Hold), so the test kills the driver while a run it chose is in flight, however fast runs are.
+std::string held_sweep() {
+  std::string holds;
+  for (int i = 0; i < 10; ++i) holds += std::string(i ? ", " : "") + "'" + test_dir() + "/hold-" + std::to_string(i) + "'";
+  return write_file("held.yaml", "name: held\n"
+                                 "base: {hardware: {preset: tpu-v3}, workload: {model: test_hold}}\n"
+                                 "set: {run.trace.format: \"off\"}\n"
+                                 "grid: {workload.hold: [" + holds + "]}\n"
+                                 "run_name: \"r{index}\"\n");
+}
 
 pid_t start_driver(const std::string& file) {
   const std::string dir = test_dir();
@@ -195,7 +196,8 @@ pid_t start_driver(const std::string& file) {
   if (pid == 0) {
     if (chdir(dir.c_str()) != 0) _exit(99);
     freopen("/dev/null", "w", stderr);
-    execl(PODSIM_BINARY, "podsim", "sweep", file.c_str(), "-j", "1", static_cast<char*>(nullptr));
+    execl(PODSIM_BINARY, "podsim", "sweep", file.c_str(), "-j", "1", "--plugin", PODSIM_TEST_PLUGIN,
+          static_cast<char*>(nullptr));
     _exit(98);
   }
   return pid;
@@ -211,18 +213,23 @@ size_t finished_runs(const std::string& runs) {
 }  // namespace
 
 TEST(SweepTest, KillingTheDriverLosesNothingAndDuplicatesNothing) {
-  std::string file = write_file("slowish.yaml", kSlowish);
-  const std::string dir = test_dir() + "/results/slowish";
+  std::string file = held_sweep();
+  const std::string dir = test_dir() + "/results/held";
   std::map<std::string, std::string> seen;  // run -> status.json when first seen
-  for (size_t kill_after : {2u, 5u}) {
+  for (size_t kill_at : {2u, 5u}) {
+    // Runs before `kill_at` finish; run `kill_at` holds until the driver is killed and it is stopped in turn.
+    Hold hold("hold-" + std::to_string(kill_at));
     pid_t pid = start_driver(file);
-    for (int i = 0; i < 3000 && finished_runs(dir + "/runs") < kill_after; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::this_thread::sleep_for(std::chrono::milliseconds(120));  // somewhere inside the next run
+    ASSERT_TRUE(hold.wait_held(pid)) << "the driver ended before run " << kill_at << " started";
+    EXPECT_EQ(finished_runs(dir + "/runs"), kill_at);
     kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
     ASSERT_TRUE(WIFSIGNALED(status));
+    // The run in flight gets SIGTERM when the driver dies and removes its partial folder before it exits.
+    hold.wait_gone();
+    for (const auto& e : fs::directory_iterator(dir + "/tmp"))
+      EXPECT_EQ(e.path().filename().string()[0], '.') << "a partial folder of the killed driver's run stayed";
     // Every folder in runs/ is a whole, done run; none was replaced by the later driver.
     for (const auto& e : fs::directory_iterator(dir + "/runs")) {
       std::string name = e.path().filename().string();
@@ -235,24 +242,16 @@ TEST(SweepTest, KillingTheDriverLosesNothingAndDuplicatesNothing) {
       }
       seen.emplace(name, st);
     }
+    EXPECT_EQ(seen.size(), kill_at);
     // results.db never calls a run done that has no folder.
     for (const Row& row : db_rows(dir + "/results.db"))
       if (row.at("status") == "done") {
         EXPECT_TRUE(seen.count(row.at("name"))) << row.at("name");
       }
-    // The run in flight got SIGTERM when the driver died and removed its partial folder.
-    bool clean = false;
-    for (int i = 0; i < 500 && !clean; ++i) {
-      clean = true;
-      for (const auto& e : fs::directory_iterator(dir + "/tmp")) clean = clean && e.path().filename().string()[0] != '.';
-      if (!clean) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    EXPECT_TRUE(clean) << "a partial folder of the killed driver's run stayed";
   }
-  ASSERT_GE(seen.size(), 5u);
-  CliResult r = run_podsim({"sweep", file});
+  CliResult r = run_podsim({"sweep", file, "--plugin", PODSIM_TEST_PLUGIN});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find(std::to_string(seen.size()) + " done before"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("5 done before"), std::string::npos) << r.err;
   std::vector<Row> rows = db_rows(dir + "/results.db");
   ASSERT_EQ(rows.size(), 10u);
   std::set<std::string> names;
