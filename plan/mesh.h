@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "collectives/i_algorithm.h"
-#include "hw/topology/torus.h"
+#include "topology/torus.h"
 
 namespace podsim {
 

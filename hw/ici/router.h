@@ -4,7 +4,7 @@
 // so concurrent transfers sharing a link slow each other down. Forwarding is cut-through: the head reaches the
 // next router one hop latency after it started on the link, and the tail cannot leave a link before it arrived.
 // A lone message over h hops therefore arrives after h * hop_latency + bytes / bandwidth. Routing is
-// dimension-order over the torus (hw/topology/torus.h). One event per chunk per hop; the router's inbox is an
+// dimension-order over the torus (topology/torus.h). One event per chunk per hop; the router's inbox is an
 // ActionQueue, and routers reach each other only through IciLink sinks.
 #pragma once
 
@@ -16,7 +16,7 @@
 #include "hw/chip/chip_log.h"
 #include "hw/chip/stall.h"
 #include "hw/ici/message.h"
-#include "hw/topology/torus.h"
+#include "topology/torus.h"
 
 namespace podsim {
 

@@ -12,7 +12,7 @@
 #include "hw/chip/schedule_cache.h"
 #include "hw/compiler/exec_program.h"
 #include "hw/ici/message.h"
-#include "hw/topology/torus.h"
+#include "topology/torus.h"
 #include "sim/config/experiment.h"
 #include "plan/plan.h"
 

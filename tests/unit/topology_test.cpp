@@ -1,7 +1,7 @@
 // Torus coordinates, links and dimension-order routing.
 #include <gtest/gtest.h>
 
-#include "hw/topology/torus.h"
+#include "topology/torus.h"
 #include "plan/mesh.h"
 
 using namespace podsim;

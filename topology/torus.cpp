@@ -1,4 +1,4 @@
-#include "hw/topology/torus.h"
+#include "topology/torus.h"
 
 namespace podsim {
 

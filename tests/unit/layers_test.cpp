@@ -1,0 +1,118 @@
+// The layers of docs/architecture.md, checked on every source file: which folders a folder may include, and where
+// SystemC may appear. A new include that crosses a layer fails here with the file and line.
+#include <gtest/gtest.h>
+#include "tests/test_paths.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Folders, longest first so that "sim/engine" wins over "sim".
+const std::vector<std::string> kFolders = {"sim/cli",     "sim/report",  "sim/sweep",  "sim/engine", "sim/trace",
+                                           "sim/config",  "sim/common",  "hw/chip",    "hw/ici",     "hw/pod",
+                                           "hw/compiler", "hw/timing",   "strategies", "partition",  "plan",
+                                           "workloads",   "collectives", "topology"};
+
+std::string folder_of(const std::string& path) {
+  for (const auto& f : kFolders)
+    if (path.rfind(f + "/", 0) == 0) return f;
+  return "";
+}
+
+// What each folder may include besides itself (docs/architecture.md, "The layers").
+const std::map<std::string, std::set<std::string>>& allowed() {
+  static const std::set<std::string> base = {"sim/common", "sim/config", "topology"};
+  static const std::set<std::string> ir = [] {
+    std::set<std::string> s = base;
+    s.insert({"plan", "workloads", "collectives"});
+    return s;
+  }();
+  static const std::set<std::string> planning = [] {
+    std::set<std::string> s = ir;
+    s.insert({"strategies", "partition"});
+    return s;
+  }();
+  static const std::set<std::string> hw = [] {
+    std::set<std::string> s = ir;
+    s.insert({"hw/compiler", "hw/timing"});
+    return s;
+  }();
+  static const std::set<std::string> models = [] {
+    std::set<std::string> s = hw;
+    s.insert({"hw/chip", "hw/ici", "hw/pod"});
+    return s;
+  }();
+  static const std::map<std::string, std::set<std::string>> m = {
+      {"sim/common", {}},
+      {"sim/config", {"sim/common", "workloads", "strategies"}},  // names checked against the registries
+      {"topology", {"sim/common"}},
+      {"collectives", {"sim/common", "sim/config", "topology"}},
+      {"plan", ir},
+      {"workloads", ir},
+      {"partition", ir},
+      {"strategies", planning},
+      {"hw/timing", hw},
+      {"hw/compiler", hw},
+      {"hw/chip", models},
+      {"hw/ici", models},
+      {"hw/pod", models},
+      {"sim/trace", {"sim/common"}},
+      {"sim/report", {"sim/common"}},
+      {"sim/sweep", {"sim/common", "sim/config"}},
+  };
+  return m;
+}
+
+const std::set<std::string> kSystemC = {"hw/chip", "hw/ici", "hw/pod", "sim/engine", "sim/cli"};
+
+}  // namespace
+
+TEST(LayersTest, EveryIncludeStaysWithinItsLayer) {
+  const fs::path root = PODSIM_SOURCE_DIR;
+  const std::regex include_re("^\\s*#\\s*include\\s*[\"<]([^\">]+)[\">]");
+  size_t files = 0;
+  for (const auto& f : kFolders) {
+    for (const auto& e : fs::recursive_directory_iterator(root / f)) {
+      const std::string ext = e.path().extension().string();
+      if (ext != ".cpp" && ext != ".h") continue;
+      const std::string rel = fs::relative(e.path(), root).string();
+      const std::string from = folder_of(rel);
+      ++files;
+      std::ifstream in(e.path());
+      std::string line;
+      for (int n = 1; std::getline(in, line); ++n) {
+        std::smatch m;
+        if (!std::regex_search(line, m, include_re)) continue;
+        const std::string target = m[1];
+        if (target == "systemc" || target == "systemc.h")
+          EXPECT_TRUE(kSystemC.count(from)) << rel << ":" << n << " includes SystemC outside hw/chip, hw/ici, hw/pod, "
+                                            << "sim/engine and sim/cli";
+        const std::string to = folder_of(target);
+        if (to.empty() || to == from) continue;
+        auto it = allowed().find(from);
+        if (it == allowed().end()) continue;  // the top layers (sim/engine, sim/cli) may include anything below
+        EXPECT_TRUE(it->second.count(to)) << rel << ":" << n << " (" << from << ") includes " << target
+                                          << ", which is in " << to << ": docs/architecture.md, \"The layers\"";
+      }
+    }
+  }
+  EXPECT_GT(files, 100u);  // the walk found the tree
+}
+
+// The rule the split of topology/ out of hw/ was made for, by name.
+TEST(LayersTest, PlanAndHardwareMeetOnlyInTopology) {
+  for (const char* from : {"plan", "workloads", "partition", "strategies", "collectives"}) {
+    for (const auto& to : allowed().at(from)) EXPECT_NE(to.rfind("hw/", 0), 0u) << from << " may include " << to;
+  }
+  for (const char* from : {"hw/chip", "hw/ici", "hw/pod", "hw/compiler", "hw/timing"}) {
+    EXPECT_FALSE(allowed().at(from).count("strategies")) << from;
+    EXPECT_FALSE(allowed().at(from).count("partition")) << from;
+  }
+}
