@@ -342,6 +342,18 @@ PipelineResult pipeline_step(const PipelineInput& in) {
       item[i] = key[i];
     }
     const std::vector<OpId> topo = g.topological_order();
+    // The unit each op is part of, for the report: the ops of the micro-batched step by their item, and the
+    // reshards the partitioner put among them with the latest item whose values they take; not the transfers
+    // between stages, nor what works on the accumulated gradients.
+    std::vector<int32_t> unit(n, -1);
+    for (OpId id : topo) {
+      const Op& op = g.op(id);
+      if (item[id] >= 0) {
+        unit[id] = static_cast<int32_t>(item[id]);
+      } else if (!s.ops.count(op.name) && op.kind != OpKind::Send && op.kind != OpKind::Recv) {
+        for (OpId p : g.predecessors(id)) unit[id] = std::max(unit[id], unit[p]);
+      }
+    }
     for (OpId id : topo)
       if (key[id] < 0)
         for (OpId p : g.predecessors(id)) key[id] = std::max(key[id], key[p]);
@@ -431,6 +443,13 @@ PipelineResult pipeline_step(const PipelineInput& in) {
     }
     prog.order = issue_order();
     prog.role = "stage" + std::to_string(k);
+    res.unit_of_op.push_back(std::move(unit));
+    std::vector<PipelineUnit>& units = res.units.emplace_back();
+    for (const auto& [group, m] : seq)
+      units.push_back({group == Group::Forward     ? PipelinePass::Forward
+                       : group == Group::Recompute ? PipelinePass::Recompute
+                                                   : PipelinePass::Backward,
+                       m});
   }
 
   // 8. Bindings refer to the logical step.

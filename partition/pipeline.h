@@ -43,6 +43,8 @@ struct PipelineResult {
   std::vector<Program> programs;               // one per stage
   std::vector<std::vector<int32_t>> cells;     // the cells of each stage
   std::vector<double> stage_seconds;           // estimated cost of each stage (one mini-batch)
+  std::vector<std::vector<PipelineUnit>> units;  // each stage's units in its schedule's order
+  std::vector<std::vector<int32_t>> unit_of_op;  // per stage, per op of its program: its unit or -1 (PlanPipeline)
   std::vector<std::string> notes;
 };
 

@@ -32,6 +32,19 @@ struct Program {
   std::vector<TensorBinding> results;  // local tensors that hold logical step results
 };
 
+// A pipeline stage's work on one micro-batch, as its schedule orders it: the micro-batch's forward pass, its
+// backward pass, or (re-materialization) the recomputation of its forward activations just before the backward.
+enum class PipelinePass : uint8_t { Forward, Recompute, Backward };
+
+inline const char* pipeline_pass_name(PipelinePass p) {
+  return p == PipelinePass::Forward ? "forward" : p == PipelinePass::Recompute ? "recompute" : "backward";
+}
+
+struct PipelineUnit {
+  PipelinePass pass = PipelinePass::Forward;
+  int32_t micro_batch = 0;
+};
+
 // What a pipeline plan is made of (reported with the run); stages == 0 for plans without a pipeline.
 struct PlanPipeline {
   int64_t stages = 0, micro_batches = 0;
@@ -39,6 +52,10 @@ struct PlanPipeline {
   bool remat = false;
   std::vector<std::vector<int32_t>> cells;  // the model cells of each stage (role k runs stage k)
   std::vector<double> stage_seconds;        // estimated cost of each stage, used to balance them
+  std::vector<std::vector<PipelineUnit>> units;  // each stage's units in its schedule's order
+  // Per stage, per op of its program's graph: the unit (index into units[stage]) the op is part of, or -1 for
+  // work of the whole step (transfers between stages, gradient accumulation and reduction, the update).
+  std::vector<std::vector<int32_t>> unit_of_op;
 };
 
 struct Plan {

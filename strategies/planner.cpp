@@ -142,7 +142,7 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
     plan.notes = r.notes;
     plan.notes.insert(plan.notes.begin(), "mesh: " + plan.mesh.describe());
     plan.pipeline = {plan.mesh.axis_size(po->axis), po->micro_batches, po->schedule, po->remat, r.cells,
-                     r.stage_seconds};
+                     r.stage_seconds, r.units, r.unit_of_op};
     return plan;
   }
   PartitionResult r = partition_step(in);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Draws the plots of a podsim run folder from its summary.json (called by `podsim report`).
 
-usage: plot_report.py RUN_DIR      writes RUN_DIR/timeline.png, memory.png, heatmap.png and prints their paths
+usage: plot_report.py RUN_DIR      writes RUN_DIR/timeline.png, memory.png, heatmap.png (and pipeline.png for a
+                                   pipeline run) and prints their paths
 """
 import json
 import math
@@ -11,6 +12,7 @@ import sys
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.patches  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 
@@ -102,6 +104,60 @@ def heatmap(s, out):
     plt.close(fig)
 
 
+PASS_COLOURS = {"forward": "#1f77b4", "backward": "#ff7f0e", "recompute": "#aec7e8"}
+PASS_TEXT = {"forward": "white", "backward": "black", "recompute": "black"}
+
+
+def pipeline(s, out):
+    """The pipeline schedule as it ran: stages (rows, stage 0 on top) over the forward and backward passes, each
+    unit of a stage (a micro-batch's forward, backward or recomputation) a block from its first op's start to its
+    last op's end, with the micro-batch's number in it when it fits. What is left empty is the bubble."""
+    p = s["pipeline"]
+    stages = p["stage_units"]
+    k = len(stages)
+    end = p.get("forward_backward_s") or max(u["end_s"] for st in stages for u in st)
+    fig, ax = plt.subplots(figsize=(10, min(12.0, 1.2 + 0.5 * k)))
+    ms = 1e3
+    for row, units in enumerate(stages):
+        for name, colour in PASS_COLOURS.items():
+            spans = [(a * ms, (b - a) * ms) for u in units if u["pass"] == name
+                     for a, b in u.get("spans_s", [[u["start_s"], u["end_s"]]])]
+            if spans:
+                ax.broken_barh(spans, (row - 0.4, 0.8), facecolors=colour, edgecolor="white", linewidth=0.5)
+    ax.set_xlim(0, end * ms)
+    ax.set_ylim(k - 0.5, -0.5)  # stage 0 on top
+    every = max(1, math.ceil(k / 32))  # at most 32 stage labels
+    ax.set_yticks(range(0, k, every))
+    ax.set_yticklabels(["stage %d" % i for i in range(0, k, every)], fontsize=10 if k <= 16 else 7)
+    ax.set_xlabel("simulated time (ms)")
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    passes = [n for n in PASS_COLOURS if any(u["pass"] == n for st in stages for u in st)]
+    handles = [matplotlib.patches.Patch(color=PASS_COLOURS[n], label=n) for n in passes]
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    what = "%s: pipeline schedule, %d stages x %d micro-batches (%s%s)" % (
+        s["experiment"], k, p["micro_batches"], p["schedule"], ", remat" if p["remat"] else "")
+    bubble = "bubble %.1f %% (GPipe's (K-1)/(M+K-1) %.1f %%)" % (100 * p["bubble_fraction"],
+                                                                100 * p["ideal_bubble_fraction"])
+    ax.set_title(what + (": " if len(what) + len(bubble) <= 110 else "\n") + bubble, fontsize=10)
+    fig.tight_layout()
+    # Micro-batch numbers, in the longest span of each unit, where the text fits (measured after the layout).
+    box = ax.get_window_extent()
+    px_per_ms = box.width / (end * ms) if end > 0 else 0
+    size = 7
+    char_px = 0.6 * size * fig.dpi / 72
+    if 0.8 * box.height / max(k, 1) >= 1.3 * size * fig.dpi / 72:
+        for row, units in enumerate(stages):
+            for u in units:
+                a, b = max(u.get("spans_s", [[u["start_s"], u["end_s"]]]), key=lambda x: x[1] - x[0])
+                label = str(u["micro_batch"])
+                if (b - a) * ms * px_per_ms >= len(label) * char_px + 4:
+                    ax.text((a + b) / 2 * ms, row, label, ha="center", va="center", fontsize=size,
+                            color=PASS_TEXT[u["pass"]])
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -110,7 +166,10 @@ def main():
     with open(os.path.join(run, "summary.json")) as f:
         s = json.load(f)
     outs = []
-    for name, fn in (("timeline.png", timeline), ("memory.png", memory), ("heatmap.png", heatmap)):
+    plots = [("timeline.png", timeline), ("memory.png", memory), ("heatmap.png", heatmap)]
+    if s.get("pipeline", {}).get("stage_units"):  # runs with a pipeline strategy only
+        plots.append(("pipeline.png", pipeline))
+    for name, fn in plots:
         path = os.path.join(run, name)
         fn(s, path)
         outs.append(path)

@@ -11,6 +11,7 @@
 #include "sim/engine/engine.h"
 #include "sim/engine/memory_summary.h"
 #include "sim/engine/moe_report.h"
+#include "sim/engine/pipeline_units.h"
 
 namespace podsim {
 namespace {
@@ -181,6 +182,7 @@ void roles_and_pipeline(const Prepared& p, const Simulation& s, J& j) {
     pl["bubble_fraction"] = t_fb > 0 && stages ? r6(idle_sum / static_cast<double>(stages) / t_fb) : 0.0;
     pl["forward_backward_s"] = t_fb;
     pl["ideal_bubble_fraction"] = ideal;
+    pl["stage_units"] = pipeline_stage_units(p, s);
     j["pipeline"] = pl;
   }
 }
