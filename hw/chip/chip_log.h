@@ -56,7 +56,7 @@ struct ChipLog {
   double last_delivery = 0;
 
   bool traced = false;       // keep the intervals below
-  bool keep_compute = false; // keep compute intervals (traced chips and the result chip, for timelines)
+  bool keep_compute = false; // keep compute, HBM and link intervals (traced chips and the result chip, for timelines)
   std::vector<Interval> compute;  // MXU (lane = core) and VPU (lane = 16 + core)
   std::vector<Interval> hbm;      // lane = HbmClient
   std::vector<Interval> links;    // lane = direction

@@ -56,7 +56,8 @@ void IciRouter::route(Message&& m) {
   link->free = end;
   m_log.link_bytes[dir] += m.bytes;
   m_log.link_busy[dir] += end - start;
-  if (m_log.traced && m.bytes > 0) m_log.links.push_back({start, end, m.op, static_cast<uint8_t>(dir), m.bytes});
+  if ((m_log.traced || m_log.keep_compute) && m.bytes > 0)  // the trace's links; the result chip's timeline
+    m_log.links.push_back({start, end, m.op, static_cast<uint8_t>(dir), m.bytes});
   ++m.hops;
   m.tail = end + link->latency;
   // A message on its last hop has nothing to forward: it can wake its destination when its tail arrives instead of

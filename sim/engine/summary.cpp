@@ -12,6 +12,7 @@
 #include "sim/engine/memory_summary.h"
 #include "sim/engine/moe_report.h"
 #include "sim/engine/pipeline_units.h"
+#include "sim/engine/timeline.h"
 
 namespace podsim {
 namespace {
@@ -373,27 +374,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
                    {"hbm_busy_fraction", per_hbm_busy}, {"ici_busy_fraction", per_ici_busy},
                    {"hbm_bytes", per_hbm},         {"ici_bytes", per_ici}};
 
-  // Utilization timeline of the result chip in 100 bins (for report plots).
-  const int bins = 100;
-  std::vector<double> tm(bins, 0), tv(bins, 0), th(bins, 0);
-  double w = T > 0 ? T / bins : 1;
-  auto spread = [&](std::vector<double>& v, double b, double en, double weight) {
-    for (int k = std::max(0, static_cast<int>(b / w)); k < bins && k * w < en; ++k) {
-      double lo = std::max(b, k * w), hi = std::min(en, (k + 1) * w);
-      if (hi > lo) v[k] += (hi - lo) * weight;
-    }
-  };
-  for (const Interval& iv : rc.log().compute)
-    spread(iv.lane < 16 ? tm : tv, iv.begin, iv.end, 1.0 / static_cast<double>(cfg.tensorcores));
-  for (const Interval& iv : rc.log().hbm)
-    if (iv.end > iv.begin) spread(th, iv.begin, iv.end, iv.bytes / (iv.end - iv.begin));
-  J jm = J::array(), jv = J::array(), jh = J::array();
-  for (int k = 0; k < bins; ++k) {
-    jm.push_back(r6(tm[k] / w));
-    jv.push_back(r6(tv[k] / w));
-    jh.push_back(r6(th[k] / w));
-  }
-  j["timeline"] = {{"bin_s", w}, {"mxu_busy", jm}, {"vpu_busy", jv}, {"hbm_Bps", jh}};
+  j["timeline"] = timeline_json(p, s, rc);  // the result chip over the step, in 100 bins (report plots)
   j["stalls"] = {{"injected", stalls}, {"seconds", stall_s}};
   if (auto moe = moe_report(p, s)) j["moe"] = *moe;
   return j.dump(2) + "\n";
