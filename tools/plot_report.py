@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Draws the plots of a podsim run folder from its summary.json (called by `podsim report`).
 
-usage: plot_report.py RUN_DIR      writes RUN_DIR/timeline.png, memory.png, heatmap.png (and pipeline.png for a
-                                   pipeline run) and prints their paths
+usage: plot_report.py [--fit-colors] RUN_DIR
+    writes RUN_DIR/timeline.png, memory.png, heatmap.png (pods of more than one chip) and pipeline.png (pipeline
+    runs), and prints their paths, and a line "note: ..." for a plot it leaves out. --fit-colors: the heat map's
+    colours span each panel's own range instead of 0-100 %.
 """
 import json
 import math
@@ -13,27 +15,86 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.patches  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+# Fixed colours, one meaning each across the panels (tests read the MXU line back by its colour, #1f77b4).
+COLOURS = {"mxu": "#1f77b4", "vpu": "#ff7f0e", "hbm": "#2ca02c", "ici": "#9467bd", "communication": "#c7c7c7",
+           "exposed": "#d62728"}
+
+
+def time_unit(seconds):
+    """The unit that suits a span of simulated time: (name, seconds per unit)."""
+    for name, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return name, scale
+    return "ns", 1e-9
+
+
 def timeline(s, out):
+    """The result chip over the step, in three panels sharing the time axis: compute (MXU and VPU busy), HBM
+    (bandwidth: bytes moved against the peak; the channels' busy share, which the console calls "HBM busy", as a
+    dashed line at its step mean) and communication (links sending, and the time a communication op ran, red where
+    no compute ran: exposed). Exposed communication is also shaded red under the compute panel, so a gap in compute
+    that communication fills does not read as idle."""
     t = s["timeline"]
     w = t["bin_s"]
-    xs = [(i + 0.5) * w * 1e6 for i in range(len(t["mxu_busy"]))]
-    fig, ax = plt.subplots(figsize=(9, 3.6))
-    ax.plot(xs, [100 * v for v in t["mxu_busy"]], label="MXU busy %")
-    ax.plot(xs, [100 * v for v in t["vpu_busy"]], label="VPU busy %")
+    n = len(t["mxu_busy"])
+    uname, scale = time_unit(w * n)
+    edges = [i * w / scale for i in range(n + 1)]
+    mids = [(i + 0.5) * w / scale for i in range(n)]
+    pct = lambda v: [100 * x for x in v]  # noqa: E731
+    exposed = t.get("exposed_communication", [0.0] * n)
+    comm = t.get("communication", [0.0] * n)
+    fig, (ax_c, ax_h, ax_i) = plt.subplots(3, 1, figsize=(9, 7.2), sharex=True,
+                                           gridspec_kw={"height_ratios": [1.3, 1, 1]})
+    tb = s.get("time_breakdown", {})
+    chip = t.get("chip", 0)
+
+    ax_c.stairs(pct(exposed), edges, fill=True, color=COLOURS["exposed"], alpha=0.25, linewidth=0,
+                label="exposed communication (no compute op)")
+    ax_c.plot(mids, pct(t["mxu_busy"]), color=COLOURS["mxu"], label="MXU busy")
+    ax_c.plot(mids, pct(t["vpu_busy"]), color=COLOURS["vpu"], label="VPU busy")
+    ax_c.set_ylabel("compute (%)")
+    ax_c.set_title("%s: chip %d over one step of %s" % (s["experiment"], chip, _time_text(s["step_time_s"])),
+                   fontsize=10)
+
     peak = s["hbm"]["peak_bandwidth_Bps"]
-    ax.plot(xs, [100 * v / peak for v in t["hbm_Bps"]], label="HBM % of peak bandwidth")
-    ax.set_xlabel("simulated time (us)")
-    ax.set_ylabel("% of capacity")
-    ax.set_ylim(0, 105)
-    ax.set_title("%s: utilization over one step (chip %d)" % (s["experiment"], 0))
-    ax.legend(loc="upper right", fontsize=8)
-    ax.grid(alpha=0.3)
+    bw = [100 * v / peak for v in t["hbm_Bps"]]
+    ax_h.plot(mids, bw, color=COLOURS["hbm"],
+              label="bandwidth: bytes moved / %.0f GB/s peak (step mean %.1f %%)" % (peak / 1e9, sum(bw) / max(n, 1)))
+    busy = 100 * s["per_chip"]["hbm_busy_fraction"][chip] if "per_chip" in s else None
+    if busy is not None:
+        ax_h.axhline(busy, color=COLOURS["hbm"], linestyle="--", linewidth=1,
+                     label="busy: time a channel serves a request (step mean %.1f %%)" % busy)
+    ax_h.set_ylabel("HBM (%)")
+
+    ax_i.stairs(pct(comm), edges, fill=True, color=COLOURS["communication"], linewidth=0,
+                label="communication op running (%s in all)" % _time_text(tb.get("communication_s", 0.0)))
+    ax_i.stairs(pct(exposed), edges, fill=True, color=COLOURS["exposed"], alpha=0.6, linewidth=0,
+                label="of it exposed: no compute op (%s)" % _time_text(tb.get("exposed_communication_s", 0.0)))
+    if "ici_busy" in t:
+        ax_i.plot(mids, pct(t["ici_busy"]), color=COLOURS["ici"], label="ICI links sending (mean over links)")
+    if not any(comm) and not any(t.get("ici_busy", [])):
+        ax_i.text(0.5, 0.5, "no communication on this chip", transform=ax_i.transAxes, ha="center", va="center",
+                  fontsize=9, color="#555555")
+    ax_i.set_ylabel("ICI (%)")
+    ax_i.set_xlabel("simulated time (%s)" % uname)
+    ax_i.set_xlim(0, edges[-1])
+    for ax in (ax_c, ax_h, ax_i):
+        ax.set_ylim(0, 105)
+        ax.set_yticks([0, 25, 50, 75, 100])
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
+
+
+def _time_text(seconds):
+    uname, scale = time_unit(seconds) if seconds > 0 else ("s", 1.0)
+    return "%.3g %s" % (seconds / scale, uname)
 
 
 def _unit(nbytes):
@@ -61,7 +122,7 @@ def memory(s, out):
             left += v
         if peak > 0.5 * cap:
             ax.axvline(cap / scale, color="red", linestyle="--", label="capacity %.2f %s" % (cap / scale, uname))
-        ax.set_xlabel(uname)
+        ax.set_xlabel("memory (%s)" % uname)
         cu, cs = _unit(cap)
         ax.set_title("memory at the peak (op %s): %.2f %s of %.2f %s HBM (%.1f %%)"
                      % (m["peak_op"] or "-", peak / scale, uname, cap / cs, cu, 100 * peak / cap), fontsize=10)
@@ -71,9 +132,10 @@ def memory(s, out):
     plt.close(fig)
 
 
-def heatmap(s, out):
-    """Busy fraction per chip on the torus, one panel per unit kind. A 3-D pod is drawn as its z-planes stacked
-    vertically (row y + Y*z), with white lines between planes."""
+def heatmap(s, out, fit_colors=False):
+    """Busy share per chip on the torus, one panel per unit kind. A 3-D pod is drawn as its z-planes stacked
+    vertically (row y + Y*z), with white lines between planes. The colour scale is 0-100 %, shared by the panels,
+    or with fit_colors each panel's own range (its lowest to its highest chip), so that small differences show."""
     dims = s["pod_dims"] or [1, 1]
     pc = s["per_chip"]
     x = dims[0]
@@ -82,24 +144,39 @@ def heatmap(s, out):
     panels = [("MXU", "mxu_busy_fraction"), ("VPU", "vpu_busy_fraction"), ("HBM", "hbm_busy_fraction"),
               ("ICI links", "ici_busy_fraction")]
     panels = [(t, k) for t, k in panels if k in pc]
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels) + 1, 3.6 if z == 1 else 6), squeeze=False)
+    height = (3.6 if z == 1 else 6) + (0.8 if fit_colors else 0)  # fitted: a colour bar under each panel
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels) + 1, height), squeeze=False)
+    if fit_colors:
+        fig.subplots_adjust(top=0.8, bottom=0.05)
     im = None
     for ax, (title, key) in zip(axes[0], panels):
         vals = pc[key]
         grid = [[100 * vals[xi + x * (yi + y * k)] for xi in range(x)] for k in range(z) for yi in range(y)]
-        im = ax.imshow(grid, origin="lower", vmin=0, vmax=100, cmap="viridis", aspect="auto" if z > 1 else "equal")
+        lo, hi = 0.0, 100.0
+        if fit_colors:
+            lo, hi = 100 * min(vals), 100 * max(vals)
+            if hi - lo < 1e-9:  # every chip alike: a band around the value, the cells mid-scale
+                lo, hi = lo - 0.5, hi + 0.5
+        im = ax.imshow(grid, origin="lower", vmin=lo, vmax=hi, cmap="viridis", aspect="auto" if z > 1 else "equal")
         mean = 100 * sum(vals) / max(len(vals), 1)
-        ax.set_title("%s busy %% (mean %.1f)" % (title, mean), fontsize=10)
-        ax.set_xlabel("x")
+        alike = max(vals) - min(vals) < 1e-9
+        ax.set_title("%s busy (%s %.1f %%)" % (title, "every chip" if alike else "mean", mean), fontsize=10)
+        ax.set_xlabel("chip x")
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         if ax is axes[0][0]:
-            ax.set_ylabel("y" if z == 1 else "y + %d z" % y)
+            ax.set_ylabel("chip y" if z == 1 else "chip y + %d z" % y)
         else:
             ax.set_yticklabels([])
         for k in range(1, z):
             ax.axhline(k * y - 0.5, color="white", linewidth=0.8)
-    fig.suptitle("%s: busy fraction per chip on the %s pod" % (s["experiment"], " x ".join(map(str, dims))),
+        if fit_colors:
+            fig.colorbar(im, ax=ax, shrink=0.8, orientation="horizontal", pad=0.18, label="busy (%)")
+    scale = "colours fitted to each panel's range" if fit_colors else "colours 0-100 %"
+    fig.suptitle("%s: busy share per chip on the %s pod (%s)" % (s["experiment"], " x ".join(map(str, dims)), scale),
                  fontsize=11)
-    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="busy %")
+    if not fit_colors:
+        fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="busy (%)")
     fig.savefig(out, dpi=110)
     plt.close(fig)
 
@@ -159,21 +236,26 @@ def pipeline(s, out):
 
 
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    fit_colors = "--fit-colors" in args
+    args = [a for a in args if a != "--fit-colors"]
+    if len(args) != 1:
         print(__doc__, file=sys.stderr)
         return 2
-    run = sys.argv[1]
+    run = args[0]
     with open(os.path.join(run, "summary.json")) as f:
         s = json.load(f)
-    outs = []
-    plots = [("timeline.png", timeline), ("memory.png", memory), ("heatmap.png", heatmap)]
+    plots = [("timeline.png", timeline), ("memory.png", memory)]
+    if s.get("chips", 1) > 1:
+        plots.append(("heatmap.png", lambda s, out: heatmap(s, out, fit_colors)))
+    else:
+        print("note: no heatmap.png: one chip, no chips to compare")
     if s.get("pipeline", {}).get("stage_units"):  # runs with a pipeline strategy only
         plots.append(("pipeline.png", pipeline))
     for name, fn in plots:
         path = os.path.join(run, name)
         fn(s, path)
-        outs.append(path)
-    print("\n".join(outs))
+        print(path)
     return 0
 
 

@@ -1,10 +1,7 @@
-#include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "sim/cli/commands.h"
-#include "sim/common/error.h"
+#include "sim/report/plots.h"
 #include "sim/report/report.h"
 
 namespace podsim::cli {
@@ -12,7 +9,9 @@ namespace podsim::cli {
 int cmd_report(const ReportArgs& a) {
   print_report(a.run_dir, std::cout);
   if (!a.no_plots) {
-    for (const auto& f : write_plots(a.run_dir)) std::cout << "wrote " << f << "\n";
+    PlotOutcome o = write_plots(a.run_dir, {a.fit_colors});
+    for (const auto& f : o.files) std::cout << "wrote " << f << "\n";
+    for (const auto& n : o.notes) std::cout << "note: " << n << "\n";
   }
   return 0;
 }

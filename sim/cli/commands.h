@@ -42,6 +42,7 @@ int cmd_list(const ListArgs& a);
 struct ReportArgs {
   std::string run_dir;
   bool no_plots = false;
+  bool fit_colors = false;  // heatmap.png's colours fitted to each panel's range (PlotOptions)
 };
 int cmd_report(const ReportArgs& a);
 

@@ -58,6 +58,9 @@ int sc_main(int argc, char** argv) {
   auto* p = app.add_subcommand("report", "Print a run's summary as tables and write PNG plots into it");
   p->add_option("run_dir", rep.run_dir, "A folder written by podsim run")->required();
   p->add_flag("--no-plots", rep.no_plots, "Only print the tables");
+  p->add_flag("--fit-colors", rep.fit_colors,
+              "heatmap.png: fit each panel's colour scale to its lowest and highest chip instead of 0-100 %, so that "
+              "small differences between chips show");
 
   cli::CompareArgs cmp;
   auto* c = app.add_subcommand("compare", "Compare the tensors of two numeric runs (RUN_B is the reference)");

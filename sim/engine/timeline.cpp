@@ -92,6 +92,7 @@ nlohmann::ordered_json timeline_json(const Prepared& p, const Simulation& s, con
   for (int k = 0; k < kBins; ++k) exposed[k] = std::max(0.0, busy[k] - comp[k]);
 
   nlohmann::ordered_json t;
+  t["chip"] = chip.id();
   t["bin_s"] = bins.width();
   t["mxu_busy"] = bins.fractions(mxu);
   t["vpu_busy"] = bins.fractions(vpu);

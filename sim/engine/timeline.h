@@ -1,6 +1,6 @@
 // summary.json "timeline": what the result chip did over the step, in 100 equal bins, for `podsim report`'s
-// timeline.png. Each series is a fraction of the bin's time (or bytes per second), so a series' mean over the bins
-// is the step's figure of the same name:
+// timeline.png. `chip` is the chip's id, `bin_s` the bins' width. Each series is a share of the bin's time (or bytes
+// per second), so a series' mean over the bins is the step's figure it is named after:
 //   mxu_busy, vpu_busy        time the units computed / (bin x TensorCores)
 //   hbm_Bps                   bytes HBM moved per second (the bandwidth, not the channels' busy time)
 //   ici_busy                  time the chip's links were sending / (bin x links)          (per_chip.ici_busy_fraction)

@@ -1,8 +1,5 @@
 #include "sim/report/report.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -12,7 +9,6 @@
 
 #include "sim/common/error.h"
 #include "sim/common/text.h"
-#include "sim/report/plot_script.h"
 
 namespace podsim {
 namespace fs = std::filesystem;
@@ -196,39 +192,6 @@ void print_report(const std::string& dir, std::ostream& out) {
                        format_bytes(o.value("bytes", 0.0)).c_str());
     }
   }
-}
-
-std::vector<std::string> write_plots(const std::string& dir) {
-  if (!simulated(load_summary(dir))) return {};  // a clear error before python runs; no timeline to plot
-  const char* python = "/usr/bin/python3";
-  if (access(python, X_OK) != 0)
-    throw Error(Err::FileUnreadable, "plots need /usr/bin/python3 with matplotlib (Debian: apt-get install "
-                                     "python3-matplotlib); use --no-plots for the tables only");
-  // The script travels inside the binary, so an installed podsim needs no source tree.
-  fs::path script = fs::temp_directory_path() / ("podsim_plot_" + std::to_string(getpid()) + ".py");
-  {
-    std::ofstream f(script);
-    f << kPlotScript;
-  }
-  std::string cmd = std::string(python) + " '" + script.string() + "' '" + dir + "' 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string output;
-  char buf[4096];
-  while (p && fgets(buf, sizeof buf, p)) output += buf;
-  int rc = p ? pclose(p) : -1;
-  std::error_code ec;
-  fs::remove(script, ec);
-  if (rc != 0) {
-    if (output.find("No module named 'matplotlib'") != std::string::npos)
-      throw Error(Err::FileUnreadable, "plots need matplotlib (Debian: apt-get install python3-matplotlib); use "
-                                       "--no-plots for the tables only");
-    throw Error(Err::Internal, "plotting failed: " + output);
-  }
-  std::vector<std::string> files;
-  std::istringstream lines(output);
-  for (std::string l; std::getline(lines, l);)
-    if (!l.empty()) files.push_back(l);
-  return files;
 }
 
 }  // namespace podsim
