@@ -293,12 +293,22 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
       if (op.kind == OpKind::Traffic) continue;
       const OpRecord& r = rc.log().ops[i];
       // A receive has no input: its bytes are those it brings in.
-      double bytes = g.tensor(op.inputs.empty() ? op.outputs.front() : op.inputs.front()).bytes();
+      const TensorInfo& moved = g.tensor(op.inputs.empty() ? op.outputs.front() : op.inputs.front());
+      double bytes = moved.bytes();
       double t = r.end - r.start;
+      // The chips it spans: its group on the mesh, or a point-to-point transfer's peer.
+      const bool p2p = op.kind == OpKind::Send || op.kind == OpKind::Recv;
+      const CollectiveGroup grp = p.ctx->group(rc.id(), op.attrs.axes);
+      const std::string group = p2p ? (op.kind == OpKind::Send ? "to chip " : "from chip ") +
+                                          std::to_string(p.ctx->p2p_peer(rc.id(), op))
+                                    : grp.describe();
       comms.push_back({{"name", op.name},
                        {"kind", op_kind_name(op.kind)},
                        {"algorithm", comm_algorithm(op)},
                        {"axes", op.attrs.axes},
+                       {"tensor", moved.name},
+                       {"group", group},
+                       {"group_size", p2p ? 2 : grp.shape.size()},
                        {"bytes_per_chip", bytes},
                        {"time_s", t},
                        {"algorithm_bandwidth_Bps", t > 0 ? r6(bytes / t) : 0.0}});

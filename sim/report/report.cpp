@@ -153,18 +153,26 @@ void print_report(const std::string& dir, std::ostream& out) {
   }
   print_memory_section(j, out);
   if (j.contains("collectives")) {
+    // One row per communication op of the result chip, in issue order: what it moves, over which mesh axes
+    // ("all": every axis), and the chips of its group as laid out on the torus (a transfer's peer).
     rule(out);
-    out << "collectives\n";
+    auto fit = [](std::string s, size_t w) { return s.size() > w ? s.substr(0, w - 3) + "..." : s; };
+    out << strprintf("%-16s %-24s %-9s %10s %10s %10s  %s\n", "collectives", "tensor", "mesh axis", "per chip", "time",
+                     "bandwidth", "group");
     size_t shown = 0;
     for (const auto& c : j["collectives"]) {
       if (++shown > 20) {
         out << strprintf("  ... and %zu more (summary.json collectives)\n", j["collectives"].size() - 20);
         break;
       }
-      out << strprintf("  %-26s %s per chip in %s: %s\n", c.value("kind", std::string()).c_str(),
+      std::vector<std::string> axes = c.value("axes", std::vector<std::string>{});
+      out << strprintf("  %-14s %-24s %-9s %10s %10s %10s  %s\n", fit(c.value("kind", std::string()), 14).c_str(),
+                       fit(c.value("tensor", std::string("-")), 24).c_str(),
+                       fit(axes.empty() ? "all" : join(axes, ","), 9).c_str(),
                        format_bytes(c.value("bytes_per_chip", 0.0)).c_str(),
                        format_time(c.value("time_s", 0.0)).c_str(),
-                       format_bandwidth(c.value("algorithm_bandwidth_Bps", 0.0)).c_str());
+                       format_bandwidth(c.value("algorithm_bandwidth_Bps", 0.0)).c_str(),
+                       c.value("group", std::string("-")).c_str());
     }
   }
   if (j.contains("traffic")) {
