@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Draws one figure of a sweep against one parameter, one line per value of a third (called by `podsim sweep plot`,
-which picks the points from results.db and checks them).
+"""Draws one figure of a sweep against one parameter, one line (or bar colour) per combination of others (called by
+`podsim sweep plot`, which picks the points from results.db, checks them and scales them to the axis units).
 
-usage: plot_sweep.py POINTS.json     POINTS.json: {"out", "title", "x_label", "y_label", "by_label", "categorical",
-                                     "logx", "logy", "series": [{"label", "x": [...], "y": [...]}]}
+usage: plot_sweep.py POINTS.json     POINTS.json: {"out", "title", "x_label", "y_label", "legend_title",
+                                     "categorical", "categories", "logx", "logy",
+                                     "series": [{"label", "x": [...], "y": [...]}]}
+A numeric x draws lines; a categorical x (text) draws grouped bars, one group per category in "categories" order.
 Writes the PNG named by "out" and prints its path.
 """
 import json
@@ -13,36 +15,47 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 
 def main(path):
     with open(path) as f:
         p = json.load(f)
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    categories = []
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    series = p["series"]
+    labelled = bool(p["legend_title"])
     if p["categorical"]:
-        for s in p["series"]:
+        # One group of bars per category, side by side for the series that have a value there, centred on it.
+        categories = p["categories"]
+        present = {c: [i for i, s in enumerate(series) if c in s["x"]] for c in categories}
+        width = 0.8 / max([len(v) for v in present.values()] + [1])
+        colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for i, s in enumerate(series):
+            xs = []
             for x in s["x"]:
-                if x not in categories:
-                    categories.append(x)
-    for s in p["series"]:
-        xs = [categories.index(x) for x in s["x"]] if p["categorical"] else s["x"]
-        label = "%s = %s" % (p["by_label"], s["label"]) if p["by_label"] else None
-        ax.plot(xs, s["y"], marker="o", markersize=4, label=label)
-    if p["categorical"]:
+                here = present[x]
+                xs.append(categories.index(x) + (here.index(i) - (len(here) - 1) / 2) * width)
+            ax.bar(xs, s["y"], width=width, label=s["label"] or None, color=colours[i % len(colours)])
         ax.set_xticks(range(len(categories)))
-        ax.set_xticklabels(categories, rotation=30 if len(categories) > 6 else 0, ha="right" if len(categories) > 6 else "center",
-                           fontsize=8)
-    if p["logx"] and not p["categorical"]:
-        ax.set_xscale("log", base=2)
+        tilt = len(categories) > 6 or max((len(c) for c in categories), default=0) * len(categories) > 60
+        ax.set_xticklabels(categories, rotation=30 if tilt else 0, ha="right" if tilt else "center", fontsize=8)
+    else:
+        for s in series:
+            ax.plot(s["x"], s["y"], marker="o", markersize=4, label=s["label"] or None)
+        if p["logx"]:
+            ax.set_xscale("log", base=2)
+        elif all(float(x).is_integer() for s in series for x in s["x"]):  # batch sizes, chips: no 1.25 ticks
+            ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     if p["logy"]:
         ax.set_yscale("log")
     ax.set_xlabel(p["x_label"])
     ax.set_ylabel(p["y_label"])
     ax.set_title(p["title"], fontsize=10)
-    if p["by_label"]:
-        ax.legend(fontsize=8, loc="best")
-    ax.grid(alpha=0.3)
+    if labelled:  # beside the axes, where it hides no point or bar
+        ax.legend(title=p["legend_title"], title_fontsize=8, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                  frameon=False)
+    ax.grid(alpha=0.3, axis="y" if p["categorical"] else "both")
+    ax.set_axisbelow(True)
     fig.tight_layout()
     fig.savefig(p["out"], dpi=110)
     plt.close(fig)

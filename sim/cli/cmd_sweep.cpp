@@ -91,12 +91,19 @@ SweepCommand* add_sweep_command(CLI::App& app) {
   c.exporter->add_flag("--csv", c.csv, "CSV (the one format; the default)");
   c.exporter->add_option("-o,--output", c.out, "Write to this file instead of stdout");
 
-  c.plot = c.sweep->add_subcommand("plot", "Draw a figure against a parameter, one line per value of a third (PNG)");
+  c.plot = c.sweep->add_subcommand("plot", "Draw a figure against a parameter, one line per value of others (PNG)");
   c.plot->add_option("folder", c.folder, "Sweep folder (or its results.db)")->required();
   c.plot->add_option("--x", c.plot_req.x, "Column on the x axis (a swept key path, or chips, ...)")->required();
   c.plot->add_option("--y", c.plot_req.y, "Figure on the y axis (step_time_s, mfu, ...)")->required();
-  c.plot->add_option("--by", c.plot_req.by, "One line per value of this column");
-  c.plot->add_option("--where", c.plot_req.where, "Keep rows with column=value (repeatable)")->allow_extra_args(false);
+  c.plot->add_option("--by", c.plot_req.by,
+                     "One line (or bar colour) per value of this column; several (--by a,b or repeated): one per "
+                     "combination")
+      ->delimiter(',')
+      ->allow_extra_args(false);
+  c.plot->add_option("--where", c.plot_req.where,
+                     "Keep runs with column=value; column= keeps runs without the column; repeated for one column: "
+                     "any of the values")
+      ->allow_extra_args(false);
   c.plot->add_option("-o,--output", c.plot_req.out, "PNG file (default: in the sweep folder)");
   c.plot->add_flag("--logx", c.plot_req.logx, "Logarithmic x axis (base 2)");
   c.plot->add_flag("--logy", c.plot_req.logy, "Logarithmic y axis");
