@@ -1,13 +1,21 @@
 // Conversions between seconds (double, what the timing models compute) and SystemC time (ps resolution).
 #pragma once
 
+#include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <systemc>
 
 namespace podsim {
 
 // Process activations of the models (actions run, unit steps), for events-per-second figures.
 inline uint64_t g_model_activations = 0;
+
+// How far the simulation has got, for the progress line another thread draws (sim/engine/run_progress.h): the
+// simulated time reached and the activations so far, published by the action queues with relaxed stores (a plain
+// move each). Nothing in the models reads them.
+inline std::atomic<double> g_progress_seconds{0};
+inline std::atomic<uint64_t> g_progress_activations{0};
 
 inline sc_core::sc_time at_seconds(double s) { return sc_core::sc_time(s, sc_core::SC_SEC); }
 inline double now_seconds() { return sc_core::sc_time_stamp().to_seconds(); }

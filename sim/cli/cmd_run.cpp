@@ -146,7 +146,7 @@ int cmd_run(const RunArgs& a) {
   lo.overrides = sets;
   lo.single_device = a.single_device;
   Experiment e = load_experiment(a.experiment, lo);
-  RunOutcome r = run_experiment(e, {a.out, a.force, a.memory_only});
+  RunOutcome r = run_experiment(e, {a.out, a.force, a.memory_only, !a.quiet});
   if (a.quiet) return 0;
   if (a.memory_only)
     print_memory_summary(nlohmann::json::parse(r.summary), r.out_dir, r.notes);

@@ -22,6 +22,7 @@
 #include "sim/config/loader.h"
 #include "sim/engine/memory_summary.h"
 #include "sim/engine/output_dir.h"
+#include "sim/engine/run_progress.h"
 #include "sim/engine/trace_export.h"
 #include "plan/shard_data.h"
 #include "strategies/planner.h"
@@ -119,6 +120,7 @@ class Watchdog {
       const PodContext* ctx = m_ctx.load();
       const std::string when = ctx ? "after " + std::to_string(ctx->ops_completed.load()) + " ops had completed"
                                    : std::string("while the step was being planned (nothing simulated yet)");
+      if (isatty(fileno(stderr))) std::fputs("\r\033[K", stderr);  // over a progress line, if there is one
       std::fprintf(stderr, "error %s: the run exceeded run.max_wall = %s of real time and was stopped %s; raise "
                            "run.max_wall, or shrink the experiment\n",
                    std::string(error_info(Err::WallLimit).id).c_str(), format_time(seconds).c_str(), when.c_str());
@@ -254,7 +256,7 @@ std::unique_ptr<Prepared> prepare(const Experiment& exp) {
   return p;
 }
 
-Simulation simulate(Prepared& p) {
+Simulation simulate(Prepared& p, bool progress) {
   Simulation s;
   auto t0 = std::chrono::steady_clock::now();
   s.pod = std::make_unique<Pod>(*p.ctx);
@@ -262,7 +264,12 @@ Simulation simulate(Prepared& p) {
     p.notes.push_back("simulated " + s.pod->symmetry().describe(p.ctx->torus) +
                       "; every other chip does the same as the one that stands for it (run.symmetry: off simulates "
                       "each)");
-  sc_core::sc_start();
+  {
+    int64_t ops = 0;
+    for (const auto& chip : s.pod->simulated()) ops += static_cast<int64_t>(chip->ops_total());
+    RunProgress line(progress, ops, p.ctx->ops_completed);
+    sc_core::sc_start();
+  }
   s.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   s.activations = g_model_activations;
   double now = sc_core::sc_time_stamp().to_seconds();
@@ -315,7 +322,7 @@ RunOutcome run_experiment(const Experiment& exp, const RunOptions& opts) {
     return out;
   }
   dog.simulating(*p->ctx);
-  Simulation s = simulate(*p);
+  Simulation s = simulate(*p, opts.progress);
   out.summary = summary_json(*p, s);
   write_summary_and_config(od, out.summary, exp);
   if (exp.run.numeric) write_tensors(*p, s, od.file("tensors"));

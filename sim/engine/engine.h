@@ -45,7 +45,8 @@ struct Simulation {
 };
 
 // Elaborates and runs the pod. Throws Error(Deadlock) when chips wait on each other forever. Once per process.
-Simulation simulate(Prepared& p);
+// `progress`: a progress line on stderr when it is a terminal and the run is long (sim/engine/run_progress.h).
+Simulation simulate(Prepared& p, bool progress = false);
 
 // summary.json text (deterministic: same experiment and seed give the same bytes).
 std::string summary_json(const Prepared& p, const Simulation& s);
@@ -56,6 +57,8 @@ struct RunOptions {
   // Stop after the memory check: write the memory figures (memory_summary_json), config.resolved.yaml and host.json,
   // simulate nothing. A step that does not fit fails as in a full run (PODSIM-MEM-001 unless run.allow_oom).
   bool memory_only = false;
+  // A progress line on stderr while a long simulation runs, when stderr is a terminal (podsim run without -q).
+  bool progress = false;
 };
 
 struct RunOutcome {
