@@ -53,7 +53,7 @@ void Progress::finished(const RunStatus& s) {
     if (!s.done()) std::fprintf(m_out, "\r\033[K%s\n", what.c_str());
     draw();
   } else {
-    std::fprintf(m_out, "[%zu/%zu] %s\n", m_done + m_failed, m_total, what.c_str());
+    std::fprintf(m_out, "[%zu/%zu done, %zu failed] %s\n", m_done, m_total, m_failed, what.c_str());
     std::fflush(m_out);
   }
 }

@@ -1,6 +1,7 @@
-// The sweep's progress on stderr. On a terminal: one line rewritten in place ("12/40 done, 1 failed, 2 running,
-// elapsed 0:34, ETA 1:20"), with a line of its own for each failure. Elsewhere (a log file, CI): one plain line
-// per finished run, so nothing depends on carriage returns.
+// The sweep's progress on stderr, runs done of all and failures either way. On a terminal: one line rewritten in
+// place ("sweep x: 12/40 done, 1 failed, 2 running, elapsed 0:34, ETA 1:20"), with a line of its own for each
+// failure. Elsewhere (a log file, CI): one plain line per finished run ("[12/40 done, 1 failed] done    name
+// (0.21 s)"), so nothing depends on carriage returns; both end with the status line.
 #pragma once
 
 #include <cstdio>
