@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <pty.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -59,6 +61,48 @@ std::string read_file(const std::string& path) {
 }
 
 bool exists(const std::string& path) { return fs::exists(path); }
+
+CliResult run_podsim_on_terminal(const std::vector<std::string>& args, const std::vector<std::string>& env) {
+  CliResult r;
+  int master = -1, slave = -1;
+  if (openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) {
+    ADD_FAILURE() << "openpty: " << std::strerror(errno);
+    return r;
+  }
+  const std::string dir = test_dir(), out = dir + "/.stdout";
+  std::vector<std::string> argv_s = {PODSIM_BINARY};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_s = env;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(master);
+    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (chdir(dir.c_str()) != 0 || o < 0 || dup2(o, 1) < 0 || dup2(slave, 2) < 0) _exit(127);
+    close(o);
+    close(slave);
+    for (auto& e : env_s) putenv(e.data());
+    execv(PODSIM_BINARY, argv.data());
+    _exit(127);
+  }
+  close(slave);
+  char buf[4096];
+  for (;;) {  // until every writer of the terminal is gone (EIO)
+    ssize_t n = read(master, buf, sizeof buf);
+    if (n > 0) r.err.append(buf, static_cast<size_t>(n));
+    else if (n < 0 && errno == EINTR) continue;
+    else break;
+  }
+  close(master);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(out);
+  fs::remove(out);
+  return r;
+}
 
 CliResult run_podsim(const std::vector<std::string>& args, const std::string& cwd) {
   std::string dir = cwd.empty() ? test_dir() : cwd;

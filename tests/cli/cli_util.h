@@ -16,6 +16,11 @@ struct CliResult {
 // Runs `podsim ARGS...` in `cwd` (default: a fresh per-test folder).
 CliResult run_podsim(const std::vector<std::string>& args, const std::string& cwd = "");
 
+// Runs `podsim ARGS...` in the per-test folder with stderr on a pseudo-terminal (what a person at a terminal
+// sees: `err` is everything written there, carriage returns included) and stdout to a file, with `env`
+// ("NAME=value") added to the environment.
+CliResult run_podsim_on_terminal(const std::vector<std::string>& args, const std::vector<std::string>& env = {});
+
 // A folder of this test's own, created empty on first use in each test.
 std::string test_dir();
 // Writes `text` to test_dir()/name and returns the path.
