@@ -172,6 +172,11 @@ std::vector<ParamSpec> run_param_specs() {
           .def("false"),
       P::boolean("run.dump_shards", "Numeric mode: also write each chip's own shards to tensors/chip<id>/.")
           .def("false"),
+      P::quantity("run.max_tensor_bytes", Q::Size,
+                  "Numeric mode: the most tensor data tensors/ may receive (shards and activations included). A run "
+                  "that would write more stops before simulating with PODSIM-IO-005, saying how much it would write.")
+          .range(0, 1e15)
+          .def("256MiB"),
       P::integer("run.seed", "Seed for parameter initialisation, inputs and stall injection.")
           .range(0, 9.2e18)
           .def("1"),

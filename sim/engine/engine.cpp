@@ -17,14 +17,13 @@
 #include "hw/compiler/lower.h"
 #include "hw/pod/pod.h"
 #include "sim/common/error.h"
-#include "sim/common/npy.h"
 #include "sim/common/text.h"
 #include "sim/config/loader.h"
 #include "sim/engine/memory_summary.h"
 #include "sim/engine/output_dir.h"
 #include "sim/engine/run_progress.h"
+#include "sim/engine/tensor_output.h"
 #include "sim/engine/trace_export.h"
-#include "plan/shard_data.h"
 #include "strategies/planner.h"
 #include "workloads/i_workload.h"
 
@@ -148,64 +147,6 @@ class Watchdog {
   std::thread m_thread;
 };
 
-std::string safe_name(const std::string& s) {
-  std::string out;
-  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '_';
-  return out;
-}
-
-// Tensors written to tensors/: the step's inputs and state, the loss, updated values, parameter gradients, and
-// every value nothing else consumes (a matmul's product, a collective's result); with run.dump_activations also
-// every forward activation.
-bool result_tensor(const ModelGraph& g, TensorId id, bool activations) {
-  const TensorInfo& t = g.tensor(id);
-  if (g.producer(id) < 0 || g.consumers(id).empty()) return true;
-  switch (t.role) {
-    case TensorRole::Loss: case TensorRole::Updated: return true;
-    case TensorRole::Gradient:  // gradients of parameters: those the optimizer reads
-      for (OpId c : g.consumers(id))
-        if (g.op(c).phase == Phase::Optimizer) return true;
-      return false;
-    case TensorRole::Activation: return activations && g.op(g.producer(id)).phase == Phase::Forward;
-    default: return false;
-  }
-}
-
-void write_tensors(const Prepared& p, const Simulation& s, const std::string& dir) {
-  namespace fs = std::filesystem;
-  const bool activations = p.exp.params.b("run.dump_activations");
-  auto store_of = [&](int64_t chip) -> const TensorStore* {
-    Chip& c = *s.pod->chips()[chip];
-    return c.role() < 0 ? nullptr : &c.store();
-  };
-  // The logical tensors, assembled from the chips' shards.
-  TensorStore logical;
-  assemble_results(p.plan, p.graph, store_of, logical);
-  fs::create_directories(dir);
-  for (size_t i = 0; i < p.graph.num_tensors(); ++i) {
-    TensorId id = static_cast<TensorId>(i);
-    if (!result_tensor(p.graph, id, activations) || !logical.has(id)) continue;
-    const TensorInfo& info = p.graph.tensor(id);
-    write_npy(dir + "/" + safe_name(info.name) + ".npy", info.shape, logical.get(id).data, info.dtype == DType::I32);
-  }
-  if (!p.exp.params.b("run.dump_shards")) return;
-  // Each chip's local tensors (its shards), under tensors/chip<N>/.
-  for (size_t c = 0; c < s.pod->chips().size(); ++c) {
-    const TensorStore* st = store_of(static_cast<int64_t>(c));
-    if (!st) continue;
-    const Program& prog = p.plan.programs[s.pod->chips()[c]->role()];
-    const std::string sub = dir + "/chip" + std::to_string(c);
-    fs::create_directories(sub);
-    for (const auto* list : {&prog.inputs, &prog.results})
-      for (const TensorBinding& b : *list) {
-        if (!result_tensor(p.graph, b.logical, activations) || !st->has(b.local)) continue;
-        const TensorInfo& info = prog.graph.tensor(b.local);
-        write_npy(sub + "/" + safe_name(p.graph.tensor(b.logical).name) + ".npy", info.shape, st->get(b.local).data,
-                  info.dtype == DType::I32);
-      }
-  }
-}
-
 long peak_rss_kib() {
   std::ifstream f("/proc/self/status");
   std::string line;
@@ -321,6 +262,7 @@ RunOutcome run_experiment(const Experiment& exp, const RunOptions& opts) {
     out.notes = p->notes;
     return out;
   }
+  if (exp.run.numeric) check_tensor_output(*p);  // before simulating, so a run that would write too much costs nothing
   dog.simulating(*p->ctx);
   Simulation s = simulate(*p, opts.progress);
   out.summary = summary_json(*p, s);
