@@ -46,8 +46,6 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
   static const std::map<std::string, std::vector<std::string>> table = {
       // 256 chips as shipped; 1/64 of the data (4 MiB per chip instead of 256 MiB).
       {"configs/examples/allreduce_16x16.yaml", {"workload.bytes=4MiB"}},
-      // Numeric as shipped; a narrower, shorter MLP (the full one computes 89 GFLOP in the kernels).
-      {"configs/examples/mlp.yaml", {"workload.batch=32", "workload.input=256", "workload.hidden=512"}},
       // 16 chips in three mesh axes as shipped; 2 layers instead of 8 (one per pipeline stage).
       {"configs/examples/pipeline_data_model.yaml", {"workload.layers=2"}},
       // GShard Table 1 (64 to 1024 chips, 12 or 36 layers, M = 1024): the same expert counts and strategy on a 4 x 4
