@@ -264,6 +264,14 @@ TEST(ErrorsTest, IO004_NotARunDir) {
   EXPECT_NE(r.err.find(test_dir() + ": error PODSIM-IO-004"), std::string::npos) << r.err;
 }
 
+TEST(ErrorsTest, IO005_TensorOutputTooLarge) {
+  auto r = expect_error(kHw + kMm + "run:\n  numeric: true\n  max_tensor_bytes: 1KiB\n", "PODSIM-IO-005", 10, 21, {},
+                        true);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("more than run.max_tensor_bytes = 1.00 KiB"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists(test_dir() + "/out"));
+}
+
 TEST(ErrorsTest, SIM001_Deadlock) {
   std::string plugin = PODSIM_TEST_PLUGIN;
   std::string file = write_file("exp.yaml", "hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\n" + kMm +
