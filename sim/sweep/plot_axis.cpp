@@ -6,9 +6,7 @@
 #include <optional>
 #include <utility>
 
-#include "sim/config/schema.h"
-#include "strategies/i_strategy.h"
-#include "workloads/i_workload.h"
+#include "sim/config/loader.h"
 
 namespace podsim {
 namespace {
@@ -52,17 +50,18 @@ std::optional<Kind> kind_of_quantity(const ParamSpec& s) {
   }
 }
 
-// A parameter's declared unit: hardware, run and mesh parameters, then every registered workload's and strategy's.
+// A parameter's declared unit: in the schema of any registered workload, with every registered strategy (the
+// schema's own choices of workload.model and strategy.name list them).
 std::optional<Kind> parameter_kind(const std::string& path) {
-  for (auto specs : {hardware_param_specs(), run_param_specs(), mesh_param_specs()})
-    for (const ParamSpec& s : specs)
-      if (s.path == path) return kind_of_quantity(s);
-  for (const auto* e : WorkloadRegistry::instance().entries())
-    for (const ParamSpec& s : e->make()->params())
-      if (s.path == path) return kind_of_quantity(s);
-  for (const auto* e : StrategyRegistry::instance().entries())
-    for (const ParamSpec& s : e->make()->params())
-      if (s.path == path) return kind_of_quantity(s);
+  const Schema any = experiment_schema("", {});
+  if (const ParamSpec* s = any.find(path)) return kind_of_quantity(*s);
+  std::vector<std::string> strategies;
+  if (const ParamSpec* st = any.find("strategy.name"))
+    for (const auto& c : st->choices)
+      if (c != "auto") strategies.push_back(c);
+  if (const ParamSpec* models = any.find("workload.model"))
+    for (const auto& m : models->choices)
+      if (const ParamSpec* s = experiment_schema(m, strategies).find(path)) return kind_of_quantity(*s);
   return std::nullopt;
 }
 
