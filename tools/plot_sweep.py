@@ -44,6 +44,7 @@ def main(path):
             ax.plot(s["x"], s["y"], marker="o", markersize=4, label=s["label"] or None)
         if p["logx"]:
             ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: "%g" % v))  # 1, 2, 4: not 2^0
         elif all(float(x).is_integer() for s in series for x in s["x"]):  # batch sizes, chips: no 1.25 ticks
             ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     if p["logy"]:
