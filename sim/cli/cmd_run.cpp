@@ -31,6 +31,13 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
             << format_frequency(j["clock_hz"]) << ")\n";
   std::cout << "  MFU           " << pct(j["mfu"]) << "  (model " << format_count(j["model_flops"]) << "FLOP; peak "
             << format_count(j["peak_flops_per_chip"].get<double>()) << "FLOP/s per chip)\n";
+  const double model = j["model_flops"], hardware = j["hardware_flops"];
+  std::cout << "  HFU           " << pct(j["hfu"]) << "  (hardware " << format_count(hardware) << "FLOP on the MXUs"
+            << (model > 0 ? strprintf(", %.2f x the model's", hardware / model) : std::string()) << ")\n";
+  if (j.contains("samples_per_s"))
+    std::cout << "  throughput    " << format_count(j["samples_per_s"]) << " samples/s"
+              << (j.contains("tokens_per_s") ? ", " + format_count(j["tokens_per_s"]) + " tokens/s" : std::string())
+              << "\n";
   const auto& b = j["busy_fraction"];
   std::cout << "  busy          MXU " << pct(b["mxu"]) << "  VPU " << pct(b["vpu"]) << "  HBM " << pct(b["hbm"])
             << "  ICI " << pct(b["ici"]) << "\n";

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "hw/pod/pod.h"
 #include "hw/timing/mxu_timing.h"
@@ -16,6 +17,13 @@ namespace podsim {
 namespace {
 
 using J = nlohmann::ordered_json;
+
+// An integer parameter of the workload (its batch, its sequence length), when it declares one.
+std::optional<double> count_param(const ParamSet& ps, const std::string& path) {
+  if (!ps.has(path)) return std::nullopt;
+  const auto* v = std::get_if<int64_t>(&ps.at(path).data);
+  return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
+}
 
 double r6(double x) { return std::isfinite(x) ? std::round(x * 1e6) / 1e6 : 0; }
 double ns(double s) { return std::round(s * 1e12) / 1e3; }  // seconds -> ns with ps precision
@@ -200,19 +208,32 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   j["cycles"] = static_cast<int64_t>(std::llround(T * cfg.clock));
   j["clock_hz"] = cfg.clock;
 
-  double flops = 0, model_flops = 0;
+  // Model FLOPs: the logical step's matmuls, forward and backward, each once (PaLM's MFU): the same whatever the
+  // strategy, mesh or recomputation. Hardware FLOPs: what every chip's MXUs executed, replicated work, padding and
+  // recomputation included (HFU).
+  double flops = 0, hardware_flops = 0;
   for (const auto& chip : chips) {
     if (chip->role() < 0) continue;
     for (const ExecOp& op : p.ctx->programs[chip->role()].ops) {
       flops += op.flops;
-      model_flops += op.model_flops;
+      hardware_flops += op.mxu_flops;
     }
   }
+  const double model_flops = p.graph.matmul_flops();
   const double peak = cfg.peak_flops();
+  const double pod_peak = peak * static_cast<double>(chips.size());
   j["flops"] = flops;
   j["model_flops"] = model_flops;
+  j["hardware_flops"] = hardware_flops;
   j["peak_flops_per_chip"] = peak;
-  j["mfu"] = T > 0 ? r6(model_flops / (peak * static_cast<double>(chips.size()) * T)) : 0.0;
+  j["mfu"] = T > 0 ? r6(model_flops / (pod_peak * T)) : 0.0;
+  j["hfu"] = T > 0 ? r6(hardware_flops / (pod_peak * T)) : 0.0;
+  // Throughput, for workloads with a batch (not the microbenchmarks): examples, and tokens for sequence models.
+  const auto batch = count_param(e.params, "workload.batch");
+  if (T > 0 && batch) {
+    j["samples_per_s"] = *batch / T;
+    if (const auto seq = count_param(e.params, "workload.seq_len")) j["tokens_per_s"] = *batch * *seq / T;
+  }
 
   // Busy fractions, averaged over the chips that run a program.
   double mxu = 0, vpu = 0, hbm = 0, ici = 0, hbm_read = 0, hbm_write = 0, ici_bytes = 0, qwait = 0;

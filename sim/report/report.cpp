@@ -91,9 +91,21 @@ void print_report(const std::string& dir, std::ostream& out) {
   rule(out);
   out << strprintf("%-28s %s\n", "step time", format_time(T).c_str());
   out << strprintf("%-28s %lld\n", "cycles", static_cast<long long>(j.value("cycles", 0LL)));
-  out << strprintf("%-28s %s\n", "MFU", pct(j.value("mfu", 0.0)).c_str());
-  out << strprintf("%-28s %sFLOP (model %sFLOP)\n", "FLOPs", format_count(j.value("flops", 0.0)).c_str(),
-                   format_count(j.value("model_flops", 0.0)).c_str());
+  out << strprintf("%-28s %s  (model FLOPs: the step's matmuls, each once)\n", "MFU", pct(j.value("mfu", 0.0)).c_str());
+  if (j.contains("hfu"))
+    out << strprintf("%-28s %s  (hardware FLOPs: what the MXUs executed)\n", "HFU", pct(j.value("hfu", 0.0)).c_str());
+  const double model = j.value("model_flops", 0.0), hardware = j.value("hardware_flops", 0.0);
+  out << strprintf("%-28s %sFLOP (model %sFLOP", "FLOPs", format_count(j.value("flops", 0.0)).c_str(),
+                   format_count(model).c_str());
+  if (j.contains("hardware_flops"))
+    out << ", hardware " << format_count(hardware) << "FLOP"
+        << (model > 0 ? strprintf(": %.2f x the model's", hardware / model) : std::string());
+  out << ")\n";
+  if (j.contains("samples_per_s"))
+    out << strprintf("%-28s %s samples/s%s\n", "throughput", format_count(j.value("samples_per_s", 0.0)).c_str(),
+                     j.contains("tokens_per_s")
+                         ? (", " + format_count(j.value("tokens_per_s", 0.0)) + " tokens/s").c_str()
+                         : "");
   rule(out);
   out << "utilization (busy fraction, averaged over active chips)\n";
   for (const char* u : {"mxu", "vpu", "hbm", "ici"})

@@ -88,6 +88,15 @@ TEST(ReportTest, TablesShowTheRunsFigures) {
   EXPECT_NE(r.out.find(podsim::strprintf("%.3f ms", s["step_time_s"].get<double>() * 1e3)), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find(podsim::strprintf("%.1f %%", s["mfu"].get<double>() * 100)), std::string::npos) << r.out;
+  // HFU and the hardware FLOPs beside the model's (one chip: no work repeated).
+  const size_t hfu = r.out.find("\nHFU ");
+  ASSERT_NE(hfu, std::string::npos) << r.out;
+  EXPECT_NE(r.out.substr(hfu, r.out.find('\n', hfu + 1) - hfu).find(podsim::strprintf("%.1f %%", s["hfu"].get<double>() * 100)),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("hardware " + podsim::format_count(s["hardware_flops"].get<double>()) + "FLOP: 1.00 x the model's"),
+            std::string::npos)
+      << r.out;
   for (const char* row : {"mxu", "vpu", "hbm", "ici", "exposed communication", "idle (bubble)", "weights",
                           "optimizer_state", "activations", "top ops by time"})
     EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
