@@ -27,6 +27,7 @@ std::optional<double> count_param(const ParamSet& ps, const std::string& path) {
 
 double r6(double x) { return std::isfinite(x) ? std::round(x * 1e6) / 1e6 : 0; }
 double ns(double s) { return std::round(s * 1e12) / 1e3; }  // seconds -> ns with ps precision
+double ps(double s) { return std::round(s * 1e12) / 1e12; }  // seconds, to the picosecond
 
 // Length of the union of intervals.
 double union_length(std::vector<std::pair<double, double>> v) {
@@ -45,10 +46,31 @@ double union_length(std::vector<std::pair<double, double>> v) {
   return total;
 }
 
+// Per op of the chip, the time some unit worked for it within its span: the union of its MXU and VPU intervals (a
+// collective's reductions included), its HBM accesses and the link time of the messages it sent. The rest of the
+// span it waited: for a peer's data, for links or HBM busy with others' work, for an acknowledgement.
+std::vector<double> op_busy(const Chip& chip, size_t n_ops) {
+  std::vector<std::vector<std::pair<double, double>>> iv(n_ops);
+  const ChipLog& l = chip.log();
+  for (const auto* list : {&l.compute, &l.hbm, &l.links})
+    for (const Interval& x : *list)
+      if (x.op >= 0 && static_cast<size_t>(x.op) < n_ops && x.end > x.begin) iv[x.op].push_back({x.begin, x.end});
+  std::vector<double> busy(n_ops, 0);
+  for (size_t i = 0; i < n_ops; ++i) {
+    const OpRecord& r = l.ops[i];
+    std::vector<std::pair<double, double>> in_span;
+    for (auto [b, e] : iv[i])
+      if (std::min(e, r.end) > std::max(b, r.start)) in_span.push_back({std::max(b, r.start), std::min(e, r.end)});
+    busy[i] = union_length(std::move(in_span));
+  }
+  return busy;
+}
+
 J op_table(const Prepared& p, const Chip& chip) {
   J ops = J::array();
   if (chip.role() < 0) return ops;
   const ExecProgram& ep = p.ctx->programs[chip.role()];
+  const std::vector<double> busy = op_busy(chip, ep.ops.size());
   const ModelGraph& g = p.plan.programs[chip.role()].graph;
   const ChipConfig& cfg = p.exp.hardware.chip;
   for (size_t i = 0; i < ep.ops.size(); ++i) {
@@ -62,6 +84,8 @@ J op_table(const Prepared& p, const Chip& chip) {
     o["cycles"] = r.busy_cycles;
     o["start_ns"] = ns(r.start);
     o["end_ns"] = ns(r.end);
+    o["busy_s"] = ps(busy[i]);
+    o["wait_s"] = ps(std::max(0.0, (r.end - r.start) - busy[i]));
     o["flops"] = e.flops;
     o["bytes"] = r.hbm_read + r.hbm_write;
     o["hbm_read"] = r.hbm_read;

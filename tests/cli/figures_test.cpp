@@ -1,6 +1,7 @@
 // summary.json's headline figures end to end, each against a value the simulator did not produce: model FLOPs
 // against a hand count of the model's matmuls, whatever the mesh, strategy or recomputation; hardware FLOPs
-// against the same count plus what a plan repeats; throughput against the run's own batch and step time.
+// against the same count plus what a plan repeats; throughput against the run's own batch and step time; and
+// each op's busy and waiting time against its span, with a pipeline's waiting receive ranked below the compute.
 // Timing mode, tiny models, no trace.
 #include <gtest/gtest.h>
 
@@ -59,6 +60,8 @@ std::string run(const std::string& name, const std::string& yaml, std::string* c
   if (console) *console = r.out;
   return dir;
 }
+
+double wall_s(const json& op) { return (op["end_ns"].get<double>() - op["start_ns"].get<double>()) * 1e-9; }
 
 // mfu and hfu as summary.json defines them, rounded as it rounds them (6 decimals).
 void expect_utilization(const json& s) {
@@ -189,4 +192,53 @@ TEST(FiguresTest, SweepColumnsCarryThroughput) {
   const std::string header = csv.out.substr(0, csv.out.find('\r'));
   for (const char* c : {",hfu,", ",samples_per_s,", ",tokens_per_s,"})
     EXPECT_NE(header.find(c), std::string::npos) << c << "\n" << header;
+}
+
+// In a pipeline the first stage's receives of the second stage's gradients are issued early and wait for it: by
+// span they would head the table. Ranked by busy time (a unit worked for the op) they fall below the matmuls, and
+// their waiting shows apart; busy + wait is each op's span.
+TEST(FiguresTest, WaitingReceiveRanksBelowCompute) {
+  std::string console;
+  const std::string dir = run("pipe", hw("[2, 1]") + kTransformer + kTimingNoTrace +
+                                          "strategy: {name: pipeline, micro_batches: 2}\n", &console);
+  const json s = summary(dir);
+  const json& ops = s["ops"];
+  const json* recv = nullptr;
+  double longest_compute = 0, least_busy_matmul = 1e9;
+  for (const json& op : ops) {
+    const double busy = op["busy_s"], wait = op["wait_s"];
+    EXPECT_GE(busy, 0) << op["name"];
+    EXPECT_GE(wait, 0) << op["name"];
+    EXPECT_NEAR(busy + wait, wall_s(op), 1e-12) << op["name"];
+    if (op["kind"] == "recv" && (!recv || wall_s(op) > wall_s(*recv))) recv = &op;
+    if (op["unit"] != "ICI") longest_compute = std::max(longest_compute, wall_s(op));
+    if (op["unit"] == "MXU") least_busy_matmul = std::min(least_busy_matmul, op["busy_s"].get<double>());
+  }
+  ASSERT_NE(recv, nullptr) << "the first stage receives gradients";
+  const std::string name = (*recv)["name"];
+  // By span it would come first; most of it is waiting for the other stage.
+  EXPECT_GT(wall_s(*recv), longest_compute) << name;
+  EXPECT_GT((*recv)["wait_s"].get<double>(), longest_compute) << name;
+  EXPECT_LT((*recv)["busy_s"].get<double>(), least_busy_matmul) << name;
+
+  // The console's and the report's top ops: ranked by busy time, the waiting receive not among them, each row's
+  // wait beside its busy time.
+  double most_busy = -1;
+  std::string busiest;
+  for (const json& op : ops)
+    if (op["busy_s"].get<double>() > most_busy) most_busy = op["busy_s"], busiest = op["name"];
+  const size_t top = console.find("top ops by busy time");
+  ASSERT_NE(top, std::string::npos) << console;
+  const std::string first = console.substr(top, console.find('\n', console.find('\n', top) + 1) - top);
+  EXPECT_NE(first.find(busiest), std::string::npos) << first;
+  EXPECT_NE(first.find("wait"), std::string::npos) << first;
+  EXPECT_EQ(console.find(name), std::string::npos) << console;
+  CliResult r = run_podsim({"report", dir, "--no-plots"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const size_t table = r.out.find("top ops by busy time");
+  ASSERT_NE(table, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("wait", table), std::string::npos);
+  const size_t row = r.out.find('\n', table) + 1;
+  EXPECT_EQ(r.out.compare(row, 2 + std::min<size_t>(busiest.size(), 33), "  " + busiest.substr(0, 33)), 0) << r.out;
+  EXPECT_EQ(r.out.find(name.substr(0, 33), table), std::string::npos) << r.out;
 }
