@@ -18,6 +18,9 @@ const std::vector<SweepFigure>& default_sweep_figures() {
   static const std::vector<SweepFigure> figures = {
       {"step_time_s", "/step_time_s", {}},
       {"mfu", "/mfu", {}},
+      {"hfu", "/hfu", {}},
+      {"samples_per_s", "/samples_per_s", {}},
+      {"tokens_per_s", "/tokens_per_s", {}},
       {"mxu_busy", "/busy_fraction/mxu", {}},
       {"hbm_busy", "/busy_fraction/hbm", {}},
       {"ici_busy", "/busy_fraction/ici", {}},
