@@ -254,8 +254,11 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   j["peak_flops_per_chip"] = peak;
   j["mfu"] = T > 0 ? r6(model_flops / (pod_peak * T)) : 0.0;
   j["hfu"] = T > 0 ? r6(hardware_flops / (pod_peak * T)) : 0.0;
-  // Throughput, for workloads with a batch (not the microbenchmarks): examples, and tokens for sequence models.
-  const auto batch = count_param(e.params, "workload.batch");
+  // Throughput, for workloads with a batch of examples (not the op-level microbenchmarks: a batched matmul's batch
+  // is not one of examples): examples, and tokens for sequence models.
+  const std::string model = e.params.has("workload.model") ? e.params.s("workload.model") : "";
+  const bool microbenchmark = model == "matmul" || model == "collective" || model == "traffic" || model == "memory";
+  const auto batch = microbenchmark ? std::nullopt : count_param(e.params, "workload.batch");
   if (T > 0 && batch) {
     j["samples_per_s"] = *batch / T;
     if (const auto seq = count_param(e.params, "workload.seq_len")) j["tokens_per_s"] = *batch * *seq / T;

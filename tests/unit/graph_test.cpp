@@ -44,6 +44,23 @@ TEST(GraphTest, MatmulIsOneForwardOp) {
   EXPECT_DOUBLE_EQ(c.bytes_written, 2.0 * 300 * 100);
 }
 
+// workload.batch: B independent products [B, M, K] x [B, K, N], both operands inputs (neither is a weight that
+// stays in the MXU across the batch); B = 1 keeps the two-dimensional product.
+TEST(GraphTest, BatchedMatmulShapesFlopsAndBytes) {
+  const int64_t B = 6, M = 30, K = 20, N = 10;
+  ModelGraph g = build("  model: matmul\n  batch: 6\n  m: 30\n  k: 20\n  n: 10\n");
+  ASSERT_EQ(g.num_ops(), 1u);
+  EXPECT_EQ(g.op(0).attrs.equation, "bmk,bkn->bmn");
+  EXPECT_EQ(g.tensor(g.op(0).inputs[0]).shape, (std::vector<int64_t>{B, M, K}));
+  EXPECT_EQ(g.tensor(g.op(0).inputs[1]).shape, (std::vector<int64_t>{B, K, N}));
+  EXPECT_EQ(g.tensor(g.op(0).outputs[0]).shape, (std::vector<int64_t>{B, M, N}));
+  EXPECT_DOUBLE_EQ(g.total_flops(), 2.0 * B * M * K * N);
+  OpCost c = op_cost(g, g.op(0));
+  EXPECT_DOUBLE_EQ(c.bytes_read, 2.0 * B * (M * K + K * N));
+  EXPECT_DOUBLE_EQ(c.bytes_written, 2.0 * B * M * N);
+  EXPECT_EQ(build("  model: matmul\n  batch: 1\n  m: 30\n  k: 20\n  n: 10\n").op(0).attrs.equation, "mk,kn->mn");
+}
+
 TEST(GraphTest, MlpShapesAndFlops) {
   const int64_t B = 16, I = 12, H = 24, L = 3, C = 5;
   ModelGraph g = build("  model: mlp\n  batch: 16\n  input: 12\n  hidden: 24\n  layers: 3\n  classes: 5\n");
