@@ -200,7 +200,7 @@ TEST(StrategiesTest, ShippedExampleAgainstItsSingleDeviceReference) {
   r = run_podsim({"run", ex, "--single-device", "--out", test_dir() + "/lr", "-q", "--set",
                   "workload.learning_rate=0.0011"});
   ASSERT_EQ(r.code, 0) << r.err;
-  c = run_podsim({"compare", test_dir() + "/lr", test_dir() + "/dp"});
+  c = run_podsim({"compare", test_dir() + "/dp", test_dir() + "/lr"});
   EXPECT_EQ(c.code, 1) << c.out << c.err;
 }
 
