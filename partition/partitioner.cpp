@@ -330,10 +330,25 @@ class Partitioner {
     return std::nullopt;
   }
 
+  // For a rule, the spec an output will be taken in, when something asks for one: what wanted() says, or for a
+  // parameter's gradient the spec of its parameter, in which the update takes it. A hint only: the gradient is
+  // resharded where the update reads it, but a rule can produce it in its parameter's split (each device then
+  // reduces only its own piece).
+  std::optional<ShardSpec> hint(TensorId t) const {
+    if (auto w = wanted(t)) return w;
+    for (OpId c : m_g.consumers(t)) {
+      const Op& u = m_g.op(c);
+      if (u.phase != Phase::Optimizer || u.inputs.size() < 2 || u.inputs[1] != t) continue;
+      const TensorId param = u.inputs.front();
+      return annotation(param).value_or(ShardSpec::replicated(m_g.tensor(param).shape.size()));
+    }
+    return std::nullopt;
+  }
+
   void partition_op(const Op& op) {
     OpShardingQuery q{m_g, op, m_m, {}, {}, m_in.flops_per_comm_byte};
     for (TensorId t : op.inputs) q.in.push_back(m_versions[t].front().spec);
-    for (TensorId t : op.outputs) q.want.push_back(wanted(t));
+    for (TensorId t : op.outputs) q.want.push_back(hint(t));
     PartitionRule rule = partition_rule(op.kind);
     OpSharding dec = rule ? rule(q) : sharding::replicated(q);
     if (!rule && !m_fallback_noted) {
