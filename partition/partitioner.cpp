@@ -378,7 +378,8 @@ class Partitioner {
   }
 
   // Every logical tensor the program computes is bound to a version that holds its value whole or split; results
-  // that are still pending sums (the loss, products nobody consumed) are reduced first.
+  // that are still pending sums (the loss, products nobody consumed, what the update reads) are reduced first. A
+  // loss something still adds to (a micro-batch's, accumulated into the step's) is not a result of its own.
   void bind_results() {
     for (size_t t = 0; t < m_g.num_tensors(); ++t) {
       TensorId id = static_cast<TensorId>(t);
@@ -388,7 +389,7 @@ class Partitioner {
         if (!v.spec.is_partial() && (!best || sharding::pieces(v.spec, m_m) > sharding::pieces(best->spec, m_m))) best = &v;
       if (!best) {
         const TensorInfo& info = m_g.tensor(id);
-        bool needed = info.role == TensorRole::Loss || info.role == TensorRole::Updated || m_g.consumers(id).empty();
+        bool needed = info.role == TensorRole::Updated || m_g.consumers(id).empty();
         for (OpId c : m_g.consumers(id)) needed = needed || m_g.op(c).phase == Phase::Optimizer;
         if (!needed) continue;
         ShardSpec s = sharding::settled(m_versions[id].front().spec);
