@@ -5,7 +5,7 @@
 //    columns, W2 by rows), so each layer all-reduces its activations twice forward and twice backward. The MLP
 //    alternates column- and row-split layers (pairs), the matmul workload splits B by columns.
 //  - scheme 2d (two axes s0, s1; GSPMD §4, lingvo's 2-D sharding): activations [B, S, M] as [B over s0, S, M over
-//    s1]; FFN weights [M, H] as [M over s0, H over s1] and [H, M] as [H over s1, M over s0]; attention weights
+//    s1] (the FFN's output among them, so that its pending sum over s1 is reduce-scattered); FFN weights [M, H] as [M over s0, H over s1] and [H, M] as [H over s1, M over s0]; attention weights
 //    [M, H, E] as [M over s0, H over s1, -], [H, E, M] as [H over s1, -, M over s0]; embedding [V, M] as [-, M over
 //    s1]. The MLP: inputs over s0 and weights alternating [s0, s1] / [s1, s0].
 //  - scheme none: only the annotations.
@@ -58,7 +58,7 @@ std::vector<Rule> scheme_rules(const std::string& scheme, const std::string& wor
               {"layer*.ffn.residual", "[A, -, B]"}, {"embedding", "[-, B]"},
               {"layer*.attn.[qkv].w", "[A, B, -]"}, {"layer*.attn.o.w", "[B, -, A]"},
               {"layer*.ffn.w1", "[A, B]"},     {"layer*.ffn.b1", "[B]"},       {"layer*.ffn.w2", "[B, A]"},
-              {"layer*.ffn.gelu", "[A, -, B]"}};
+              {"layer*.ffn.gelu", "[A, -, B]"},     {"layer*.ffn.down.bias", "[A, -, B]"}};
     if (workload == "mlp") {
       std::vector<Rule> r = {{"x", "[A, -]"}, {"labels", "[A]"}};
       for (int l = 0; g.find_tensor("fc" + std::to_string(l) + ".w") >= 0; ++l)
