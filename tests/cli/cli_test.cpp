@@ -22,7 +22,11 @@ TEST(CliTest, VersionAndHelp) {
   EXPECT_NE(v.out.find("podsim 0."), std::string::npos) << v.out;
   auto h = run_podsim({"--help"});
   EXPECT_EQ(h.code, 0);
-  for (const char* cmd : {"run", "validate", "list", "report"}) EXPECT_NE(h.out.find(cmd), std::string::npos) << cmd;
+  // Every subcommand is listed, each on its own line, the docs' `podsim docs` included; and each has its help.
+  for (const char* cmd : {"run", "validate", "list", "report", "compare", "sweep", "docs"}) {
+    EXPECT_NE(h.out.find(std::string("\n  ") + cmd + " "), std::string::npos) << cmd << " missing in:\n" << h.out;
+    EXPECT_EQ(run_podsim({cmd, "--help"}).code, 0) << cmd;
+  }
   auto hr = run_podsim({"run", "--help"});
   EXPECT_EQ(hr.code, 0);
   EXPECT_NE(hr.out.find("--set"), std::string::npos);
