@@ -218,7 +218,18 @@ TEST(ErrorsTest, MEM001_OutOfMemory) {
   auto r = expect_error(kHw + "workload:\n  model: matmul\n  m: 65536\n  k: 65536\n  n: 65536\n  dtype: fp32\n",
                         "PODSIM-MEM-001", 4, 10, {}, true);
   EXPECT_NE(r.err.find("more than the 32.00 GiB"), std::string::npos);
+  EXPECT_NE(r.err.find("or set run.allow_oom: true to report and continue"), std::string::npos) << r.err;
   EXPECT_FALSE(exists(test_dir() + "/out"));
+  // With run.allow_oom set, the run goes on and its note reports the overflow without advising to set it.
+  std::string file = write_file("allowed.yaml", kHw + "workload:\n  model: matmul\n  m: 65536\n  k: 65536\n  n: 65536\n"
+                                                      "  dtype: fp32\nrun:\n  allow_oom: true\n");
+  auto a = run_podsim({"run", file, "--out", "allowed"});
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_NE(a.out.find("note: out of memory (allowed by run.allow_oom): the step does not fit in HBM"),
+            std::string::npos)
+      << a.out;
+  EXPECT_NE(a.out.find("16.00 GiB more than the 32.00 GiB"), std::string::npos) << a.out;  // 3 x 16 GiB - 32 GiB
+  EXPECT_EQ(a.out.find("set run.allow_oom"), std::string::npos) << a.out;
 }
 
 TEST(ErrorsTest, MEM002_HostMemory) {
