@@ -418,9 +418,21 @@ void read_parameters(ParamReader& L, const YAML::Node& root, const std::string& 
     if (!spec) {
       auto group = L.lenient.find(o.path.substr(0, o.path.find('.')));
       if (group != L.lenient.end() && group->second.count(o.path)) continue;
-      std::string near = nearest(o.path, L.schema.paths());
-      L.fail(Error(Err::UnknownKey, o.where,
-                   "unknown key '" + o.path + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)"), o.path));
+      // Suggest among the keys of the same group (a typo is in the last part); when the group itself is unknown,
+      // among every path.
+      const size_t dot = o.path.rfind('.');
+      const std::string prefix = dot == std::string::npos ? "" : o.path.substr(0, dot);
+      const std::vector<std::string> siblings = L.schema.children(prefix);
+      std::string hint;
+      if (!prefix.empty() && !siblings.empty()) {
+        std::string near = nearest(o.path.substr(dot + 1), siblings);
+        hint = near.empty() ? "valid keys in '" + prefix + "': " + join(siblings, ", ")
+                            : "did you mean '" + prefix + "." + near + "'?";
+      } else {
+        std::string near = nearest(o.path, L.schema.paths());
+        hint = near.empty() ? "no key is close; `podsim list params` lists them" : "did you mean '" + near + "'?";
+      }
+      L.fail(Error(Err::UnknownKey, o.where, "unknown key '" + o.path + "' (" + hint + ")", o.path));
       continue;
     }
     L.given.insert(o.path);

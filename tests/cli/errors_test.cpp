@@ -95,8 +95,12 @@ TEST(ErrorsTest, CFG008_DuplicateKey) {
 }
 
 TEST(ErrorsTest, CFG009_BadChoice) {
-  auto r = expect_error(kHw + kMm + "  dtype: fp16\n", "PODSIM-CFG-009", 8, 10);
-  EXPECT_NE(r.err.find("did you mean 'bf16'?"), std::string::npos) << r.err;
+  auto r = expect_error(kHw + kMm + "  dtype: fp23\n", "PODSIM-CFG-009", 8, 10);
+  EXPECT_NE(r.err.find("did you mean 'fp32'?"), std::string::npos) << r.err;
+  // fp16 is two edits from both bf16 and fp32: no suggestion, the choices instead.
+  r = expect_error(kHw + kMm + "  dtype: fp16\n", "PODSIM-CFG-009", 8, 10);
+  EXPECT_NE(r.err.find("is not one of the choices; valid: bf16, fp32\n"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
 }
 
 TEST(ErrorsTest, CFG010_UnknownPreset) {
@@ -114,6 +118,10 @@ TEST(ErrorsTest, CFG011_UnknownWorkload) {
 TEST(ErrorsTest, CFG012_UnknownStrategy) {
   auto r = expect_error(kHw + kMm + "strategy:\n  name: zigzag\n", "PODSIM-CFG-012", 9, 9);
   EXPECT_NE(r.err.find("valid:"), std::string::npos) << r.err;
+  // Nothing close (the nearest, 'moe', is two edits from 'foo'; three letters allow one): the valid names, no guess.
+  r = expect_error(kHw + kMm + "strategy:\n  name: foo\n", "PODSIM-CFG-012", 9, 9);
+  EXPECT_NE(r.err.find("unknown strategy 'foo' (valid: auto, data_parallel, moe, "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
   r = expect_error(kHw + kMm + "strategy:\n  name: pipline\n", "PODSIM-CFG-012", 9, 9);
   EXPECT_NE(r.err.find("did you mean 'pipeline'?"), std::string::npos) << r.err;
 }

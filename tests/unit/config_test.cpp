@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 
+#include "sim/common/text.h"
 #include "sim/config/loader.h"
 
 using namespace podsim;
@@ -146,6 +147,41 @@ TEST(ConfigErrorTest, YamlSyntax) {
   EXPECT_EQ(e.id(), "PODSIM-CFG-001");
   EXPECT_EQ(e.where().file, "exp.yaml");
   EXPECT_GT(e.where().line, 0);
+}
+
+// A suggestion is at most max(1, len / 3) edits from the word typed (case ignored) and nearer than any other
+// candidate; otherwise none.
+TEST(SuggestionTest, OnlyAClearlyNearestCandidate) {
+  const std::vector<std::string> strategies = {"auto", "data_parallel", "moe", "pipeline", "replicate",
+                                               "single_device", "spmd"};
+  EXPECT_EQ(suggestion_limit("foo"), 1u);
+  EXPECT_EQ(suggestion_limit("ab"), 1u);
+  EXPECT_EQ(suggestion_limit("piplin"), 2u);
+  EXPECT_EQ(nearest("foo", strategies), "");        // 'moe' is 2 edits away
+  EXPECT_EQ(nearest("pipline", strategies), "pipeline");  // 1 edit
+  EXPECT_EQ(nearest("piplin", strategies), "pipeline");   // 2 edits, 6 letters
+  EXPECT_EQ(nearest("pipln", strategies), "");            // 3 edits, 5 letters
+  EXPECT_EQ(nearest("spdm", strategies), "spmd");         // a transposition is one edit
+  EXPECT_EQ(nearest("mhz", {"Hz", "kHz", "MHz", "GHz"}), "MHz");  // case only
+  EXPECT_EQ(nearest("fp16", {"fp32", "bf16"}), "");       // 2 edits from each
+  EXPECT_EQ(nearest("tpu-v7", {"tpu-v2", "tpu-v3", "tpu-v4"}), "");  // 1 edit from each: no pick
+  EXPECT_EQ(suggestion("foo", strategies), "valid: auto, data_parallel, moe, pipeline, replicate, single_device, spmd");
+  EXPECT_EQ(suggestion("pipline", strategies), "did you mean 'pipeline'?");
+}
+
+TEST(ConfigErrorTest, UnknownKeyWithoutANearOneListsTheValidKeys) {
+  Error e = fail(std::string(kBase) + "  foo: 3\n");
+  expect_at(e, Err::UnknownKey, 8, 3, "unknown key 'workload.foo' (valid keys here: ");
+  EXPECT_EQ(std::string(e.what()).find("did you mean"), std::string::npos) << e.what();
+  try {
+    load(kBase, {"hardware.chip.mxu.foo=3"});
+    FAIL();
+  } catch (const Error& o) {
+    EXPECT_NE(std::string(o.what()).find("unknown key 'hardware.chip.mxu.foo' (valid keys in 'hardware.chip.mxu': "
+                                         "accumulator_rows, cols, count, rows, weight_double_buffer)"),
+              std::string::npos)
+        << o.what();
+  }
 }
 
 TEST(ConfigErrorTest, UnknownKeySuggestsNearest) {
