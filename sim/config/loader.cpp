@@ -13,6 +13,7 @@
 #include "sim/common/text.h"
 #include "sim/config/model_params.h"
 #include "sim/config/param_reader.h"
+#include "sim/config/yaml_syntax.h"
 #include "strategies/planner.h"
 #include "workloads/i_workload.h"
 
@@ -80,11 +81,7 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& label) {
   try {
     docs = YAML::LoadAll(text);
   } catch (const YAML::ParserException& e) {
-    w.line = e.mark.line + 1;
-    w.column = e.mark.column + 1;
-    // yaml-cpp stops nesting deeper than a fixed limit with the bare message "bad file".
-    std::string msg = e.msg == "bad file" ? "nesting too deep or malformed" : e.msg;
-    throw Error(Err::YamlSyntax, w, "YAML syntax error: " + msg);
+    throw yaml_syntax_error(text, label, e.mark.line, e.mark.column, e.msg);
   }
   if (docs.size() > 1) {
     const YAML::Mark m = docs[1].Mark();

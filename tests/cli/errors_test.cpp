@@ -50,6 +50,14 @@ int exit_of(const std::string& id) {
 TEST(ErrorsTest, CFG001_YamlSyntax) {
   auto r = expect_error(kHw + "workload: {model: matmul\n", "PODSIM-CFG-001", 4, 0);
   EXPECT_EQ(r.code, exit_of("PODSIM-CFG-001"));
+  // A key without its colon is named at its own line (3), not at the next one where the parser stops.
+  auto c = expect_error(kHw + "workload\n  model: matmul\n", "PODSIM-CFG-001", 3, 9);
+  EXPECT_NE(c.err.find("YAML syntax error: line 3 ('workload') has no ':' after its key"), std::string::npos) << c.err;
+  // A tab in the indentation says so.
+  auto t = expect_error(kHw + "workload:\n\tmodel: matmul\n", "PODSIM-CFG-001", 4, 1);
+  EXPECT_NE(t.err.find("YAML syntax error: line 4 is indented with a tab; YAML indents with spaces\n"),
+            std::string::npos)
+      << t.err;
   // A second document is not silently ignored; the error points at it.
   auto m = expect_error(kHw + kMm + "---\nrun: {seed: 3}\n", "PODSIM-CFG-001", 9, 1);
   EXPECT_NE(m.err.find("2 YAML documents"), std::string::npos) << m.err;

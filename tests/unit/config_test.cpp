@@ -149,6 +149,47 @@ TEST(ConfigErrorTest, YamlSyntax) {
   EXPECT_GT(e.where().line, 0);
 }
 
+// yaml-cpp stops after the common mistakes (at the next line's ':'); the error names the line of the mistake.
+TEST(ConfigErrorTest, YamlSyntaxAtTheLineOfTheMistake) {
+  const std::string hw = "hardware:\n  preset: tpu-v3\n";
+  // A key without its colon, alone above its block (the parser stops at line 4) or before its value (line 5).
+  expect_at(fail(hw + "workload\n  model: matmul\n"), Err::YamlSyntax, 3, 9,
+            "line 3 ('workload') has no ':' after its key");
+  expect_at(fail(hw + "workload:\n  model matmul\n  m: 1\n"), Err::YamlSyntax, 4, 15,
+            "line 4 ('model matmul') has no ':' after its key");
+  // Blank lines between do not move it; nor do Windows line ends.
+  expect_at(fail(hw + "workload\n\n  model: matmul\n"), Err::YamlSyntax, 3, 9, "line 3 ('workload')");
+  expect_at(fail("hardware:\r\n  preset: tpu-v3\r\nworkload\r\n  model: matmul\r\n"), Err::YamlSyntax, 3, 9,
+            "line 3 ('workload')");
+  // A comment after the key ends its text: the parser stops at the key's own line, and says the same.
+  expect_at(fail(hw + "workload   # the model\n  model: matmul\n"), Err::YamlSyntax, 3, 9,
+            "line 3 ('workload') has no ':' after its key");
+  // A line indented under a key that already has a value.
+  expect_at(fail(hw + "workload:\n  model: matmul\n    m: 1\n"), Err::YamlSyntax, 5, 5,
+            "line 5 ('m: 1') is indented more than line 4 ('model: matmul'), which already has a value");
+  // A line indented by a width no key above it has.
+  expect_at(fail(hw + "workload:\n  model: matmul\n m: 1\n"), Err::YamlSyntax, 5, 2,
+            "line 5 ('m: 1') is indented by 1 space, which lines up with no key above it (they are indented by 0, 2)");
+  // A second ': ' on one line, at that colon.
+  expect_at(fail(hw + "workload:\n  model: matmul: x\n"), Err::YamlSyntax, 4, 16,
+            "a second ': ' on line 4 ('model: matmul: x'); quote a value that holds ': '");
+}
+
+TEST(ConfigErrorTest, YamlTabIndentNamesTheFirstTabbedLine) {
+  const std::string hw = "hardware:\n  preset: tpu-v3\n";
+  expect_at(fail(hw + "workload:\n\tmodel: matmul\n"), Err::YamlSyntax, 4, 1,
+            "line 4 is indented with a tab; YAML indents with spaces");
+  expect_at(fail(hw + "workload:\n  model: matmul\n \tm: 1\n"), Err::YamlSyntax, 5, 2, "line 5 is indented with a tab");
+  expect_at(fail("hardware:\n\tpreset: tpu-v3\nworkload:\n\tmodel: matmul\n"), Err::YamlSyntax, 2, 1,
+            "line 2 is indented with a tab");
+  // A tab after the place the parser stopped did not cause this error: the mistake before it is reported.
+  expect_at(fail(hw + "workload\n  model: matmul\n  m: 1\n\tk: 2\n"), Err::YamlSyntax, 3, 9,
+            "line 3 ('workload') has no ':'");
+  // A tab inside a value is no indentation.
+  Experiment e = load(hw + "  description: \"a\tb\"\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  EXPECT_EQ(e.params.s("hardware.description"), "a\tb");
+}
+
 // A suggestion is at most max(1, len / 3) edits from the word typed (case ignored) and nearer than any other
 // candidate; otherwise none.
 TEST(SuggestionTest, OnlyAClearlyNearestCandidate) {
