@@ -127,7 +127,8 @@ Error yaml_syntax_error(const std::string& text, const std::string& file, int ma
     const std::string hc = content_of(here);
     const bool item = !hc.empty() && hc[0] == '-' && (hc.size() == 1 || hc[1] == ' ');
     // A key without its ':' (a comment after it ends the text, so the parser stops at this line).
-    if (!hc.empty() && !item && key_colon(hc) == std::string::npos && hc.find_first_of("{}[]|>&*!") == std::string::npos)
+    const bool plain = hc.find_first_of("{}[]|>&*!") == std::string::npos;
+    if (!hc.empty() && !item && plain && key_colon(hc) == std::string::npos)
       return located(file, mark_line, static_cast<int>(indent_of(here) + hc.size()),
                      "line " + std::to_string(mark_line + 1) + " (" + shown(hc) + ") has no ':' after its key (key: " +
                          "value, or key: alone above an indented block)");
