@@ -396,6 +396,20 @@ TEST(ErrorsTest, SWP006_SweepQuery) {
   auto r = sweep_error({"sweep", "plot", "sw", "--x", "workload.mm", "--y", "mfu"}, "PODSIM-SWP-006");
   EXPECT_NE(r.err.find("--x 'workload.mm' is no column of results.db (did you mean 'workload.m'?)"), std::string::npos)
       << r.err;
+  // Two runs at one x on one line: the message names what still differs and the --by that tells them apart, which
+  // then draws (one line per combination of k and n).
+  std::string grid = write_file("g.yaml", kSweepBase + "grid: {workload.m: [64, 128], workload.k: [64, 128], "
+                                                       "workload.n: [64, 128]}\n");
+  ASSERT_EQ(run_podsim({"sweep", grid, "--out", "g"}).code, 0);
+  auto a = sweep_error({"sweep", "plot", "g", "--x", "workload.m", "--y", "step_time_s", "--by", "workload.k"},
+                       "PODSIM-SWP-006");
+  EXPECT_NE(a.err.find("on the line workload.k = 64; they differ in workload.n (64, 128): pick one with --where or "
+                       "draw lines --by workload.k,workload.n\n"),
+            std::string::npos)
+      << a.err;
+  auto ok = run_podsim({"sweep", "plot", "g", "--x", "workload.m", "--y", "step_time_s", "--by", "workload.k,workload.n"});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_TRUE(exists(test_dir() + "/g/plot_step_time_s_vs_workload.m_by_workload.k_workload.n.png")) << ok.out;
 }
 
 TEST(ErrorsTest, SWP007_RunsFailed) {
