@@ -200,6 +200,8 @@ TEST(SweepPlanTest, ErrorsPointIntoTheSweepFile) {
   expect_error(kMatmul + "grid: {workload.m: [64]}\ngrid: {workload.k: [64]}\n", Err::DuplicateKey, 5, 1,
                "duplicated key 'grid'");
   expect_error(kMatmul + "grid: {workload.m: [64\n", Err::YamlSyntax, 0, 0, "YAML syntax error");
+  // A key without its ':' is named at its own line (4), as in experiment files.
+  expect_error(kMatmul + "grid\n  workload.m: [64]\n", Err::YamlSyntax, 4, 5, "line 4 ('grid') has no ':' after its key");
 }
 
 TEST(SweepPlanTest, ShippedSweepsPlan) {
