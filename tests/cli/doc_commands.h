@@ -3,7 +3,8 @@
 //
 // Which commands: every line of a code block (fenced with ``` or indented by four spaces) in README.md and
 // docs/*.md that starts with `build/bin/podsim ` or `podsim `, its trailing `# comment` removed and `\` line
-// continuations joined. The files are found when the tests are listed (one test per file).
+// continuations joined. The files are found when the tests are listed (one test per file with commands; the build
+// lists them again when a document changes).
 //
 // How: in document order, each with `bash -c` in a scratch folder of the document's own (so a later command finds
 // what an earlier one wrote, as a reader's folder would) that holds `configs` (a link to the checkout's) and
@@ -40,8 +41,10 @@ struct DocException {
   std::string reason;
 };
 
-// README.md, then docs/*.md sorted.
+// The documents with at least one command: README.md, then docs/*.md sorted.
 std::vector<DocFile> doc_files();
+// Those with a command the quick tier runs reduced (the long tier runs them at full size).
+std::vector<DocFile> doc_files_with_reduced_commands();
 // The commands of one document, in order.
 std::vector<DocCommand> doc_commands(const std::string& doc);
 const std::vector<DocException>& doc_exceptions();

@@ -3,6 +3,9 @@
 // doc_exceptions(), each with its reason. See tests/cli/doc_commands.h.
 #include "tests/cli/doc_commands.h"
 
+#include <algorithm>
+#include <set>
+
 using namespace podsim::test;
 
 namespace {
@@ -27,4 +30,20 @@ TEST(DocCommandsExtraction, FindsTheCommandsOfCodeBlocks) {
   ASSERT_FALSE(strategies.empty());
   EXPECT_EQ(strategies[0].text, "podsim run exp.yaml --out results/part");  // an indented block
   EXPECT_TRUE(doc_commands("docs/errors.md").empty());  // `podsim docs errors` is prose there
+  // One test per document with commands, these among them.
+  std::set<std::string> docs;
+  for (const DocFile& d : doc_files()) docs.insert(d.path);
+  for (const char* d : {"README.md", "docs/strategies.md", "docs/sweeps.md"}) EXPECT_TRUE(docs.count(d)) << d;
+  EXPECT_FALSE(docs.count("docs/errors.md"));
+}
+
+// Every exception still names a command, so none outlives the command it excused.
+TEST(DocCommandsExtraction, EveryExceptionMatchesACommand) {
+  for (const DocException& x : doc_exceptions()) {
+    auto commands = doc_commands(x.doc);
+    bool used = std::any_of(commands.begin(), commands.end(),
+                            [&](const DocCommand& c) { return c.text.find(x.match) != std::string::npos; });
+    EXPECT_TRUE(used) << x.doc << ": the exception for '" << x.match << "' matches no command any more; remove it "
+                      << "from doc_exceptions() in tests/cli/doc_commands.cpp";
+  }
 }
