@@ -127,9 +127,8 @@ std::string plot_sweep(const PlotRequest& r) {
           differ.push_back(t.columns[p] + " (" + cell_text((*other)[p]) + ", " + cell_text((*row)[p]) + ")");
           if (first.empty()) first = t.columns[p];
         }
-      std::string fix = first.empty() ? std::string()
-                                      : ": pick one with --where or draw lines --by " + (r.by.empty() ? "" : r.by + ",") +
-                                            first;
+      const std::string by_fix = (r.by.empty() ? "" : r.by + ",") + first;
+      const std::string fix = first.empty() ? "" : ": pick one with --where or draw lines --by " + by_fix;
       throw Error(Err::SweepQuery,
                   "runs '" + cell_text((*other)[1]) + "' and '" + cell_text((*row)[1]) + "' are both at " +
                       t.columns[xi] + " = " + cell_text((*row)[xi]) +

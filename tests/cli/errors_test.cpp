@@ -407,7 +407,8 @@ TEST(ErrorsTest, SWP006_SweepQuery) {
                        "draw lines --by workload.k,workload.n\n"),
             std::string::npos)
       << a.err;
-  auto ok = run_podsim({"sweep", "plot", "g", "--x", "workload.m", "--y", "step_time_s", "--by", "workload.k,workload.n"});
+  auto ok =
+      run_podsim({"sweep", "plot", "g", "--x", "workload.m", "--y", "step_time_s", "--by", "workload.k,workload.n"});
   EXPECT_EQ(ok.code, 0) << ok.err;
   EXPECT_TRUE(exists(test_dir() + "/g/plot_step_time_s_vs_workload.m_by_workload.k_workload.n.png")) << ok.out;
 }

@@ -201,7 +201,8 @@ TEST(SweepPlanTest, ErrorsPointIntoTheSweepFile) {
                "duplicated key 'grid'");
   expect_error(kMatmul + "grid: {workload.m: [64\n", Err::YamlSyntax, 0, 0, "YAML syntax error");
   // A key without its ':' is named at its own line (4), as in experiment files.
-  expect_error(kMatmul + "grid\n  workload.m: [64]\n", Err::YamlSyntax, 4, 5, "line 4 ('grid') has no ':' after its key");
+  expect_error(kMatmul + "grid\n  workload.m: [64]\n", Err::YamlSyntax, 4, 5,
+               "line 4 ('grid') has no ':' after its key");
 }
 
 TEST(SweepPlanTest, ShippedSweepsPlan) {
