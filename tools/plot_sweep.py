@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Draws one figure of a sweep against one parameter, one line per value of a third (called by `podsim sweep plot`,
 which picks the points from results.db and checks them).
 
@@ -7,9 +7,23 @@ usage: plot_sweep.py POINTS.json     POINTS.json: {"out", "title", "x_label", "y
 Writes the PNG named by "out" and prints its path.
 """
 import json
+import os
 import sys
 
-import matplotlib
+# matplotlib is Debian's python3-matplotlib (tools/packages.txt; `tools/bootstrap build` installs it), which only
+# the system interpreter sees. Started by another python3 (pyenv, a virtualenv: `python3 plot_sweep.py ...`), the
+# script runs again under /usr/bin/python3; without matplotlib there either, it says what is missing.
+SYSTEM_PYTHON = "/usr/bin/python3"
+try:
+    import matplotlib
+except ImportError:
+    first = os.environ.get("PODSIM_PYTHON_FIRST")
+    if first is None and sys.executable != SYSTEM_PYTHON and os.access(SYSTEM_PYTHON, os.X_OK):
+        os.environ["PODSIM_PYTHON_FIRST"] = sys.executable
+        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON] + sys.argv)
+    tried = sys.executable + (" (nor for %s)" % first if first else "")
+    sys.exit("plot_sweep.py: No module named 'matplotlib' for %s. `tools/bootstrap build` installs it "
+             "(Debian's python3-matplotlib, for %s)." % (tried, SYSTEM_PYTHON))
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

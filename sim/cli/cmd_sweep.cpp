@@ -95,7 +95,8 @@ SweepCommand* add_sweep_command(CLI::App& app) {
   c.plot->add_option("folder", c.folder, "Sweep folder (or its results.db)")->required();
   c.plot->add_option("--x", c.plot_req.x, "Column on the x axis (a swept key path, or chips, ...)")->required();
   c.plot->add_option("--y", c.plot_req.y, "Figure on the y axis (step_time_s, mfu, ...)")->required();
-  c.plot->add_option("--by", c.plot_req.by, "One line per value of this column");
+  c.plot->add_option("--by", c.plot_req.by,
+                     "One line per value of this column, or per combination of values of several: --by a,b");
   c.plot->add_option("--where", c.plot_req.where, "Keep rows with column=value (repeatable)")->allow_extra_args(false);
   c.plot->add_option("-o,--output", c.plot_req.out, "PNG file (default: in the sweep folder)");
   c.plot->add_flag("--logx", c.plot_req.logx, "Logarithmic x axis (base 2)");

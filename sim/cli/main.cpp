@@ -77,9 +77,9 @@ int sc_main(int argc, char** argv) {
   cli::SweepCommand* sweep = cli::add_sweep_command(app);
 
   std::string docs_what;
-  auto* d = app.add_subcommand("docs", "Print generated documentation (config or errors) in Markdown");
+  auto* d = app.add_subcommand("docs", "Print the parameter reference (config) or the error catalogue (errors) in "
+                                       "Markdown, as in docs/config.md and docs/errors.md");
   d->add_option("what", docs_what, "config | errors")->required()->check(CLI::IsMember({"config", "errors"}));
-  d->group("");  // maintainers' command: hidden from --help
 
   try {
     app.parse(argc, argv);

@@ -61,8 +61,31 @@ std::string plot_sweep(const PlotRequest& r) {
   ResultsTable t = read_results(r.db);
   const size_t xi = column_index(t, r.x, "--x"), yi = column_index(t, r.y, "--y");
   const size_t si = column_index(t, "status", "status");
-  std::optional<size_t> bi;
-  if (!r.by.empty()) bi = column_index(t, r.by, "--by");
+  // --by a,b: one line per combination of values of the columns listed.
+  std::vector<size_t> by;
+  if (!r.by.empty()) {
+    size_t start = 0;
+    while (start <= r.by.size()) {
+      size_t comma = r.by.find(',', start);
+      if (comma == std::string::npos) comma = r.by.size();
+      by.push_back(column_index(t, r.by.substr(start, comma - start), "--by"));
+      start = comma + 1;
+    }
+  }
+  const bool bi = !by.empty();
+  auto is_by = [&](size_t c) { return std::find(by.begin(), by.end(), c) != by.end(); };
+  std::vector<std::string> by_columns;
+  for (size_t c : by) by_columns.push_back(t.columns[c]);
+  const std::string by_label = join(by_columns, ", ");
+  // A row's line: its values of the --by columns (NULL, for a run without that parameter, shown as -).
+  auto line_of = [&](const std::vector<ColumnValue>& row) {
+    std::vector<std::string> values;
+    for (size_t c : by) {
+      std::string v = cell_text(row[c]);
+      values.push_back(v.empty() && by.size() > 1 ? "-" : v);
+    }
+    return join(values, ", ");
+  };
   std::vector<std::pair<size_t, std::string>> filters;
   for (const auto& w : r.where) {
     size_t eq = w.find('=');
@@ -93,23 +116,28 @@ std::string plot_sweep(const PlotRequest& r) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const std::vector<ColumnValue>*>> lines;
   for (const auto* row : rows) {
-    std::string key = bi ? cell_text((*row)[*bi]) : "";
+    std::string key = line_of(*row);
     if (!lines.count(key)) order.push_back(key);
     for (const auto* other : lines[key]) {
       if (cell_text((*other)[xi]) != cell_text((*row)[xi])) continue;
       std::vector<std::string> differ;
+      std::string first;  // the first column they differ in
       for (size_t p : params)
-        if (p != xi && (!bi || p != *bi) && cell_text((*other)[p]) != cell_text((*row)[p]))
+        if (p != xi && !is_by(p) && cell_text((*other)[p]) != cell_text((*row)[p])) {
           differ.push_back(t.columns[p] + " (" + cell_text((*other)[p]) + ", " + cell_text((*row)[p]) + ")");
+          if (first.empty()) first = t.columns[p];
+        }
+      const std::string by_fix = (r.by.empty() ? "" : r.by + ",") + first;
+      const std::string fix = first.empty() ? "" : ": pick one with --where or draw lines --by " + by_fix;
       throw Error(Err::SweepQuery,
                   "runs '" + cell_text((*other)[1]) + "' and '" + cell_text((*row)[1]) + "' are both at " +
-                      t.columns[xi] + " = " + cell_text((*row)[xi]) + (bi ? " on the line " + t.columns[*bi] + " = " + key : "") +
-                      "; they differ in " + (differ.empty() ? std::string("nothing swept") : join(differ, ", ")) +
-                      ": pick one with --where or draw lines --by it");
+                      t.columns[xi] + " = " + cell_text((*row)[xi]) +
+                      (bi ? " on the line " + by_label + " = " + key : "") +
+                      "; they differ in " + (differ.empty() ? std::string("nothing swept") : join(differ, ", ")) + fix);
     }
     lines[key].push_back(row);
   }
-  if (bi && !categorical) {
+  if (by.size() == 1 && !categorical) {
     // Numeric line labels in numeric order.
     bool numeric = std::all_of(order.begin(), order.end(), [](const std::string& s) {
       char* e = nullptr;
@@ -124,7 +152,7 @@ std::string plot_sweep(const PlotRequest& r) {
   std::string out = r.out;
   if (out.empty()) {
     out = (fs::path(r.db).parent_path() / ("plot_" + file_part(t.columns[yi]) + "_vs_" + file_part(t.columns[xi]) +
-                                           (bi ? "_by_" + file_part(t.columns[*bi]) : "") + ".png")).string();
+                                           (bi ? "_by_" + file_part(join(by_columns, "+")) : "") + ".png")).string();
   }
   p["out"] = out;
   std::vector<std::string> wt;
@@ -132,7 +160,7 @@ std::string plot_sweep(const PlotRequest& r) {
   p["title"] = t.columns[yi] + " vs " + t.columns[xi] + (wt.empty() ? "" : " (" + join(wt, ", ") + ")");
   p["x_label"] = t.columns[xi];
   p["y_label"] = t.columns[yi];
-  p["by_label"] = bi ? t.columns[*bi] : "";
+  p["by_label"] = by_label;
   p["categorical"] = categorical;
   p["logx"] = r.logx;
   p["logy"] = r.logy;
