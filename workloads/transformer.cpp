@@ -45,7 +45,13 @@ class TransformerWorkload : public IWorkload {
         ParamSpec::integer("workload.layers", "Transformer layers.").range(1, 10000),
         ParamSpec::integer("workload.d_model", "Model (embedding) width.").range(1, 1LL << 20),
         ParamSpec::integer("workload.d_ff", "Feed-forward hidden width.").range(1, 1LL << 22),
-        ParamSpec::integer("workload.heads", "Attention heads; must divide d_model.").range(1, 1LL << 16),
+        ParamSpec::integer("workload.heads", "Attention heads; must divide d_model unless workload.head_dim is set.")
+            .range(1, 1LL << 16),
+        ParamSpec::integer("workload.head_dim",
+                           "Width of each attention head (default d_model / heads): the query, key and value "
+                           "projections map d_model to heads x head_dim, the output projection back to d_model.")
+            .range(1, 1LL << 16)
+            .optional(),
         ParamSpec::integer("workload.vocab", "Vocabulary size.").range(2, 1LL << 24),
         ParamSpec::integer("workload.seq_len", "Tokens per sequence.").range(1, 1LL << 20),
         ParamSpec::integer("workload.batch", "Sequences per step.").range(1, 1LL << 20),
@@ -58,10 +64,10 @@ class TransformerWorkload : public IWorkload {
 
   void validate(const ParamSet& p) const override {
     int64_t d = p.i("workload.d_model"), h = p.i("workload.heads");
-    if (d % h != 0)
+    if (!p.has("workload.head_dim") && d % h != 0)
       throw Error(Err::NotDivisible, p.where("workload.heads"),
                   strprintf("workload.d_model = %lld is not divisible by workload.heads = %lld; each head gets "
-                            "d_model / heads features",
+                            "d_model / heads features (or set workload.head_dim)",
                             static_cast<long long>(d), static_cast<long long>(h)),
                   "workload.heads");
     const int64_t batch = p.i("workload.batch");
@@ -71,7 +77,8 @@ class TransformerWorkload : public IWorkload {
   ModelGraph build(const ParamSet& p) const override {
     const int64_t L = p.i("workload.layers"), D = p.i("workload.d_model"), F = p.i("workload.d_ff");
     const int64_t H = p.i("workload.heads"), V = p.i("workload.vocab"), S = p.i("workload.seq_len");
-    const int64_t B = p.i("workload.batch"), dh = D / H;
+    const int64_t B = p.i("workload.batch");
+    const int64_t dh = p.has("workload.head_dim") ? p.i("workload.head_dim") : D / H;
     const bool causal = p.b("workload.causal");
     const MoeConfig moe = moe_config(p, B);
     std::vector<TensorId> aux_terms;

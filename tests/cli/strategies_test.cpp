@@ -87,6 +87,31 @@ INSTANTIATE_TEST_SUITE_P(Strategies, EquivalenceTest, ::testing::Combine(::testi
                            return std::get<0>(info.param).name + (std::get<1>(info.param) ? "Transformer" : "Mlp");
                          });
 
+// The Transformer's variants (docs/model.md) under Megatron and data x model on 4 chips: each variant's keys are
+// added to the tiny Transformer above.
+struct Variant {
+  std::string name, keys;
+};
+void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
+const Variant kVariants[] = {
+    {"HeadDim", "  head_dim: 6\n"},  // 4 heads of 6 on d_model 32
+};
+const Case kVariantCases[] = {
+    {"Megatron4", "[4, 1]", "strategy: {name: spmd}\n"},
+    {"DataTimesModel4", "[4, 1]", "strategy: {name: [data_parallel, spmd]}\nmesh: {axes: [data, model], shape: [2, 2]}\n"},
+};
+
+class VariantEquivalenceTest : public ::testing::TestWithParam<std::tuple<Variant, Case>> {};
+
+TEST_P(VariantEquivalenceTest, ReproducesTheSingleDeviceStep) {
+  const auto& [v, c] = GetParam();
+  expect_equivalent(kTransformer + v.keys, c.dims, c.rest, 100);
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, VariantEquivalenceTest,
+                         ::testing::Combine(::testing::ValuesIn(kVariants), ::testing::ValuesIn(kVariantCases)),
+                         [](const auto& info) { return std::get<0>(info.param).name + std::get<1>(info.param).name; });
+
 TEST(StrategiesTest, DimensionsThatDoNotDivideArePadded) {
   // 2 heads and a vocabulary of 50 over 4 model shards: padded shards, and the run notes each.
   std::string w = kTransformer;

@@ -82,10 +82,29 @@ double mlp_loss(const Params& p, const MlpShape& s, bool use_gelu) {
 
 struct TransformerShape {
   int64_t layers = 2, d = 8, ff = 12, heads = 2, vocab = 11, seq = 5, batch = 2;
+  int64_t head_dim = 0;  // 0: d / heads (the default)
+  int64_t kv_heads = 0;  // 0: heads (the default)
+  int64_t dh() const { return head_dim ? head_dim : d / heads; }
+  int64_t kv() const { return kv_heads ? kv_heads : heads; }
+  // The extra workload keys this shape sets.
+  std::string keys() const {
+    std::string k;
+    if (head_dim) k += ", head_dim: " + std::to_string(head_dim);
+    if (kv_heads) k += ", kv_heads: " + std::to_string(kv_heads);
+    return k;
+  }
+  // Parameter elements of the step.
+  int64_t param_count() const {
+    const int64_t D = d, F = ff, V = vocab, HE = heads * dh(), KE = kv() * dh();
+    return V * D + layers * (2 * D * HE + 2 * D * KE + 4 * D + D * F + F + F * D + D) + 2 * D + D * V;
+  }
 };
 
+// Query head h (of H, width E) reads key/value head h / (H / KV); the projections are [D, H·E] and [D, KV·E] in
+// row-major order, the output projection [H·E, D].
 double transformer_loss(const Params& p, const TransformerShape& s) {
-  const int64_t D = s.d, S = s.seq, B = s.batch, H = s.heads, dh = D / H, T = B * S;
+  const int64_t D = s.d, S = s.seq, B = s.batch, H = s.heads, dh = s.dh(), T = B * S, HE = H * dh;
+  const int64_t KV = s.kv(), KE = KV * dh, group = H / KV;
   std::vector<double> x(static_cast<size_t>(T * D));
   const auto& E = p.at("embedding");
   const auto& tokens = p.at("tokens");
@@ -94,25 +113,27 @@ double transformer_loss(const Params& p, const TransformerShape& s) {
   for (int64_t l = 0; l < s.layers; ++l) {
     std::string n = "layer" + std::to_string(l);
     std::vector<double> a = layer_norm(x, p.at(n + ".ln1.gamma"), p.at(n + ".ln1.beta"));
-    std::vector<double> q = dense(a, p.at(n + ".attn.q.w"), D, D), k = dense(a, p.at(n + ".attn.k.w"), D, D),
-                        v = dense(a, p.at(n + ".attn.v.w"), D, D);
-    std::vector<double> o(static_cast<size_t>(T * D), 0.0);
+    std::vector<double> q = dense(a, p.at(n + ".attn.q.w"), D, HE), k = dense(a, p.at(n + ".attn.k.w"), D, KE),
+                        v = dense(a, p.at(n + ".attn.v.w"), D, KE);
+    std::vector<double> o(static_cast<size_t>(T * HE), 0.0);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h)
         for (int64_t i = 0; i < S; ++i) {
+          const int64_t kh = h / group;
           std::vector<double> score(static_cast<size_t>(i + 1));  // causal: keys j <= i
           double mx = -1e300, sum = 0;
           for (int64_t j = 0; j <= i; ++j) {
             double dot = 0;
-            for (int64_t c = 0; c < dh; ++c) dot += q[(b * S + i) * D + h * dh + c] * k[(b * S + j) * D + h * dh + c];
+            for (int64_t c = 0; c < dh; ++c) dot += q[(b * S + i) * HE + h * dh + c] * k[(b * S + j) * KE + kh * dh + c];
             score[j] = dot / std::sqrt(static_cast<double>(dh));
             mx = std::max(mx, score[j]);
           }
           for (double& e : score) sum += e = std::exp(e - mx);
           for (int64_t j = 0; j <= i; ++j)
-            for (int64_t c = 0; c < dh; ++c) o[(b * S + i) * D + h * dh + c] += score[j] / sum * v[(b * S + j) * D + h * dh + c];
+            for (int64_t c = 0; c < dh; ++c)
+              o[(b * S + i) * HE + h * dh + c] += score[j] / sum * v[(b * S + j) * KE + kh * dh + c];
         }
-    std::vector<double> attn = dense(o, p.at(n + ".attn.o.w"), D, D);
+    std::vector<double> attn = dense(o, p.at(n + ".attn.o.w"), HE, D);
     for (size_t i = 0; i < x.size(); ++i) x[i] += attn[i];
     std::vector<double> f = dense(layer_norm(x, p.at(n + ".ln2.gamma"), p.at(n + ".ln2.beta")), p.at(n + ".ffn.w1"),
                                   D, s.ff, &p.at(n + ".ffn.b1"));
@@ -234,7 +255,7 @@ std::string transformer_yaml(const TransformerShape& s) {
   return "hardware: {preset: tpu-v4}\nworkload: {model: transformer, layers: " + std::to_string(s.layers) +
          ", d_model: " + std::to_string(s.d) + ", d_ff: " + std::to_string(s.ff) + ", heads: " +
          std::to_string(s.heads) + ", vocab: " + std::to_string(s.vocab) + ", seq_len: " + std::to_string(s.seq) +
-         ", batch: " + std::to_string(s.batch) + ", dtype: fp32}\nrun: {numeric: true, trace: {format: \"off\"}}\n";
+         ", batch: " + std::to_string(s.batch) + ", dtype: fp32" + s.keys() + "}\nrun: {numeric: true, trace: {format: \"off\"}}\n";
 }
 
 }  // namespace
@@ -268,6 +289,26 @@ TEST(NumericTest, TransformerMatchesAnIndependentModel) {
   int64_t n = check_step(sim, [&](const Params& p) { return transformer_loss(p, s); }, adam);
   const int64_t D = s.d, F = s.ff, V = s.vocab;
   EXPECT_EQ(n, V * D + s.layers * (4 * D * D + 4 * D + D * F + F + F * D + D) + 2 * D + D * V);
+  EXPECT_EQ(n, s.param_count());
+}
+
+// Runs the variant's step and checks it against the independent model; returns the parameter elements checked.
+static int64_t check_transformer_variant(const TransformerShape& s) {
+  auto sim = simulate_step(transformer_yaml(s));
+  EXPECT_FALSE(sim.contains("error")) << sim.dump();
+  if (sim.contains("error")) return 0;
+  Optimizer adam;
+  adam.adam = true;
+  adam.lr = 0.001;
+  return check_step(sim, [&](const Params& p) { return transformer_loss(p, s); }, adam);
+}
+
+TEST(NumericTest, TransformerWithHeadDimMatchesAnIndependentModel) {
+  // 3 heads of width 5 on d_model 8: heads x head_dim = 15 differs from d_model, which 3 does not divide.
+  TransformerShape s;
+  s.heads = 3;
+  s.head_dim = 5;
+  EXPECT_EQ(check_transformer_variant(s), s.param_count());
 }
 
 // Stalls move time, never numbers: every tensor of a stalled run equals the unstalled run's, bit for bit.

@@ -1,0 +1,47 @@
+// The Transformer's variant keys (docs/model.md, "transformer"): the combinations the workload refuses, each with
+// its error id and the location of the key at fault, and the combinations it accepts.
+#include <gtest/gtest.h>
+
+#include "sim/config/loader.h"
+
+using namespace podsim;
+
+namespace {
+
+// A tiny Transformer with `extra` appended to its workload section (one key per line, two-space indented).
+std::string transformer(const std::string& extra) {
+  return "hardware:\n  preset: tpu-v3\nworkload:\n  model: transformer\n  layers: 1\n  d_model: 8\n  d_ff: 16\n"
+         "  heads: 4\n  vocab: 16\n  seq_len: 4\n  batch: 2\n" + extra;
+}
+
+// Loads and expects an Error; returns it for inspection.
+Error fail(const std::string& text) {
+  try {
+    load_experiment_text(text, "exp.yaml", {});
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "loading succeeded but should have failed:\n" << text;
+  return Error(Err::Internal, "no error");
+}
+
+void expect_at(const Error& e, Err err, int line, const std::string& needle) {
+  EXPECT_EQ(e.id(), error_info(err).id) << e.what();
+  EXPECT_EQ(e.where().file, "exp.yaml") << e.what();
+  EXPECT_EQ(e.where().line, line) << e.what();
+  EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "missing '" << needle << "' in: " << e.what();
+}
+
+}  // namespace
+
+TEST(ConfigTransformerTest, HeadDimLiftsTheDivisibilityOfDModel) {
+  // 3 heads do not divide d_model 8: refused at heads, unless head_dim gives their width.
+  std::string three = transformer("");
+  three.replace(three.find("heads: 4"), 8, "heads: 3");
+  expect_at(fail(three), Err::NotDivisible, 8, "workload.head_dim");
+  EXPECT_NO_THROW(load_experiment_text(three + "  head_dim: 5\n", "exp.yaml", {}));
+}
+
+TEST(ConfigTransformerTest, HeadDimMustBePositive) {
+  expect_at(fail(transformer("  head_dim: 0\n")), Err::OutOfRange, 12, "head_dim");
+}
