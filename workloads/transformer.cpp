@@ -1,7 +1,10 @@
 // workload.model: transformer — a decoder-style Transformer training step (docs/model.md has the equations):
 //   token ids [B, S] -> x [B, S, D] = embedding [V, D]
-//   per layer (pre-LN):  q, k, v [B, S, H, E] = LN1(x) . Wq, Wk, Wv [D, H, E]
+//   per layer (pre-LN):  q, k, v [B, S, H, E] = LN1(x) . Wq, Wk, Wv [D, H, E]   (E = head_dim, default D / H)
 //                        x = x + ctx . Wo [H, E, D],  ctx = softmax(q k^T / sqrt(E), causal) v
+//   with kv_heads = KV < H (grouped-query attention, G = H / KV query heads per key/value head):
+//                        q [B, S, KV, G, E] = LN1(x) . Wq [D, KV, G, E],  k, v [B, S, KV, E] = LN1(x) . Wk, Wv [D, KV, E]
+//                        scores [B, KV, G, S, T],  x = x + ctx . Wo [KV, G, E, D]
 //                        x = x + gelu(LN2(x) . W1 [D, F] + b1) . W2 [F, D] + b2
 //   final LN -> logits [B, S, V] = x . unembed [D, V] -> mean softmax cross-entropy against labels [B, S]
 //   -> backward -> optimizer.
@@ -52,6 +55,11 @@ class TransformerWorkload : public IWorkload {
                            "projections map d_model to heads x head_dim, the output projection back to d_model.")
             .range(1, 1LL << 16)
             .optional(),
+        ParamSpec::integer("workload.kv_heads",
+                           "Key/value heads (default heads; must divide heads): grouped-query attention, each "
+                           "group of heads / kv_heads query heads shares one key/value head; 1 is multi-query.")
+            .range(1, 1LL << 16)
+            .optional(),
         ParamSpec::integer("workload.vocab", "Vocabulary size.").range(2, 1LL << 24),
         ParamSpec::integer("workload.seq_len", "Tokens per sequence.").range(1, 1LL << 20),
         ParamSpec::integer("workload.batch", "Sequences per step.").range(1, 1LL << 20),
@@ -70,6 +78,12 @@ class TransformerWorkload : public IWorkload {
                             "d_model / heads features (or set workload.head_dim)",
                             static_cast<long long>(d), static_cast<long long>(h)),
                   "workload.heads");
+    if (p.has("workload.kv_heads") && h % p.i("workload.kv_heads") != 0)
+      throw Error(Err::NotDivisible, p.where("workload.kv_heads"),
+                  strprintf("workload.heads = %lld is not divisible by workload.kv_heads = %lld; each key/value "
+                            "head serves heads / kv_heads query heads",
+                            static_cast<long long>(h), static_cast<long long>(p.i("workload.kv_heads"))),
+                  "workload.kv_heads");
     const int64_t batch = p.i("workload.batch");
     validate_moe(p, batch, batch * p.i("workload.seq_len"), p.i("workload.layers"));
   }
@@ -79,6 +93,7 @@ class TransformerWorkload : public IWorkload {
     const int64_t H = p.i("workload.heads"), V = p.i("workload.vocab"), S = p.i("workload.seq_len");
     const int64_t B = p.i("workload.batch");
     const int64_t dh = p.has("workload.head_dim") ? p.i("workload.head_dim") : D / H;
+    const int64_t KV = p.has("workload.kv_heads") ? p.i("workload.kv_heads") : H;
     const bool causal = p.b("workload.causal");
     const MoeConfig moe = moe_config(p, B);
     std::vector<TensorId> aux_terms;
@@ -93,15 +108,32 @@ class TransformerWorkload : public IWorkload {
       std::string n = "layer" + std::to_string(l);
       b.set_cell(static_cast<int32_t>(l + 1));
       TensorId h = b.layer_norm(x, b.param(n + ".ln1.gamma", {D}), b.param(n + ".ln1.beta", {D}), n + ".ln1");
-      auto proj = [&](const char* what) {
+      auto proj = [&](const char* what, std::vector<int64_t> heads, const char* equation) {
         std::string name = n + ".attn." + what;
-        return b.einsum(h, b.param(name + ".w", {D, H, dh}), "bsd,dhe->bshe", name);
+        heads.insert(heads.begin(), D);
+        heads.push_back(dh);
+        return b.einsum(h, b.param(name + ".w", heads), equation, name);
       };
-      TensorId q = proj("q"), k = proj("k"), v = proj("v");
-      TensorId scores = b.einsum(q, k, "bshe,bthe->bhst", n + ".attn.scores");
-      TensorId probs = b.softmax(scores, 1.0 / std::sqrt(static_cast<double>(dh)), causal, n + ".attn.softmax");
-      TensorId ctx = b.einsum(probs, v, "bhst,bthe->bshe", n + ".attn.context");
-      TensorId attn = b.einsum(ctx, b.param(n + ".attn.o.w", {H, dh, D}), "bshe,hed->bsd", n + ".attn.o");
+      const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+      TensorId attn;
+      if (KV == H) {
+        TensorId q = proj("q", {H}, "bsd,dhe->bshe"), k = proj("k", {H}, "bsd,dhe->bshe"),
+                 v = proj("v", {H}, "bsd,dhe->bshe");
+        TensorId scores = b.einsum(q, k, "bshe,bthe->bhst", n + ".attn.scores");
+        TensorId probs = b.softmax(scores, scale, causal, n + ".attn.softmax");
+        TensorId ctx = b.einsum(probs, v, "bhst,bthe->bshe", n + ".attn.context");
+        attn = b.einsum(ctx, b.param(n + ".attn.o.w", {H, dh, D}), "bshe,hed->bsd", n + ".attn.o");
+      } else {
+        // Grouped-query attention: query head h = k G + g (the same row-major layout as [D, H, E]) reads key/value
+        // head k; queries keep the group apart as a dimension of its own, so nothing is copied or reshaped.
+        const int64_t G = H / KV;
+        TensorId q = proj("q", {KV, G}, "bsd,dkge->bskge"), k = proj("k", {KV}, "bsd,dke->bske"),
+                 v = proj("v", {KV}, "bsd,dke->bske");
+        TensorId scores = b.einsum(q, k, "bskge,btke->bkgst", n + ".attn.scores");
+        TensorId probs = b.softmax(scores, scale, causal, n + ".attn.softmax");
+        TensorId ctx = b.einsum(probs, v, "bkgst,btke->bskge", n + ".attn.context");
+        attn = b.einsum(ctx, b.param(n + ".attn.o.w", {KV, G, dh, D}), "bskge,kged->bsd", n + ".attn.o");
+      }
       x = b.add(x, attn, n + ".attn.residual");
       TensorId h2 = b.layer_norm(x, b.param(n + ".ln2.gamma", {D}), b.param(n + ".ln2.beta", {D}), n + ".ln2");
       if (is_moe_layer(l, moe)) {

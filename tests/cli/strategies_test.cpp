@@ -87,25 +87,41 @@ INSTANTIATE_TEST_SUITE_P(Strategies, EquivalenceTest, ::testing::Combine(::testi
                            return std::get<0>(info.param).name + (std::get<1>(info.param) ? "Transformer" : "Mlp");
                          });
 
-// The Transformer's variants (docs/model.md) under Megatron and data x model on 4 chips: each variant's keys are
-// added to the tiny Transformer above.
+// The Transformer's variants (docs/model.md) under Megatron, data x model and the 2-D scheme on 4 chips: each
+// variant's keys are added to the tiny Transformer above.
 struct Variant {
   std::string name, keys;
+  int heads = 4;
+  std::string megatron_note;  // a note the Megatron run must give (how it split the variant's tensors)
 };
 void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
 const Variant kVariants[] = {
     {"HeadDim", "  head_dim: 6\n"},  // 4 heads of 6 on d_model 32
+    // 4 key/value heads split over model (4 or 2 chips), 2 query heads each.
+    {"GroupedQuery", "  kv_heads: 4\n", 8},
+    // 1 key/value head: replicated on every model chip, the 4 query heads split.
+    {"MultiQuery", "  kv_heads: 1\n"},
+    // 2 key/value heads on 4 model chips: replicated, the 3 query heads of each group padded to 4.
+    {"GroupedQueryPadded", "  kv_heads: 2\n  head_dim: 4\n", 6,
+     "'layer0.attn.q.w' dimension 2: 3 over 4 devices, padded to 4"},
 };
 const Case kVariantCases[] = {
     {"Megatron4", "[4, 1]", "strategy: {name: spmd}\n"},
     {"DataTimesModel4", "[4, 1]", "strategy: {name: [data_parallel, spmd]}\nmesh: {axes: [data, model], shape: [2, 2]}\n"},
+    {"TwoDimensional4", "[2, 2]",
+     "strategy: {name: spmd, scheme: 2d, spmd_axes: [s0, s1]}\nmesh: {axes: [s0, s1], shape: [2, 2]}\n"},
 };
 
 class VariantEquivalenceTest : public ::testing::TestWithParam<std::tuple<Variant, Case>> {};
 
 TEST_P(VariantEquivalenceTest, ReproducesTheSingleDeviceStep) {
   const auto& [v, c] = GetParam();
-  expect_equivalent(kTransformer + v.keys, c.dims, c.rest, 100);
+  std::string w = kTransformer;
+  w.replace(w.find("heads: 4"), 8, "heads: " + std::to_string(v.heads));
+  const std::string d = expect_equivalent(w + v.keys, c.dims, c.rest, 100);
+  if (c.name != "Megatron4" || v.megatron_note.empty()) return;
+  const std::string notes = summary(d)["notes"].dump();
+  EXPECT_NE(notes.find(v.megatron_note), std::string::npos) << notes;
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, VariantEquivalenceTest,

@@ -321,3 +321,20 @@ TEST(NumericTest, StallsChangeTimingNeverNumbers) {
   EXPECT_EQ(stalled["loss"], base["loss"]);
   EXPECT_GT(stalled["step_time_s"].get<double>(), base["step_time_s"].get<double>());
 }
+
+TEST(NumericTest, TransformerWithGroupedQueryAttentionMatchesAnIndependentModel) {
+  // 4 query heads in 2 groups, each group sharing one key/value head.
+  TransformerShape s;
+  s.heads = 4;
+  s.kv_heads = 2;
+  EXPECT_EQ(check_transformer_variant(s), s.param_count());
+}
+
+TEST(NumericTest, TransformerWithMultiQueryAttentionMatchesAnIndependentModel) {
+  // One key/value head for all 4 query heads, with heads of width 3 (4 x 3 = 12 on d_model 8).
+  TransformerShape s;
+  s.heads = 4;
+  s.kv_heads = 1;
+  s.head_dim = 3;
+  EXPECT_EQ(check_transformer_variant(s), s.param_count());
+}

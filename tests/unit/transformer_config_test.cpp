@@ -45,3 +45,10 @@ TEST(ConfigTransformerTest, HeadDimLiftsTheDivisibilityOfDModel) {
 TEST(ConfigTransformerTest, HeadDimMustBePositive) {
   expect_at(fail(transformer("  head_dim: 0\n")), Err::OutOfRange, 12, "head_dim");
 }
+
+TEST(ConfigTransformerTest, KvHeadsMustDivideHeads) {
+  expect_at(fail(transformer("  kv_heads: 3\n")), Err::NotDivisible, 12, "workload.kv_heads = 3");
+  expect_at(fail(transformer("  kv_heads: 0\n")), Err::OutOfRange, 12, "kv_heads");
+  for (const char* ok : {"  kv_heads: 1\n", "  kv_heads: 2\n", "  kv_heads: 4\n"})
+    EXPECT_NO_THROW(load_experiment_text(transformer(ok), "exp.yaml", {})) << ok;
+}
