@@ -1,8 +1,8 @@
 // strategy.name: spmd — tensor sharding over the mesh axes in strategy.spmd_axes (default [model]), from a
 // built-in scheme and per-tensor annotations; the SPMD partitioner derives everything else (GSPMD).
 //  - scheme megatron (one axis; Shoeybi et al. 2019): Transformer attention weights split by heads (q, k, v
-//    [D, H, E] over H; the output projection [H, E, D] over H) and the FFN over its hidden units (W1 and b1 by
-//    columns, W2 by rows), so each layer all-reduces its activations twice forward and twice backward. The MLP
+//    [D, H, E] over H; the output projection [H, E, D] over H) and the FFN over its hidden units (W1, SwiGLU's W3
+//    and b1 by columns, W2 by rows), so each layer all-reduces its activations twice forward and twice backward. The MLP
 //    alternates column- and row-split layers (pairs), the matmul workload splits B by columns. Grouped-query
 //    attention (q [D, KV, G, E], k and v [D, KV, E]) splits the KV key/value heads when the axis divides them, and
 //    otherwise replicates them and splits the G query heads of each group.
@@ -43,15 +43,15 @@ std::vector<Rule> scheme_rules(const std::string& scheme, const std::string& wor
     // the query heads of each group split.
     if (kv > 0 && kv % axis_a == 0)
       return {{"layer*.attn.q.w", "[-, A, -, -]"}, {"layer*.attn.[kv].w", "[-, A, -]"},
-              {"layer*.attn.o.w", "[A, -, -, -]"}, {"layer*.ffn.w1", "[-, A]"},
+              {"layer*.attn.o.w", "[A, -, -, -]"}, {"layer*.ffn.w[13]", "[-, A]"},
               {"layer*.ffn.b1", "[A]"},            {"layer*.ffn.w2", "[A, -]"}};
     if (kv > 0)
       return {{"layer*.attn.q.w", "[-, -, A, -]"}, {"layer*.attn.o.w", "[-, A, -, -]"},
-              {"layer*.ffn.w1", "[-, A]"},         {"layer*.ffn.b1", "[A]"},
+              {"layer*.ffn.w[13]", "[-, A]"},         {"layer*.ffn.b1", "[A]"},
               {"layer*.ffn.w2", "[A, -]"}};
     if (workload == "transformer")
       return {{"layer*.attn.[qkv].w", "[-, A, -]"}, {"layer*.attn.o.w", "[A, -, -]"},
-              {"layer*.ffn.w1", "[-, A]"},         {"layer*.ffn.b1", "[A]"},
+              {"layer*.ffn.w[13]", "[-, A]"},         {"layer*.ffn.b1", "[A]"},
               {"layer*.ffn.w2", "[A, -]"}};
     if (workload == "matmul") return {{"b", "[-, A]"}};
     if (workload == "mlp") {
@@ -80,15 +80,15 @@ std::vector<Rule> scheme_rules(const std::string& scheme, const std::string& wor
               {"layer*.ffn.residual", "[A, -, B]"}, {"embedding", "[-, B]"},
               {"layer*.attn.q.w", "[A, -, B, -]"}, {"layer*.attn.[kv].w", "[A, -, -]"},
               {"layer*.attn.o.w", "[-, B, -, A]"},
-              {"layer*.ffn.w1", "[A, B]"},     {"layer*.ffn.b1", "[B]"},       {"layer*.ffn.w2", "[B, A]"},
-              {"layer*.ffn.gelu", "[A, -, B]"}};
+              {"layer*.ffn.w[13]", "[A, B]"},     {"layer*.ffn.b1", "[B]"},       {"layer*.ffn.w2", "[B, A]"},
+              {"layer*.ffn.gelu", "[A, -, B]"}, {"layer*.ffn.relu", "[A, -, B]"}, {"layer*.ffn.glu", "[A, -, B]"}};
     if (workload == "transformer")
       return {{"tokens", "[A, -]"},          {"labels", "[A, -]"},           {"embed", "[A, -, B]"},
               {"layer*.attn.residual", "[A, -, B]"},
               {"layer*.ffn.residual", "[A, -, B]"}, {"embedding", "[-, B]"},
               {"layer*.attn.[qkv].w", "[A, B, -]"}, {"layer*.attn.o.w", "[B, -, A]"},
-              {"layer*.ffn.w1", "[A, B]"},     {"layer*.ffn.b1", "[B]"},       {"layer*.ffn.w2", "[B, A]"},
-              {"layer*.ffn.gelu", "[A, -, B]"}};
+              {"layer*.ffn.w[13]", "[A, B]"},     {"layer*.ffn.b1", "[B]"},       {"layer*.ffn.w2", "[B, A]"},
+              {"layer*.ffn.gelu", "[A, -, B]"}, {"layer*.ffn.relu", "[A, -, B]"}, {"layer*.ffn.glu", "[A, -, B]"}};
     if (workload == "mlp") {
       std::vector<Rule> r = {{"x", "[A, -]"}, {"labels", "[A]"}};
       for (int l = 0; g.find_tensor("fc" + std::to_string(l) + ".w") >= 0; ++l)

@@ -110,6 +110,16 @@ TensorId GraphBuilder::gelu(TensorId x, const std::string& name) {
   return forward(name, OpKind::Gelu, {x}, m_g.tensor(x).shape, m_g.tensor(x).dtype);
 }
 
+TensorId GraphBuilder::mul(TensorId a, TensorId b, const std::string& name) {
+  if (m_g.tensor(a).shape != m_g.tensor(b).shape)
+    shape_error(name, "mul of " + shape_text(m_g.tensor(a).shape) + " and " + shape_text(m_g.tensor(b).shape));
+  return forward(name, OpKind::Mul, {a, b}, m_g.tensor(a).shape, m_g.tensor(a).dtype);
+}
+
+TensorId GraphBuilder::silu(TensorId x, const std::string& name) {
+  return forward(name, OpKind::Silu, {x}, m_g.tensor(x).shape, m_g.tensor(x).dtype);
+}
+
 TensorId GraphBuilder::layer_norm(TensorId x, TensorId gamma, TensorId beta, const std::string& name, double eps) {
   const TensorInfo xi = m_g.tensor(x);
   int64_t d = xi.shape.back();

@@ -49,6 +49,8 @@ class GraphBuilder {
   TensorId bias_add(TensorId x, TensorId bias, const std::string& name);
   TensorId relu(TensorId x, const std::string& name);
   TensorId gelu(TensorId x, const std::string& name);
+  TensorId mul(TensorId a, TensorId b, const std::string& name);  // elementwise product, same shapes
+  TensorId silu(TensorId x, const std::string& name);             // x * sigmoid(x)
   TensorId layer_norm(TensorId x, TensorId gamma, TensorId beta, const std::string& name, double eps = 1e-5);
   TensorId softmax(TensorId scores, double scale, bool causal, const std::string& name);
   TensorId embedding(TensorId table, TensorId ids, const std::string& name);

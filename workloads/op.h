@@ -21,6 +21,9 @@ enum class OpKind : uint8_t {
   ReluGrad,     // dx = dy * (x > 0); inputs (dy, x)
   Gelu,         // tanh approximation
   GeluGrad,     // inputs (dy, x)
+  Mul,          // out = a * b (same shape), the gate of a gated FFN
+  Silu,         // x * sigmoid(x)
+  SiluGrad,     // inputs (dy, x)
   // Reductions and normalisations on the vector unit.
   BiasGrad,       // dbias[j] = sum_t dy[t, j]
   LayerNorm,      // inputs (x, gamma, beta) -> (y, mean, rstd); over the last dimension

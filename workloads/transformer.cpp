@@ -5,7 +5,8 @@
 //   with kv_heads = KV < H (grouped-query attention, G = H / KV query heads per key/value head):
 //                        q [B, S, KV, G, E] = LN1(x) . Wq [D, KV, G, E],  k, v [B, S, KV, E] = LN1(x) . Wk, Wv [D, KV, E]
 //                        scores [B, KV, G, S, T],  x = x + ctx . Wo [KV, G, E, D]
-//                        x = x + gelu(LN2(x) . W1 [D, F] + b1) . W2 [F, D] + b2
+//                        x = x + gelu(LN2(x) . W1 [D, F] + b1) . W2 [F, D] + b2   (ffn: gelu; relu likewise)
+//                        x = x + (silu(LN2(x) . W1) * (LN2(x) . W3 [D, F])) . W2   (ffn: swiglu)
 //   final LN -> logits [B, S, V] = x . unembed [D, V] -> mean softmax cross-entropy against labels [B, S]
 //   -> backward -> optimizer.
 // With workload.moe.experts = E > 0, every other layer (the second, fourth, ...) replaces its FFN by a GShard
@@ -64,6 +65,10 @@ class TransformerWorkload : public IWorkload {
         ParamSpec::integer("workload.seq_len", "Tokens per sequence.").range(1, 1LL << 20),
         ParamSpec::integer("workload.batch", "Sequences per step.").range(1, 1LL << 20),
         ParamSpec::boolean("workload.causal", "Causal attention mask (a decoder).").def("true"),
+        ParamSpec::choice("workload.ffn", {"gelu", "swiglu", "relu"},
+                          "Feed-forward layer: gelu or relu, act(x W1 + b1) W2 + b2; swiglu, (silu(x W1) * "
+                          "(x W3)) W2 with three d_model x d_ff matrices and no biases (docs/model.md).")
+            .def("gelu"),
     };
     for (auto& s : training_param_specs("adam", "0.001")) p.push_back(s);
     for (auto& s : moe_param_specs()) p.push_back(s);
@@ -84,6 +89,11 @@ class TransformerWorkload : public IWorkload {
                             "head serves heads / kv_heads query heads",
                             static_cast<long long>(h), static_cast<long long>(p.i("workload.kv_heads"))),
                   "workload.kv_heads");
+    if (p.s("workload.ffn") != "gelu" && p.i("workload.moe.experts") > 0)
+      throw Error(Err::BadChoice, p.where("workload.ffn"),
+                  "workload.ffn = " + p.s("workload.ffn") + " with workload.moe.experts > 0: the mixture-of-experts "
+                  "layers' experts are GELU FFNs, so the dense layers must be too (workload.ffn: gelu)",
+                  "workload.ffn");
     const int64_t batch = p.i("workload.batch");
     validate_moe(p, batch, batch * p.i("workload.seq_len"), p.i("workload.layers"));
   }
@@ -95,6 +105,7 @@ class TransformerWorkload : public IWorkload {
     const int64_t dh = p.has("workload.head_dim") ? p.i("workload.head_dim") : D / H;
     const int64_t KV = p.has("workload.kv_heads") ? p.i("workload.kv_heads") : H;
     const bool causal = p.b("workload.causal");
+    const std::string ffn = p.s("workload.ffn");
     const MoeConfig moe = moe_config(p, B);
     std::vector<TensorId> aux_terms;
     ModelGraph g("transformer");
@@ -142,11 +153,20 @@ class TransformerWorkload : public IWorkload {
         x = b.add(x, m.out, n + ".moe.residual");
         continue;
       }
-      TensorId f1 = b.bias_add(b.einsum(h2, b.param(n + ".ffn.w1", {D, F}), "bsd,df->bsf", n + ".ffn.up"),
-                               b.param(n + ".ffn.b1", {F}), n + ".ffn.up.bias");
-      TensorId act = b.gelu(f1, n + ".ffn.gelu");
-      TensorId f2 = b.bias_add(b.einsum(act, b.param(n + ".ffn.w2", {F, D}), "bsf,fd->bsd", n + ".ffn.down"),
-                               b.param(n + ".ffn.b2", {D}), n + ".ffn.down.bias");
+      TensorId f2;
+      if (ffn == "swiglu") {
+        // LLaMA's names: w1 the gate, w3 the up projection, w2 the down projection.
+        TensorId gate = b.einsum(h2, b.param(n + ".ffn.w1", {D, F}), "bsd,df->bsf", n + ".ffn.gate");
+        TensorId up = b.einsum(h2, b.param(n + ".ffn.w3", {D, F}), "bsd,df->bsf", n + ".ffn.up");
+        TensorId act = b.mul(b.silu(gate, n + ".ffn.silu"), up, n + ".ffn.glu");
+        f2 = b.einsum(act, b.param(n + ".ffn.w2", {F, D}), "bsf,fd->bsd", n + ".ffn.down");
+      } else {
+        TensorId f1 = b.bias_add(b.einsum(h2, b.param(n + ".ffn.w1", {D, F}), "bsd,df->bsf", n + ".ffn.up"),
+                                 b.param(n + ".ffn.b1", {F}), n + ".ffn.up.bias");
+        TensorId act = ffn == "relu" ? b.relu(f1, n + ".ffn.relu") : b.gelu(f1, n + ".ffn.gelu");
+        f2 = b.bias_add(b.einsum(act, b.param(n + ".ffn.w2", {F, D}), "bsf,fd->bsd", n + ".ffn.down"),
+                        b.param(n + ".ffn.b2", {D}), n + ".ffn.down.bias");
+      }
       x = b.add(x, f2, n + ".ffn.residual");
     }
     b.set_cell(static_cast<int32_t>(L + 1));

@@ -104,6 +104,8 @@ const Variant kVariants[] = {
     // 2 key/value heads on 4 model chips: replicated, the 3 query heads of each group padded to 4.
     {"GroupedQueryPadded", "  kv_heads: 2\n  head_dim: 4\n", 6,
      "'layer0.attn.q.w' dimension 2: 3 over 4 devices, padded to 4"},
+    {"Swiglu", "  ffn: swiglu\n"},
+    {"Relu", "  ffn: relu\n"},
 };
 const Case kVariantCases[] = {
     {"Megatron4", "[4, 1]", "strategy: {name: spmd}\n"},

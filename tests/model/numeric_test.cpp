@@ -84,6 +84,7 @@ struct TransformerShape {
   int64_t layers = 2, d = 8, ff = 12, heads = 2, vocab = 11, seq = 5, batch = 2;
   int64_t head_dim = 0;  // 0: d / heads (the default)
   int64_t kv_heads = 0;  // 0: heads (the default)
+  std::string ffn = "gelu";  // gelu | relu | swiglu
   int64_t dh() const { return head_dim ? head_dim : d / heads; }
   int64_t kv() const { return kv_heads ? kv_heads : heads; }
   // The extra workload keys this shape sets.
@@ -91,12 +92,14 @@ struct TransformerShape {
     std::string k;
     if (head_dim) k += ", head_dim: " + std::to_string(head_dim);
     if (kv_heads) k += ", kv_heads: " + std::to_string(kv_heads);
+    if (ffn != "gelu") k += ", ffn: " + ffn;
     return k;
   }
   // Parameter elements of the step.
   int64_t param_count() const {
     const int64_t D = d, F = ff, V = vocab, HE = heads * dh(), KE = kv() * dh();
-    return V * D + layers * (2 * D * HE + 2 * D * KE + 4 * D + D * F + F + F * D + D) + 2 * D + D * V;
+    const int64_t ffn_params = ffn == "swiglu" ? 3 * D * F : D * F + F + F * D + D;
+    return V * D + layers * (2 * D * HE + 2 * D * KE + 4 * D + ffn_params) + 2 * D + D * V;
   }
 };
 
@@ -135,10 +138,18 @@ double transformer_loss(const Params& p, const TransformerShape& s) {
         }
     std::vector<double> attn = dense(o, p.at(n + ".attn.o.w"), HE, D);
     for (size_t i = 0; i < x.size(); ++i) x[i] += attn[i];
-    std::vector<double> f = dense(layer_norm(x, p.at(n + ".ln2.gamma"), p.at(n + ".ln2.beta")), p.at(n + ".ffn.w1"),
-                                  D, s.ff, &p.at(n + ".ffn.b1"));
-    for (double& u : f) u = gelu(u);
-    f = dense(f, p.at(n + ".ffn.w2"), s.ff, D, &p.at(n + ".ffn.b2"));
+    const std::vector<double> a2 = layer_norm(x, p.at(n + ".ln2.gamma"), p.at(n + ".ln2.beta"));
+    std::vector<double> f;
+    if (s.ffn == "swiglu") {  // (silu(a W1) * (a W3)) W2, no biases
+      f = dense(a2, p.at(n + ".ffn.w1"), D, s.ff);
+      const std::vector<double> up = dense(a2, p.at(n + ".ffn.w3"), D, s.ff);
+      for (size_t i = 0; i < f.size(); ++i) f[i] = f[i] / (1 + std::exp(-f[i])) * up[i];
+      f = dense(f, p.at(n + ".ffn.w2"), s.ff, D);
+    } else {
+      f = dense(a2, p.at(n + ".ffn.w1"), D, s.ff, &p.at(n + ".ffn.b1"));
+      for (double& u : f) u = s.ffn == "relu" ? std::max(0.0, u) : gelu(u);
+      f = dense(f, p.at(n + ".ffn.w2"), s.ff, D, &p.at(n + ".ffn.b2"));
+    }
     for (size_t i = 0; i < x.size(); ++i) x[i] += f[i];
   }
   std::vector<double> z = dense(layer_norm(x, p.at("final_ln.gamma"), p.at("final_ln.beta")), p.at("unembed"), D,
@@ -336,5 +347,17 @@ TEST(NumericTest, TransformerWithMultiQueryAttentionMatchesAnIndependentModel) {
   s.heads = 4;
   s.kv_heads = 1;
   s.head_dim = 3;
+  EXPECT_EQ(check_transformer_variant(s), s.param_count());
+}
+
+TEST(NumericTest, TransformerWithSwigluMatchesAnIndependentModel) {
+  TransformerShape s;
+  s.ffn = "swiglu";
+  EXPECT_EQ(check_transformer_variant(s), s.param_count());
+}
+
+TEST(NumericTest, TransformerWithReluMatchesAnIndependentModel) {
+  TransformerShape s;
+  s.ffn = "relu";
   EXPECT_EQ(check_transformer_variant(s), s.param_count());
 }

@@ -132,6 +132,8 @@ TEST(GradientsTest, Elementwise) {
   check_gradients("bias_add", [](GraphBuilder& b) { return b.bias_add(b.param("x", {4, 6}), b.param("b", {6}), "ba"); });
   check_gradients("relu", [](GraphBuilder& b) { return b.relu(b.param("x", {5, 8}), "relu"); }, false, 0.02);
   check_gradients("gelu", [](GraphBuilder& b) { return b.gelu(b.param("x", {5, 8}), "gelu"); });
+  check_gradients("mul", [](GraphBuilder& b) { return b.mul(b.param("a", {4, 6}), b.param("c", {4, 6}), "mul"); });
+  check_gradients("silu", [](GraphBuilder& b) { return b.silu(b.param("x", {5, 8}), "silu"); });
 }
 
 TEST(GradientsTest, LayerNorm) {
@@ -218,7 +220,7 @@ TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
   std::vector<OpKind> covered = {OpKind::MatMul, OpKind::Add, OpKind::Scale, OpKind::BiasAdd, OpKind::Relu,
                                  OpKind::Gelu, OpKind::LayerNorm, OpKind::Softmax,
                                  OpKind::Embedding, OpKind::SoftmaxCrossEntropy, OpKind::Reshape,
-                                 OpKind::Top2Gating};
+                                 OpKind::Top2Gating, OpKind::Mul, OpKind::Silu};
   for (int k = 0; k <= static_cast<int>(OpKind::Traffic); ++k) {
     const OpKindDef* d = find_op_kind(static_cast<OpKind>(k));
     ASSERT_NE(d, nullptr) << "op kind " << k << " has no definition";

@@ -52,3 +52,15 @@ TEST(ConfigTransformerTest, KvHeadsMustDivideHeads) {
   for (const char* ok : {"  kv_heads: 1\n", "  kv_heads: 2\n", "  kv_heads: 4\n"})
     EXPECT_NO_THROW(load_experiment_text(transformer(ok), "exp.yaml", {})) << ok;
 }
+
+TEST(ConfigTransformerTest, GatedFfnIsForDenseLayersOnly) {
+  // Mixture-of-experts layers (every other layer from the second) have GELU experts: another FFN for the dense
+  // layers is refused at workload.ffn.
+  auto two_layers = [](std::string t) { return t.replace(t.find("layers: 1"), 9, "layers: 2"); };
+  expect_at(fail(two_layers(transformer("  ffn: swiglu\n  moe: {experts: 2}\n"))), Err::BadChoice, 12,
+            "workload.moe.experts");
+  expect_at(fail(transformer("  ffn: geglu\n")), Err::BadChoice, 12, "did you mean 'gelu'");
+  for (const std::string ok : {transformer("  ffn: swiglu\n"), transformer("  ffn: relu\n"),
+                               two_layers(transformer("  ffn: gelu\n  moe: {experts: 2}\n"))})
+    EXPECT_NO_THROW(load_experiment_text(ok, "exp.yaml", {})) << ok;
+}
