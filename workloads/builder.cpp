@@ -144,6 +144,27 @@ TensorId GraphBuilder::layer_norm(TensorId x, TensorId gamma, TensorId beta, con
   return y;
 }
 
+TensorId GraphBuilder::rms_norm(TensorId x, TensorId gamma, const std::string& name, double eps) {
+  const TensorInfo xi = m_g.tensor(x);
+  int64_t d = xi.shape.back();
+  if (m_g.tensor(gamma).shape != std::vector<int64_t>{d}) shape_error(name, "gamma must be [" + std::to_string(d) + "]");
+  std::vector<int64_t> rows(xi.shape.begin(), xi.shape.end() - 1);
+  if (rows.empty()) rows = {1};
+  TensorRole role = m_phase == Phase::Backward ? TensorRole::Gradient : TensorRole::Activation;
+  TensorId y = m_g.add_tensor({name, xi.shape, xi.dtype, role});
+  TensorId rstd = m_g.add_tensor({name + ".rstd", rows, DType::F32, role});
+  Op op;
+  op.name = name;
+  op.kind = OpKind::RmsNorm;
+  op.phase = m_phase;
+  op.inputs = {x, gamma};
+  op.outputs = {y, rstd};
+  op.attrs.eps = eps;
+  op.cell = m_cell;
+  m_g.add_op(op);
+  return y;
+}
+
 TensorId GraphBuilder::softmax(TensorId scores, double scale_by, bool causal, const std::string& name) {
   const auto& s = m_g.tensor(scores).shape;
   if (causal && (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2]))

@@ -52,6 +52,8 @@ class GraphBuilder {
   TensorId mul(TensorId a, TensorId b, const std::string& name);  // elementwise product, same shapes
   TensorId silu(TensorId x, const std::string& name);             // x * sigmoid(x)
   TensorId layer_norm(TensorId x, TensorId gamma, TensorId beta, const std::string& name, double eps = 1e-5);
+  // RMS normalisation over the last dimension: x / sqrt(mean(x^2) + eps) * gamma.
+  TensorId rms_norm(TensorId x, TensorId gamma, const std::string& name, double eps = 1e-5);
   TensorId softmax(TensorId scores, double scale, bool causal, const std::string& name);
   TensorId embedding(TensorId table, TensorId ids, const std::string& name);
   // Mean softmax cross-entropy over the rows of logits; returns the scalar loss.

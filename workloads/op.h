@@ -28,6 +28,8 @@ enum class OpKind : uint8_t {
   BiasGrad,       // dbias[j] = sum_t dy[t, j]
   LayerNorm,      // inputs (x, gamma, beta) -> (y, mean, rstd); over the last dimension
   LayerNormGrad,  // inputs (dy, x, gamma, mean, rstd) -> (dx, dgamma, dbeta)
+  RmsNorm,        // inputs (x, gamma) -> (y, rstd); over the last dimension
+  RmsNormGrad,    // inputs (dy, x, gamma, rstd) -> (dx, dgamma)
   Softmax,        // over the last dimension of [G, S, S] scores, with scale alpha and optional causal mask
   SoftmaxGrad,    // inputs (dy, y) -> dx, including the scale alpha
   // Data movement.

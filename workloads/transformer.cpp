@@ -7,6 +7,7 @@
 //                        scores [B, KV, G, S, T],  x = x + ctx . Wo [KV, G, E, D]
 //                        x = x + gelu(LN2(x) . W1 [D, F] + b1) . W2 [F, D] + b2   (ffn: gelu; relu likewise)
 //                        x = x + (silu(LN2(x) . W1) * (LN2(x) . W3 [D, F])) . W2   (ffn: swiglu)
+//   (norm: rmsnorm puts RMSNorm(x) . gamma in every LN's place, without beta)
 //   final LN -> logits [B, S, V] = x . unembed [D, V] -> mean softmax cross-entropy against labels [B, S]
 //   -> backward -> optimizer.
 // With workload.moe.experts = E > 0, every other layer (the second, fourth, ...) replaces its FFN by a GShard
@@ -69,6 +70,10 @@ class TransformerWorkload : public IWorkload {
                           "Feed-forward layer: gelu or relu, act(x W1 + b1) W2 + b2; swiglu, (silu(x W1) * "
                           "(x W3)) W2 with three d_model x d_ff matrices and no biases (docs/model.md).")
             .def("gelu"),
+        ParamSpec::choice("workload.norm", {"layernorm", "rmsnorm"},
+                          "Normalisation before attention, the FFN and the head: layernorm, or rmsnorm "
+                          "(x / sqrt(mean(x^2) + eps) * gamma: no mean subtraction, no offset).")
+            .def("layernorm"),
     };
     for (auto& s : training_param_specs("adam", "0.001")) p.push_back(s);
     for (auto& s : moe_param_specs()) p.push_back(s);
@@ -106,10 +111,16 @@ class TransformerWorkload : public IWorkload {
     const int64_t KV = p.has("workload.kv_heads") ? p.i("workload.kv_heads") : H;
     const bool causal = p.b("workload.causal");
     const std::string ffn = p.s("workload.ffn");
+    const bool rms = p.s("workload.norm") == "rmsnorm";
     const MoeConfig moe = moe_config(p, B);
     std::vector<TensorId> aux_terms;
     ModelGraph g("transformer");
     GraphBuilder b(g, training_dtype(p));
+    // The normalisation named `name` with its parameters `name.gamma` (and `name.beta` for layer norm).
+    auto norm = [&](TensorId in, const std::string& name) {
+      if (rms) return b.rms_norm(in, b.param(name + ".gamma", {D}), name);
+      return b.layer_norm(in, b.param(name + ".gamma", {D}), b.param(name + ".beta", {D}), name);
+    };
     TensorId ids = b.input("tokens", {B, S}, DType::I32);
     TensorId labels = b.label("labels", {B, S});
     // Cells (what a pipeline cuts between): the embedding, each layer, and the head (final norm, logits, loss).
@@ -118,7 +129,7 @@ class TransformerWorkload : public IWorkload {
     for (int64_t l = 0; l < L; ++l) {
       std::string n = "layer" + std::to_string(l);
       b.set_cell(static_cast<int32_t>(l + 1));
-      TensorId h = b.layer_norm(x, b.param(n + ".ln1.gamma", {D}), b.param(n + ".ln1.beta", {D}), n + ".ln1");
+      TensorId h = norm(x, n + ".ln1");
       auto proj = [&](const char* what, std::vector<int64_t> heads, const char* equation) {
         std::string name = n + ".attn." + what;
         heads.insert(heads.begin(), D);
@@ -146,7 +157,7 @@ class TransformerWorkload : public IWorkload {
         attn = b.einsum(ctx, b.param(n + ".attn.o.w", {KV, G, dh, D}), "bskge,kged->bsd", n + ".attn.o");
       }
       x = b.add(x, attn, n + ".attn.residual");
-      TensorId h2 = b.layer_norm(x, b.param(n + ".ln2.gamma", {D}), b.param(n + ".ln2.beta", {D}), n + ".ln2");
+      TensorId h2 = norm(x, n + ".ln2");
       if (is_moe_layer(l, moe)) {
         MoeBlock m = moe_ffn(b, h2, F, moe, n + ".moe");
         if (moe.aux_loss > 0) aux_terms.push_back(m.aux_loss);
@@ -170,7 +181,7 @@ class TransformerWorkload : public IWorkload {
       x = b.add(x, f2, n + ".ffn.residual");
     }
     b.set_cell(static_cast<int32_t>(L + 1));
-    TensorId hf = b.layer_norm(x, b.param("final_ln.gamma", {D}), b.param("final_ln.beta", {D}), "final_ln");
+    TensorId hf = norm(x, "final_ln");
     TensorId logits = b.einsum(hf, b.param("unembed", {D, V}), "bsd,dv->bsv", "logits");
     TensorId loss = b.softmax_cross_entropy(logits, labels, aux_terms.empty() ? "loss" : "loss.nll");
     if (!aux_terms.empty()) loss = add_loss_terms(b, loss, aux_terms);

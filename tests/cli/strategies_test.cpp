@@ -106,6 +106,7 @@ const Variant kVariants[] = {
      "'layer0.attn.q.w' dimension 2: 3 over 4 devices, padded to 4"},
     {"Swiglu", "  ffn: swiglu\n"},
     {"Relu", "  ffn: relu\n"},
+    {"RmsNorm", "  norm: rmsnorm\n"},
 };
 const Case kVariantCases[] = {
     {"Megatron4", "[4, 1]", "strategy: {name: spmd}\n"},

@@ -62,6 +62,18 @@ std::vector<double> layer_norm(const std::vector<double>& x, const std::vector<d
   return y;
 }
 
+// RMSNorm: x / sqrt(mean(x^2) + eps) * gamma, eps = 1e-5.
+std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<double>& gamma) {
+  const int64_t d = static_cast<int64_t>(gamma.size()), rows = static_cast<int64_t>(x.size()) / d;
+  std::vector<double> y(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    double ms = 0;
+    for (int64_t j = 0; j < d; ++j) ms += x[r * d + j] * x[r * d + j] / d;
+    for (int64_t j = 0; j < d; ++j) y[r * d + j] = gamma[j] * x[r * d + j] / std::sqrt(ms + 1e-5);
+  }
+  return y;
+}
+
 double gelu(double u) { return 0.5 * u * (1 + std::tanh(std::sqrt(2 / M_PI) * (u + 0.044715 * u * u * u))); }
 
 struct MlpShape {
@@ -85,6 +97,7 @@ struct TransformerShape {
   int64_t head_dim = 0;  // 0: d / heads (the default)
   int64_t kv_heads = 0;  // 0: heads (the default)
   std::string ffn = "gelu";  // gelu | relu | swiglu
+  bool rms_norm = false;
   int64_t dh() const { return head_dim ? head_dim : d / heads; }
   int64_t kv() const { return kv_heads ? kv_heads : heads; }
   // The extra workload keys this shape sets.
@@ -93,13 +106,15 @@ struct TransformerShape {
     if (head_dim) k += ", head_dim: " + std::to_string(head_dim);
     if (kv_heads) k += ", kv_heads: " + std::to_string(kv_heads);
     if (ffn != "gelu") k += ", ffn: " + ffn;
+    if (rms_norm) k += ", norm: rmsnorm";
     return k;
   }
   // Parameter elements of the step.
   int64_t param_count() const {
     const int64_t D = d, F = ff, V = vocab, HE = heads * dh(), KE = kv() * dh();
     const int64_t ffn_params = ffn == "swiglu" ? 3 * D * F : D * F + F + F * D + D;
-    return V * D + layers * (2 * D * HE + 2 * D * KE + 4 * D + ffn_params) + 2 * D + D * V;
+    const int64_t norm_params = rms_norm ? D : 2 * D;  // gamma (and beta)
+    return V * D + layers * (2 * D * HE + 2 * D * KE + 2 * norm_params + ffn_params) + norm_params + D * V;
   }
 };
 
@@ -108,6 +123,9 @@ struct TransformerShape {
 double transformer_loss(const Params& p, const TransformerShape& s) {
   const int64_t D = s.d, S = s.seq, B = s.batch, H = s.heads, dh = s.dh(), T = B * S, HE = H * dh;
   const int64_t KV = s.kv(), KE = KV * dh, group = H / KV;
+  auto norm = [&](const std::vector<double>& in, const std::string& name) {
+    return s.rms_norm ? rms_norm(in, p.at(name + ".gamma")) : layer_norm(in, p.at(name + ".gamma"), p.at(name + ".beta"));
+  };
   std::vector<double> x(static_cast<size_t>(T * D));
   const auto& E = p.at("embedding");
   const auto& tokens = p.at("tokens");
@@ -115,7 +133,7 @@ double transformer_loss(const Params& p, const TransformerShape& s) {
     for (int64_t j = 0; j < D; ++j) x[t * D + j] = E[static_cast<int64_t>(tokens[t]) * D + j];
   for (int64_t l = 0; l < s.layers; ++l) {
     std::string n = "layer" + std::to_string(l);
-    std::vector<double> a = layer_norm(x, p.at(n + ".ln1.gamma"), p.at(n + ".ln1.beta"));
+    std::vector<double> a = norm(x, n + ".ln1");
     std::vector<double> q = dense(a, p.at(n + ".attn.q.w"), D, HE), k = dense(a, p.at(n + ".attn.k.w"), D, KE),
                         v = dense(a, p.at(n + ".attn.v.w"), D, KE);
     std::vector<double> o(static_cast<size_t>(T * HE), 0.0);
@@ -138,7 +156,7 @@ double transformer_loss(const Params& p, const TransformerShape& s) {
         }
     std::vector<double> attn = dense(o, p.at(n + ".attn.o.w"), HE, D);
     for (size_t i = 0; i < x.size(); ++i) x[i] += attn[i];
-    const std::vector<double> a2 = layer_norm(x, p.at(n + ".ln2.gamma"), p.at(n + ".ln2.beta"));
+    const std::vector<double> a2 = norm(x, n + ".ln2");
     std::vector<double> f;
     if (s.ffn == "swiglu") {  // (silu(a W1) * (a W3)) W2, no biases
       f = dense(a2, p.at(n + ".ffn.w1"), D, s.ff);
@@ -152,7 +170,7 @@ double transformer_loss(const Params& p, const TransformerShape& s) {
     }
     for (size_t i = 0; i < x.size(); ++i) x[i] += f[i];
   }
-  std::vector<double> z = dense(layer_norm(x, p.at("final_ln.gamma"), p.at("final_ln.beta")), p.at("unembed"), D,
+  std::vector<double> z = dense(norm(x, "final_ln"), p.at("unembed"), D,
                                 s.vocab);
   return cross_entropy(z, p.at("labels"), s.vocab);
 }
@@ -359,5 +377,11 @@ TEST(NumericTest, TransformerWithSwigluMatchesAnIndependentModel) {
 TEST(NumericTest, TransformerWithReluMatchesAnIndependentModel) {
   TransformerShape s;
   s.ffn = "relu";
+  EXPECT_EQ(check_transformer_variant(s), s.param_count());
+}
+
+TEST(NumericTest, TransformerWithRmsNormMatchesAnIndependentModel) {
+  TransformerShape s;
+  s.rms_norm = true;
   EXPECT_EQ(check_transformer_variant(s), s.param_count());
 }

@@ -142,6 +142,10 @@ TEST(GradientsTest, LayerNorm) {
   });
 }
 
+TEST(GradientsTest, RmsNorm) {
+  check_gradients("rms_norm", [](GraphBuilder& b) { return b.rms_norm(b.param("x", {6, 8}), b.param("gamma", {8}), "rms"); });
+}
+
 TEST(GradientsTest, Softmax) {
   check_gradients("softmax", [](GraphBuilder& b) { return b.softmax(b.param("s", {2, 5, 5}), 0.7, false, "sm"); });
   check_gradients("causal", [](GraphBuilder& b) { return b.softmax(b.param("s", {2, 5, 5}), 0.7, true, "sm"); });
@@ -220,7 +224,7 @@ TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
   std::vector<OpKind> covered = {OpKind::MatMul, OpKind::Add, OpKind::Scale, OpKind::BiasAdd, OpKind::Relu,
                                  OpKind::Gelu, OpKind::LayerNorm, OpKind::Softmax,
                                  OpKind::Embedding, OpKind::SoftmaxCrossEntropy, OpKind::Reshape,
-                                 OpKind::Top2Gating, OpKind::Mul, OpKind::Silu};
+                                 OpKind::Top2Gating, OpKind::Mul, OpKind::Silu, OpKind::RmsNorm};
   for (int k = 0; k <= static_cast<int>(OpKind::Traffic); ++k) {
     const OpKindDef* d = find_op_kind(static_cast<OpKind>(k));
     ASSERT_NE(d, nullptr) << "op kind " << k << " has no definition";

@@ -64,3 +64,8 @@ TEST(ConfigTransformerTest, GatedFfnIsForDenseLayersOnly) {
                                two_layers(transformer("  ffn: gelu\n  moe: {experts: 2}\n"))})
     EXPECT_NO_THROW(load_experiment_text(ok, "exp.yaml", {})) << ok;
 }
+
+TEST(ConfigTransformerTest, NormIsLayerNormOrRmsNorm) {
+  expect_at(fail(transformer("  norm: rms\n")), Err::BadChoice, 12, "rmsnorm");
+  EXPECT_NO_THROW(load_experiment_text(transformer("  norm: rmsnorm\n"), "exp.yaml", {}));
+}
