@@ -77,7 +77,7 @@ std::vector<Rule> scheme_rules(const std::string& scheme, const std::string& wor
     if (kv > 0)  // grouped-query attention: query groups over s1, key/value heads replicated on s1
       return {{"tokens", "[A, -]"},          {"labels", "[A, -]"},           {"embed", "[A, -, B]"},
               {"layer*.attn.residual", "[A, -, B]"},
-              {"layer*.ffn.residual", "[A, -, B]"}, {"embedding", "[-, B]"},
+              {"layer*.ffn.residual", "[A, -, B]"}, {"layer*.block.residual", "[A, -, B]"}, {"embedding", "[-, B]"},
               {"layer*.attn.q.w", "[A, -, B, -]"}, {"layer*.attn.[kv].w", "[A, -, -]"},
               {"layer*.attn.o.w", "[-, B, -, A]"},
               {"layer*.ffn.w[13]", "[A, B]"},     {"layer*.ffn.b1", "[B]"},       {"layer*.ffn.w2", "[B, A]"},
@@ -85,7 +85,7 @@ std::vector<Rule> scheme_rules(const std::string& scheme, const std::string& wor
     if (workload == "transformer")
       return {{"tokens", "[A, -]"},          {"labels", "[A, -]"},           {"embed", "[A, -, B]"},
               {"layer*.attn.residual", "[A, -, B]"},
-              {"layer*.ffn.residual", "[A, -, B]"}, {"embedding", "[-, B]"},
+              {"layer*.ffn.residual", "[A, -, B]"}, {"layer*.block.residual", "[A, -, B]"}, {"embedding", "[-, B]"},
               {"layer*.attn.[qkv].w", "[A, B, -]"}, {"layer*.attn.o.w", "[B, -, A]"},
               {"layer*.ffn.w[13]", "[A, B]"},     {"layer*.ffn.b1", "[B]"},       {"layer*.ffn.w2", "[B, A]"},
               {"layer*.ffn.gelu", "[A, -, B]"}, {"layer*.ffn.relu", "[A, -, B]"}, {"layer*.ffn.glu", "[A, -, B]"}};

@@ -7,7 +7,8 @@
 //                        scores [B, KV, G, S, T],  x = x + ctx . Wo [KV, G, E, D]
 //                        x = x + gelu(LN2(x) . W1 [D, F] + b1) . W2 [F, D] + b2   (ffn: gelu; relu likewise)
 //                        x = x + (silu(LN2(x) . W1) * (LN2(x) . W3 [D, F])) . W2   (ffn: swiglu)
-//   (norm: rmsnorm puts RMSNorm(x) . gamma in every LN's place, without beta)
+//   (norm: rmsnorm puts RMSNorm(x) . gamma in every LN's place, without beta; parallel_block: x = x + attn(LN1(x))
+//   + FFN(LN1(x)), no LN2)
 //   final LN -> logits [B, S, V] = x . unembed [D, V] -> mean softmax cross-entropy against labels [B, S]
 //   -> backward -> optimizer.
 // With workload.moe.experts = E > 0, every other layer (the second, fourth, ...) replaces its FFN by a GShard
@@ -74,6 +75,10 @@ class TransformerWorkload : public IWorkload {
                           "Normalisation before attention, the FFN and the head: layernorm, or rmsnorm "
                           "(x / sqrt(mean(x^2) + eps) * gamma: no mean subtraction, no offset).")
             .def("layernorm"),
+        ParamSpec::boolean("workload.parallel_block",
+                           "Parallel attention and FFN (PaLM, GPT-J): both read the same normalised input and "
+                           "their sum joins the residual, x + attn(LN(x)) + FFN(LN(x)); no second norm.")
+            .def("false"),
     };
     for (auto& s : training_param_specs("adam", "0.001")) p.push_back(s);
     for (auto& s : moe_param_specs()) p.push_back(s);
@@ -112,6 +117,7 @@ class TransformerWorkload : public IWorkload {
     const bool causal = p.b("workload.causal");
     const std::string ffn = p.s("workload.ffn");
     const bool rms = p.s("workload.norm") == "rmsnorm";
+    const bool parallel = p.b("workload.parallel_block");
     const MoeConfig moe = moe_config(p, B);
     std::vector<TensorId> aux_terms;
     ModelGraph g("transformer");
@@ -156,16 +162,20 @@ class TransformerWorkload : public IWorkload {
         TensorId ctx = b.einsum(probs, v, "bkgst,btke->bskge", n + ".attn.context");
         attn = b.einsum(ctx, b.param(n + ".attn.o.w", {KV, G, dh, D}), "bskge,kged->bsd", n + ".attn.o");
       }
-      x = b.add(x, attn, n + ".attn.residual");
-      TensorId h2 = norm(x, n + ".ln2");
+      // A parallel block (PaLM, GPT-J) feeds the attention's normalised input to the FFN too.
+      TensorId h2 = h;
+      if (!parallel) {
+        x = b.add(x, attn, n + ".attn.residual");
+        h2 = norm(x, n + ".ln2");
+      }
+      TensorId f2;
+      std::string residual = n + ".ffn.residual";
       if (is_moe_layer(l, moe)) {
         MoeBlock m = moe_ffn(b, h2, F, moe, n + ".moe");
         if (moe.aux_loss > 0) aux_terms.push_back(m.aux_loss);
-        x = b.add(x, m.out, n + ".moe.residual");
-        continue;
-      }
-      TensorId f2;
-      if (ffn == "swiglu") {
+        f2 = m.out;
+        residual = n + ".moe.residual";
+      } else if (ffn == "swiglu") {
         // LLaMA's names: w1 the gate, w3 the up projection, w2 the down projection.
         TensorId gate = b.einsum(h2, b.param(n + ".ffn.w1", {D, F}), "bsd,df->bsf", n + ".ffn.gate");
         TensorId up = b.einsum(h2, b.param(n + ".ffn.w3", {D, F}), "bsd,df->bsf", n + ".ffn.up");
@@ -178,7 +188,8 @@ class TransformerWorkload : public IWorkload {
         f2 = b.bias_add(b.einsum(act, b.param(n + ".ffn.w2", {F, D}), "bsf,fd->bsd", n + ".ffn.down"),
                         b.param(n + ".ffn.b2", {D}), n + ".ffn.down.bias");
       }
-      x = b.add(x, f2, n + ".ffn.residual");
+      if (parallel) x = b.add(x, b.add(attn, f2, n + ".block.sum"), n + ".block.residual");
+      else x = b.add(x, f2, residual);
     }
     b.set_cell(static_cast<int32_t>(L + 1));
     TensorId hf = norm(x, "final_ln");

@@ -107,6 +107,7 @@ const Variant kVariants[] = {
     {"Swiglu", "  ffn: swiglu\n"},
     {"Relu", "  ffn: relu\n"},
     {"RmsNorm", "  norm: rmsnorm\n"},
+    {"ParallelBlock", "  parallel_block: true\n"},
 };
 const Case kVariantCases[] = {
     {"Megatron4", "[4, 1]", "strategy: {name: spmd}\n"},
@@ -276,4 +277,22 @@ TEST(StrategiesTest, MemoryFitsOnlyWhenEveryStageFits) {
                                          std::to_string(cap) + "B}}\n" + rest + "run: {allow_oom: true}\n");
   EXPECT_FALSE(b["memory"]["fits"].get<bool>());
   EXPECT_NE(b["roles"][0]["fits"].get<bool>(), b["roles"][1]["fits"].get<bool>());
+}
+
+TEST(StrategiesTest, ParallelBlocksAllReduceOncePerLayerEachWay) {
+  // Megatron's serial layer all-reduces the attention's and the FFN's partial outputs apart, forward and backward;
+  // a parallel block (PaLM) sums the two partial outputs first and all-reduces once each way. (SwiGLU: no FFN
+  // bias, which would have to be added after the reduction.)
+  auto w = [](const std::string& parallel) {
+    return hw("[4, 1]") + "workload:\n  model: transformer\n  layers: 2\n  d_model: 32\n  d_ff: 48\n  heads: 4\n"
+           "  vocab: 50\n  seq_len: 8\n  batch: 8\n  ffn: swiglu\n  parallel_block: " + parallel +
+           "\nstrategy: {name: spmd}\nrun: {trace: {format: \"off\"}}\n";
+  };
+  auto all_reduces = [](const nlohmann::json& s) {
+    int n = 0;
+    for (const auto& c : s["collectives"]) n += c["kind"] == "all_reduce";
+    return n;
+  };
+  EXPECT_EQ(all_reduces(timing_run("serial", w("false"))), 2 * 2 * 2);  // layers x {attention, FFN} x {fwd, bwd}
+  EXPECT_EQ(all_reduces(timing_run("parallel", w("true"))), 2 * 2);
 }

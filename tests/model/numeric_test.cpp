@@ -98,6 +98,7 @@ struct TransformerShape {
   int64_t kv_heads = 0;  // 0: heads (the default)
   std::string ffn = "gelu";  // gelu | relu | swiglu
   bool rms_norm = false;
+  bool parallel_block = false;
   int64_t dh() const { return head_dim ? head_dim : d / heads; }
   int64_t kv() const { return kv_heads ? kv_heads : heads; }
   // The extra workload keys this shape sets.
@@ -107,6 +108,7 @@ struct TransformerShape {
     if (kv_heads) k += ", kv_heads: " + std::to_string(kv_heads);
     if (ffn != "gelu") k += ", ffn: " + ffn;
     if (rms_norm) k += ", norm: rmsnorm";
+    if (parallel_block) k += ", parallel_block: true";
     return k;
   }
   // Parameter elements of the step.
@@ -114,7 +116,8 @@ struct TransformerShape {
     const int64_t D = d, F = ff, V = vocab, HE = heads * dh(), KE = kv() * dh();
     const int64_t ffn_params = ffn == "swiglu" ? 3 * D * F : D * F + F + F * D + D;
     const int64_t norm_params = rms_norm ? D : 2 * D;  // gamma (and beta)
-    return V * D + layers * (2 * D * HE + 2 * D * KE + 2 * norm_params + ffn_params) + norm_params + D * V;
+    const int64_t layer_norms = parallel_block ? 1 : 2;
+    return V * D + layers * (2 * D * HE + 2 * D * KE + layer_norms * norm_params + ffn_params) + norm_params + D * V;
   }
 };
 
@@ -155,8 +158,10 @@ double transformer_loss(const Params& p, const TransformerShape& s) {
               o[(b * S + i) * HE + h * dh + c] += score[j] / sum * v[(b * S + j) * KE + kh * dh + c];
         }
     std::vector<double> attn = dense(o, p.at(n + ".attn.o.w"), HE, D);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += attn[i];
-    const std::vector<double> a2 = norm(x, n + ".ln2");
+    // A parallel block: the FFN reads the attention's normalised input, and both join the residual.
+    if (!s.parallel_block)
+      for (size_t i = 0; i < x.size(); ++i) x[i] += attn[i];
+    const std::vector<double> a2 = s.parallel_block ? a : norm(x, n + ".ln2");
     std::vector<double> f;
     if (s.ffn == "swiglu") {  // (silu(a W1) * (a W3)) W2, no biases
       f = dense(a2, p.at(n + ".ffn.w1"), D, s.ff);
@@ -168,7 +173,7 @@ double transformer_loss(const Params& p, const TransformerShape& s) {
       for (double& u : f) u = s.ffn == "relu" ? std::max(0.0, u) : gelu(u);
       f = dense(f, p.at(n + ".ffn.w2"), s.ff, D, &p.at(n + ".ffn.b2"));
     }
-    for (size_t i = 0; i < x.size(); ++i) x[i] += f[i];
+    for (size_t i = 0; i < x.size(); ++i) x[i] += f[i] + (s.parallel_block ? attn[i] : 0.0);
   }
   std::vector<double> z = dense(norm(x, "final_ln"), p.at("unembed"), D,
                                 s.vocab);
@@ -383,5 +388,11 @@ TEST(NumericTest, TransformerWithReluMatchesAnIndependentModel) {
 TEST(NumericTest, TransformerWithRmsNormMatchesAnIndependentModel) {
   TransformerShape s;
   s.rms_norm = true;
+  EXPECT_EQ(check_transformer_variant(s), s.param_count());
+}
+
+TEST(NumericTest, TransformerWithParallelBlocksMatchesAnIndependentModel) {
+  TransformerShape s;
+  s.parallel_block = true;
   EXPECT_EQ(check_transformer_variant(s), s.param_count());
 }
