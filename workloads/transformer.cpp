@@ -9,7 +9,8 @@
 //                        x = x + (silu(LN2(x) . W1) * (LN2(x) . W3 [D, F])) . W2   (ffn: swiglu)
 //   (norm: rmsnorm puts RMSNorm(x) . gamma in every LN's place, without beta; parallel_block: x = x + attn(LN1(x))
 //   + FFN(LN1(x)), no LN2)
-//   final LN -> logits [B, S, V] = x . unembed [D, V] -> mean softmax cross-entropy against labels [B, S]
+//   final LN -> logits [B, S, V] = x . unembed [D, V] (tie_embeddings: x . embedding^T)
+//   -> mean softmax cross-entropy against labels [B, S]
 //   -> backward -> optimizer.
 // With workload.moe.experts = E > 0, every other layer (the second, fourth, ...) replaces its FFN by a GShard
 // mixture of E experts, x = x + MoE(LN2(x)) (workloads/moe_layer.h, docs/moe.md), and the loss becomes
@@ -79,6 +80,10 @@ class TransformerWorkload : public IWorkload {
                            "Parallel attention and FFN (PaLM, GPT-J): both read the same normalised input and "
                            "their sum joins the residual, x + attn(LN(x)) + FFN(LN(x)); no second norm.")
             .def("false"),
+        ParamSpec::boolean("workload.tie_embeddings",
+                           "The unembedding is the embedding's transpose: one [vocab, d_model] parameter whose "
+                           "gradient sums both uses.")
+            .def("false"),
     };
     for (auto& s : training_param_specs("adam", "0.001")) p.push_back(s);
     for (auto& s : moe_param_specs()) p.push_back(s);
@@ -131,7 +136,8 @@ class TransformerWorkload : public IWorkload {
     TensorId labels = b.label("labels", {B, S});
     // Cells (what a pipeline cuts between): the embedding, each layer, and the head (final norm, logits, loss).
     b.set_cell(0);
-    TensorId x = b.embedding(b.param("embedding", {V, D}), ids, "embed");
+    const TensorId table = b.param("embedding", {V, D});
+    TensorId x = b.embedding(table, ids, "embed");
     for (int64_t l = 0; l < L; ++l) {
       std::string n = "layer" + std::to_string(l);
       b.set_cell(static_cast<int32_t>(l + 1));
@@ -193,7 +199,8 @@ class TransformerWorkload : public IWorkload {
     }
     b.set_cell(static_cast<int32_t>(L + 1));
     TensorId hf = norm(x, "final_ln");
-    TensorId logits = b.einsum(hf, b.param("unembed", {D, V}), "bsd,dv->bsv", "logits");
+    TensorId logits = p.b("workload.tie_embeddings") ? b.einsum(hf, table, "bsd,vd->bsv", "logits")
+                                                     : b.einsum(hf, b.param("unembed", {D, V}), "bsd,dv->bsv", "logits");
     TensorId loss = b.softmax_cross_entropy(logits, labels, aux_terms.empty() ? "loss" : "loss.nll");
     if (!aux_terms.empty()) loss = add_loss_terms(b, loss, aux_terms);
     b.backward(loss);

@@ -108,6 +108,7 @@ const Variant kVariants[] = {
     {"Relu", "  ffn: relu\n"},
     {"RmsNorm", "  norm: rmsnorm\n"},
     {"ParallelBlock", "  parallel_block: true\n"},
+    {"TiedEmbeddings", "  tie_embeddings: true\n"},
 };
 const Case kVariantCases[] = {
     {"Megatron4", "[4, 1]", "strategy: {name: spmd}\n"},
@@ -295,4 +296,9 @@ TEST(StrategiesTest, ParallelBlocksAllReduceOncePerLayerEachWay) {
   };
   EXPECT_EQ(all_reduces(timing_run("serial", w("false"))), 2 * 2 * 2);  // layers x {attention, FFN} x {fwd, bwd}
   EXPECT_EQ(all_reduces(timing_run("parallel", w("true"))), 2 * 2);
+}
+
+TEST(StrategiesTest, TiedEmbeddingsAcrossPipelineStages) {
+  // The tied table is read by the first stage (the lookup) and the last (the logits); its gradient sums both.
+  expect_equivalent(kTransformer + "  tie_embeddings: true\n", "[2, 1]", "strategy: {name: pipeline, micro_batches: 2}\n");
 }

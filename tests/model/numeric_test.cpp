@@ -99,6 +99,7 @@ struct TransformerShape {
   std::string ffn = "gelu";  // gelu | relu | swiglu
   bool rms_norm = false;
   bool parallel_block = false;
+  bool tie_embeddings = false;
   int64_t dh() const { return head_dim ? head_dim : d / heads; }
   int64_t kv() const { return kv_heads ? kv_heads : heads; }
   // The extra workload keys this shape sets.
@@ -109,6 +110,7 @@ struct TransformerShape {
     if (ffn != "gelu") k += ", ffn: " + ffn;
     if (rms_norm) k += ", norm: rmsnorm";
     if (parallel_block) k += ", parallel_block: true";
+    if (tie_embeddings) k += ", tie_embeddings: true";
     return k;
   }
   // Parameter elements of the step.
@@ -117,7 +119,8 @@ struct TransformerShape {
     const int64_t ffn_params = ffn == "swiglu" ? 3 * D * F : D * F + F + F * D + D;
     const int64_t norm_params = rms_norm ? D : 2 * D;  // gamma (and beta)
     const int64_t layer_norms = parallel_block ? 1 : 2;
-    return V * D + layers * (2 * D * HE + 2 * D * KE + layer_norms * norm_params + ffn_params) + norm_params + D * V;
+    return V * D + layers * (2 * D * HE + 2 * D * KE + layer_norms * norm_params + ffn_params) + norm_params +
+           (tie_embeddings ? 0 : D * V);
   }
 };
 
@@ -175,8 +178,14 @@ double transformer_loss(const Params& p, const TransformerShape& s) {
     }
     for (size_t i = 0; i < x.size(); ++i) x[i] += f[i] + (s.parallel_block ? attn[i] : 0.0);
   }
-  std::vector<double> z = dense(norm(x, "final_ln"), p.at("unembed"), D,
-                                s.vocab);
+  std::vector<double> unembed(static_cast<size_t>(D * s.vocab));  // tied: the embedding's transpose
+  if (s.tie_embeddings) {
+    for (int64_t v = 0; v < s.vocab; ++v)
+      for (int64_t j = 0; j < D; ++j) unembed[j * s.vocab + v] = E[v * D + j];
+  } else {
+    unembed = p.at("unembed");
+  }
+  std::vector<double> z = dense(norm(x, "final_ln"), unembed, D, s.vocab);
   return cross_entropy(z, p.at("labels"), s.vocab);
 }
 
@@ -394,5 +403,13 @@ TEST(NumericTest, TransformerWithRmsNormMatchesAnIndependentModel) {
 TEST(NumericTest, TransformerWithParallelBlocksMatchesAnIndependentModel) {
   TransformerShape s;
   s.parallel_block = true;
+  EXPECT_EQ(check_transformer_variant(s), s.param_count());
+}
+
+TEST(NumericTest, TransformerWithTiedEmbeddingsMatchesAnIndependentModel) {
+  // One parameter for both uses: its gradient (checked by differences of the whole loss) sums the lookup's and the
+  // unembedding's.
+  TransformerShape s;
+  s.tie_embeddings = true;
   EXPECT_EQ(check_transformer_variant(s), s.param_count());
 }
