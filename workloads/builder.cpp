@@ -120,6 +120,12 @@ TensorId GraphBuilder::silu(TensorId x, const std::string& name) {
   return forward(name, OpKind::Silu, {x}, m_g.tensor(x).shape, m_g.tensor(x).dtype);
 }
 
+TensorId GraphBuilder::rope(TensorId x, const std::string& name) {
+  const auto& sx = m_g.tensor(x).shape;
+  if (sx.size() < 3 || sx.back() % 2 != 0) shape_error(name, "rope of " + shape_text(sx) + " (needs [B, S, ..., E], E even)");
+  return forward(name, OpKind::Rope, {x}, sx, m_g.tensor(x).dtype);
+}
+
 TensorId GraphBuilder::layer_norm(TensorId x, TensorId gamma, TensorId beta, const std::string& name, double eps) {
   const TensorInfo xi = m_g.tensor(x);
   int64_t d = xi.shape.back();

@@ -24,6 +24,7 @@ enum class OpKind : uint8_t {
   Mul,          // out = a * b (same shape), the gate of a gated FFN
   Silu,         // x * sigmoid(x)
   SiluGrad,     // inputs (dy, x)
+  Rope,         // rotary position embedding of [B, S, ..., E]; attrs.alpha = +1 (rotate) or -1 (its gradient)
   // Reductions and normalisations on the vector unit.
   BiasGrad,       // dbias[j] = sum_t dy[t, j]
   LayerNorm,      // inputs (x, gamma, beta) -> (y, mean, rstd); over the last dimension

@@ -17,8 +17,8 @@
 // "loss" = cross-entropy ("loss.nll") + the layers' weighted load-balancing terms.
 // Every tensor keeps its dimensions apart (batch, sequence, heads, head width), so a strategy can split any of
 // them: the matmuls are einsums over named dimensions.
-// There is no positional embedding (causal attention still tells positions apart); it would not change the cost
-// figures, which are dominated by the matmuls.
+// By default there is no positional embedding (causal attention still tells positions apart); rope: true rotates
+// queries and keys by their position (workloads/ops/rope.cpp).
 #include <cmath>
 
 #include "sim/common/text.h"
@@ -80,6 +80,10 @@ class TransformerWorkload : public IWorkload {
                            "Parallel attention and FFN (PaLM, GPT-J): both read the same normalised input and "
                            "their sum joins the residual, x + attn(LN(x)) + FFN(LN(x)); no second norm.")
             .def("false"),
+        ParamSpec::boolean("workload.rope",
+                           "Rotary position embedding on queries and keys (half rotation, as GPT-NeoX and LLaMA; "
+                           "base 10000); the head width must be even.")
+            .def("false"),
         ParamSpec::boolean("workload.tie_embeddings",
                            "The unembedding is the embedding's transpose: one [vocab, d_model] parameter whose "
                            "gradient sums both uses.")
@@ -109,6 +113,13 @@ class TransformerWorkload : public IWorkload {
                   "workload.ffn = " + p.s("workload.ffn") + " with workload.moe.experts > 0: the mixture-of-experts "
                   "layers' experts are GELU FFNs, so the dense layers must be too (workload.ffn: gelu)",
                   "workload.ffn");
+    const int64_t width = p.has("workload.head_dim") ? p.i("workload.head_dim") : d / h;
+    if (p.b("workload.rope") && width % 2 != 0)
+      throw Error(Err::NotDivisible, p.where("workload.rope"),
+                  strprintf("workload.rope rotates pairs of features, but the head width (%s) is %lld, odd",
+                            p.has("workload.head_dim") ? "workload.head_dim" : "d_model / heads",
+                            static_cast<long long>(width)),
+                  "workload.rope");
     const int64_t batch = p.i("workload.batch");
     validate_moe(p, batch, batch * p.i("workload.seq_len"), p.i("workload.layers"));
   }
@@ -123,6 +134,7 @@ class TransformerWorkload : public IWorkload {
     const std::string ffn = p.s("workload.ffn");
     const bool rms = p.s("workload.norm") == "rmsnorm";
     const bool parallel = p.b("workload.parallel_block");
+    const bool rope = p.b("workload.rope");
     const MoeConfig moe = moe_config(p, B);
     std::vector<TensorId> aux_terms;
     ModelGraph g("transformer");
@@ -153,6 +165,7 @@ class TransformerWorkload : public IWorkload {
       if (KV == H) {
         TensorId q = proj("q", {H}, "bsd,dhe->bshe"), k = proj("k", {H}, "bsd,dhe->bshe"),
                  v = proj("v", {H}, "bsd,dhe->bshe");
+        if (rope) q = b.rope(q, n + ".attn.q.rope"), k = b.rope(k, n + ".attn.k.rope");
         TensorId scores = b.einsum(q, k, "bshe,bthe->bhst", n + ".attn.scores");
         TensorId probs = b.softmax(scores, scale, causal, n + ".attn.softmax");
         TensorId ctx = b.einsum(probs, v, "bhst,bthe->bshe", n + ".attn.context");
@@ -163,6 +176,7 @@ class TransformerWorkload : public IWorkload {
         const int64_t G = H / KV;
         TensorId q = proj("q", {KV, G}, "bsd,dkge->bskge"), k = proj("k", {KV}, "bsd,dke->bske"),
                  v = proj("v", {KV}, "bsd,dke->bske");
+        if (rope) q = b.rope(q, n + ".attn.q.rope"), k = b.rope(k, n + ".attn.k.rope");
         TensorId scores = b.einsum(q, k, "bskge,btke->bkgst", n + ".attn.scores");
         TensorId probs = b.softmax(scores, scale, causal, n + ".attn.softmax");
         TensorId ctx = b.einsum(probs, v, "bkgst,btke->bskge", n + ".attn.context");

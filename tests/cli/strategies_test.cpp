@@ -109,6 +109,8 @@ const Variant kVariants[] = {
     {"RmsNorm", "  norm: rmsnorm\n"},
     {"ParallelBlock", "  parallel_block: true\n"},
     {"TiedEmbeddings", "  tie_embeddings: true\n"},
+    {"Rope", "  rope: true\n"},
+    {"RopeMultiQuery", "  rope: true\n  kv_heads: 1\n"},
 };
 const Case kVariantCases[] = {
     {"Megatron4", "[4, 1]", "strategy: {name: spmd}\n"},

@@ -74,6 +74,22 @@ std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<dou
   return y;
 }
 
+// Rotary position embedding of rows [T = B S, heads x E] in place, half rotation: with h = E / 2, the pair
+// (i, i + h) of each head at position p turns by p * 10000^(-2i / E).
+void rotate(std::vector<double>& x, int64_t seq, int64_t width, int64_t e) {
+  const int64_t rows = static_cast<int64_t>(x.size()) / width, h = e / 2;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t head = 0; head < width / e; ++head)
+      for (int64_t i = 0; i < h; ++i) {
+        const double theta = static_cast<double>(r % seq) * std::pow(10000.0, -2.0 * i / e);
+        double& a = x[r * width + head * e + i];
+        double& b = x[r * width + head * e + i + h];
+        const double a0 = a, b0 = b;
+        a = a0 * std::cos(theta) - b0 * std::sin(theta);
+        b = b0 * std::cos(theta) + a0 * std::sin(theta);
+      }
+}
+
 double gelu(double u) { return 0.5 * u * (1 + std::tanh(std::sqrt(2 / M_PI) * (u + 0.044715 * u * u * u))); }
 
 struct MlpShape {
@@ -100,6 +116,7 @@ struct TransformerShape {
   bool rms_norm = false;
   bool parallel_block = false;
   bool tie_embeddings = false;
+  bool rope = false;
   int64_t dh() const { return head_dim ? head_dim : d / heads; }
   int64_t kv() const { return kv_heads ? kv_heads : heads; }
   // The extra workload keys this shape sets.
@@ -111,6 +128,7 @@ struct TransformerShape {
     if (rms_norm) k += ", norm: rmsnorm";
     if (parallel_block) k += ", parallel_block: true";
     if (tie_embeddings) k += ", tie_embeddings: true";
+    if (rope) k += ", rope: true";
     return k;
   }
   // Parameter elements of the step.
@@ -142,6 +160,10 @@ double transformer_loss(const Params& p, const TransformerShape& s) {
     std::vector<double> a = norm(x, n + ".ln1");
     std::vector<double> q = dense(a, p.at(n + ".attn.q.w"), D, HE), k = dense(a, p.at(n + ".attn.k.w"), D, KE),
                         v = dense(a, p.at(n + ".attn.v.w"), D, KE);
+    if (s.rope) {
+      rotate(q, S, HE, dh);
+      rotate(k, S, KE, dh);
+    }
     std::vector<double> o(static_cast<size_t>(T * HE), 0.0);
     for (int64_t b = 0; b < B; ++b)
       for (int64_t h = 0; h < H; ++h)
@@ -411,5 +433,16 @@ TEST(NumericTest, TransformerWithTiedEmbeddingsMatchesAnIndependentModel) {
   // unembedding's.
   TransformerShape s;
   s.tie_embeddings = true;
+  EXPECT_EQ(check_transformer_variant(s), s.param_count());
+}
+
+TEST(NumericTest, TransformerWithRopeMatchesAnIndependentModel) {
+  TransformerShape s;
+  s.rope = true;
+  EXPECT_EQ(check_transformer_variant(s), s.param_count());
+  // With grouped-query attention and heads of width 6: the shared key heads rotate too.
+  s.heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 6;
   EXPECT_EQ(check_transformer_variant(s), s.param_count());
 }

@@ -146,6 +146,11 @@ TEST(GradientsTest, RmsNorm) {
   check_gradients("rms_norm", [](GraphBuilder& b) { return b.rms_norm(b.param("x", {6, 8}), b.param("gamma", {8}), "rms"); });
 }
 
+TEST(GradientsTest, Rope) {
+  // Positions along dimension 1 (5 of them), 3 heads of width 6: pairs (i, i + 3) rotate.
+  check_gradients("rope", [](GraphBuilder& b) { return b.rope(b.param("q", {2, 5, 3, 6}), "rope"); });
+}
+
 TEST(GradientsTest, Softmax) {
   check_gradients("softmax", [](GraphBuilder& b) { return b.softmax(b.param("s", {2, 5, 5}), 0.7, false, "sm"); });
   check_gradients("causal", [](GraphBuilder& b) { return b.softmax(b.param("s", {2, 5, 5}), 0.7, true, "sm"); });
@@ -224,7 +229,7 @@ TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
   std::vector<OpKind> covered = {OpKind::MatMul, OpKind::Add, OpKind::Scale, OpKind::BiasAdd, OpKind::Relu,
                                  OpKind::Gelu, OpKind::LayerNorm, OpKind::Softmax,
                                  OpKind::Embedding, OpKind::SoftmaxCrossEntropy, OpKind::Reshape,
-                                 OpKind::Top2Gating, OpKind::Mul, OpKind::Silu, OpKind::RmsNorm};
+                                 OpKind::Top2Gating, OpKind::Mul, OpKind::Silu, OpKind::RmsNorm, OpKind::Rope};
   for (int k = 0; k <= static_cast<int>(OpKind::Traffic); ++k) {
     const OpKindDef* d = find_op_kind(static_cast<OpKind>(k));
     ASSERT_NE(d, nullptr) << "op kind " << k << " has no definition";

@@ -69,3 +69,13 @@ TEST(ConfigTransformerTest, NormIsLayerNormOrRmsNorm) {
   expect_at(fail(transformer("  norm: rms\n")), Err::BadChoice, 12, "rmsnorm");
   EXPECT_NO_THROW(load_experiment_text(transformer("  norm: rmsnorm\n"), "exp.yaml", {}));
 }
+
+TEST(ConfigTransformerTest, RopeNeedsAnEvenHeadWidth) {
+  // d_model 8 over 4 heads: width 2, even. head_dim 3 is odd: refused at rope, naming head_dim.
+  EXPECT_NO_THROW(load_experiment_text(transformer("  rope: true\n"), "exp.yaml", {}));
+  expect_at(fail(transformer("  head_dim: 3\n  rope: true\n")), Err::NotDivisible, 13, "workload.head_dim) is 3");
+  // 8 heads on d_model 8: width d_model / heads = 1.
+  std::string eight = transformer("  rope: true\n");
+  eight.replace(eight.find("heads: 4"), 8, "heads: 8");
+  expect_at(fail(eight), Err::NotDivisible, 12, "d_model / heads) is 1");
+}
