@@ -176,36 +176,38 @@ class Partitioner {
     const std::string base = m_g.tensor(t).name;
     const TensorRole role = copy_role(m_g.tensor(t).role);
     auto version_name = [&](const ShardSpec& s) { return base + "@" + s.text(); };
-    // 1. A pending sum: reduce-scatter into a dimension the target splits over exactly those axes, or all-reduce.
+    // 1. A pending sum: reduce-scatter into every dimension the target splits further by pending axes (after the
+    //    axes that already split it, if any), then all-reduce over the axes still pending. A sum is never reduced
+    //    whole only to be sliced.
     if (cur.spec.is_partial() && cur.spec.partial != want.partial) {
-      ShardSpec next = cur.spec;
-      next.partial.clear();
-      int rs_dim = -1;
-      for (size_t d = 0; d < want.rank() && want.partial.empty(); ++d) {
-        std::vector<std::string> a = want.dims[d];
-        std::sort(a.begin(), a.end());
-        if (!a.empty() && a == cur.spec.partial && cur.spec.dims[d].empty()) {
-          rs_dim = static_cast<int>(d);
-          break;
-        }
-      }
-      OpAttrs at;
-      TensorId y;
-      if (rs_dim >= 0) {
-        const size_t d = static_cast<size_t>(rs_dim);
-        at.axes = want.dims[d];
-        at.dim = rs_dim;
+      for (size_t d = 0; d < want.rank() && want.partial.empty() && cur.spec.is_partial(); ++d) {
+        std::vector<std::string> axes;
+        if (!extends(cur.spec.dims[d], want.dims[d], global[d], axes)) continue;
+        bool pending = true;
+        for (const auto& a : axes)
+          pending = pending && std::find(cur.spec.partial.begin(), cur.spec.partial.end(), a) != cur.spec.partial.end();
+        if (!pending) continue;
+        ShardSpec next = cur.spec;
+        for (const auto& a : axes) next.partial.erase(std::find(next.partial.begin(), next.partial.end(), a));
         next.dims[d] = want.dims[d];
-        const int64_t p = m_m.size(at.axes), local = ceil_div64(global[d], p);
+        OpAttrs at;
+        at.axes = axes;
+        at.dim = static_cast<int64_t>(d);
+        const int64_t p = m_m.size(axes), local = local_shape(global, next, m_m)[d];
         TensorId x = resize(t, cur.local, d, local * p);
-        y = add_local(t, next, version_name(next), role);
+        TensorId y = add_local(t, next, version_name(next), role);
         emit1(op_name(t, "reduce_scatter[" + axes_text(at.axes) + "]"), OpKind::ReduceScatter, x, y, at);
-      } else {
-        at.axes = cur.spec.partial;
-        y = add_local(t, next, version_name(next), role);
-        emit1(op_name(t, "all_reduce[" + axes_text(at.axes) + "]"), OpKind::AllReduce, cur.local, y, at);
+        cur = record(t, next, y);
       }
-      cur = record(t, next, y);
+      if (cur.spec.is_partial() && cur.spec.partial != want.partial) {
+        ShardSpec next = cur.spec;
+        next.partial.clear();
+        OpAttrs at;
+        at.axes = cur.spec.partial;
+        TensorId y = add_local(t, next, version_name(next), role);
+        emit1(op_name(t, "all_reduce[" + axes_text(at.axes) + "]"), OpKind::AllReduce, cur.local, y, at);
+        cur = record(t, next, y);
+      }
       if (cur.spec == want) return cur.local;
     }
     if (cur.spec.is_partial())
@@ -245,22 +247,30 @@ class Partitioner {
         break;
       }
     }
-    // 3. Gather every dimension whose split differs.
+    // 3. Gather every dimension whose split differs: only the innermost axes when the target keeps the outer ones,
+    //    none when it splits the dimension further (step 4 slices it).
     for (size_t d = 0; d < want.rank(); ++d) {
       if (cur.spec.dims[d].empty() || cur.spec.dims[d] == want.dims[d]) continue;
+      std::vector<std::string> inner;
+      if (extends(cur.spec.dims[d], want.dims[d], global[d], inner)) continue;
       OpAttrs at;
       at.axes = cur.spec.dims[d];
-      at.dim = static_cast<int64_t>(d);
-      const int64_t p = m_m.size(at.axes);
       ShardSpec next = cur.spec;
       next.dims[d].clear();
+      if (extends(want.dims[d], cur.spec.dims[d], global[d], inner)) {
+        at.axes = inner;
+        next.dims[d] = want.dims[d];
+      }
+      at.dim = static_cast<int64_t>(d);
+      const int64_t p = m_m.size(at.axes);
       std::vector<int64_t> sh = m_res.program.graph.tensor(cur.local).shape;
       sh[d] *= p;
-      TensorId y = sh[d] == global[d] ? add_local(t, next, version_name(next), role)
-                                      : temp(t, sh, base + "/gathered" + std::to_string(m_counter));
+      const int64_t whole = local_shape(global, next, m_m)[d];
+      TensorId y = sh[d] == whole ? add_local(t, next, version_name(next), role)
+                                  : temp(t, sh, base + "/gathered" + std::to_string(m_counter));
       emit1(op_name(t, "all_gather[" + axes_text(at.axes) + "]"), OpKind::AllGather, cur.local, y, at);
-      if (sh[d] != global[d]) {
-        y = resize(t, y, d, global[d]);
+      if (sh[d] != whole) {
+        y = resize(t, y, d, whole);
         m_res.program.graph.tensor(y).name = version_name(next);
         m_res.program.graph.tensor(y).role = role;
         m_res.local_logical[y] = t;
@@ -268,13 +278,15 @@ class Partitioner {
       }
       cur = record(t, next, y);
     }
-    // 4. Slice every dimension the target splits and the current value holds whole.
+    // 4. Slice every dimension the target splits further than the current value (whole, or split over the
+    //    target's outer axes): each device keeps its piece, no communication.
     for (size_t d = 0; d < want.rank(); ++d) {
-      if (want.dims[d].empty() || !cur.spec.dims[d].empty()) continue;
+      std::vector<std::string> axes;
+      if (!extends(cur.spec.dims[d], want.dims[d], global[d], axes)) continue;
       ShardSpec next = cur.spec;
       next.dims[d] = want.dims[d];
       OpAttrs at;
-      at.axes = want.dims[d];
+      at.axes = axes;
       at.dim = static_cast<int64_t>(d);
       TensorId y = add_local(t, next, version_name(next), role);
       emit1(op_name(t, "slice[" + axes_text(at.axes) + "]"), OpKind::Slice, cur.local, y, at);
@@ -283,6 +295,17 @@ class Partitioner {
     if (cur.spec != want)
       throw Error(Err::Internal, "partitioner: resharding '" + base + "' ended at " + cur.spec.text() + ", not " + want.text());
     return cur.local;
+  }
+
+  // Whether the split `to` of a dimension of `n` elements is the split `from` followed by more (inner) axes,
+  // returned in `inner`, with every device's piece of `to` inside its piece of `from`: always when `from` is empty,
+  // else when `to` divides the dimension evenly (padding would move the pieces' boundaries).
+  bool extends(const std::vector<std::string>& from, const std::vector<std::string>& to, int64_t n,
+               std::vector<std::string>& inner) const {
+    if (to.size() <= from.size() || !std::equal(from.begin(), from.end(), to.begin())) return false;
+    if (!from.empty() && n % m_m.size(to) != 0) return false;
+    inner.assign(to.begin() + static_cast<std::ptrdiff_t>(from.size()), to.end());
+    return true;
   }
 
   // Whether `to` takes axes from dimension p of `from` to dimension q: to.dims[q] = from.dims[q] + moved and
@@ -307,10 +330,25 @@ class Partitioner {
     return std::nullopt;
   }
 
+  // For a rule, the spec an output will be taken in, when something asks for one: what wanted() says, or for a
+  // parameter's gradient the spec of its parameter, in which the update takes it. A hint only: the gradient is
+  // resharded where the update reads it, but a rule can produce it in its parameter's split (each device then
+  // reduces only its own piece).
+  std::optional<ShardSpec> hint(TensorId t) const {
+    if (auto w = wanted(t)) return w;
+    for (OpId c : m_g.consumers(t)) {
+      const Op& u = m_g.op(c);
+      if (u.phase != Phase::Optimizer || u.inputs.size() < 2 || u.inputs[1] != t) continue;
+      const TensorId param = u.inputs.front();
+      return annotation(param).value_or(ShardSpec::replicated(m_g.tensor(param).shape.size()));
+    }
+    return std::nullopt;
+  }
+
   void partition_op(const Op& op) {
     OpShardingQuery q{m_g, op, m_m, {}, {}, m_in.flops_per_comm_byte};
     for (TensorId t : op.inputs) q.in.push_back(m_versions[t].front().spec);
-    for (TensorId t : op.outputs) q.want.push_back(wanted(t));
+    for (TensorId t : op.outputs) q.want.push_back(hint(t));
     PartitionRule rule = partition_rule(op.kind);
     OpSharding dec = rule ? rule(q) : sharding::replicated(q);
     if (!rule && !m_fallback_noted) {
@@ -340,7 +378,8 @@ class Partitioner {
   }
 
   // Every logical tensor the program computes is bound to a version that holds its value whole or split; results
-  // that are still pending sums (the loss, products nobody consumed) are reduced first.
+  // that are still pending sums (the loss, products nobody consumed, what the update reads) are reduced first. A
+  // loss something still adds to (a micro-batch's, accumulated into the step's) is not a result of its own.
   void bind_results() {
     for (size_t t = 0; t < m_g.num_tensors(); ++t) {
       TensorId id = static_cast<TensorId>(t);
@@ -350,7 +389,7 @@ class Partitioner {
         if (!v.spec.is_partial() && (!best || sharding::pieces(v.spec, m_m) > sharding::pieces(best->spec, m_m))) best = &v;
       if (!best) {
         const TensorInfo& info = m_g.tensor(id);
-        bool needed = info.role == TensorRole::Loss || info.role == TensorRole::Updated || m_g.consumers(id).empty();
+        bool needed = info.role == TensorRole::Updated || m_g.consumers(id).empty();
         for (OpId c : m_g.consumers(id)) needed = needed || m_g.op(c).phase == Phase::Optimizer;
         if (!needed) continue;
         ShardSpec s = sharding::settled(m_versions[id].front().spec);

@@ -6,9 +6,11 @@
 //   Program prog = partition_step(in).program;
 //
 // Walking the step in topological order, the partitioner asks each op's rule (plan/op_sharding.h) which specs it
-// runs on, reshards the inputs to them (partial -> all-reduce, or reduce-scatter into a split; split -> whole:
-// all-gather; split on one dimension -> split on another over the same axes: all-to-all; whole -> split: a local
-// slice), emits the op on local shapes, and reshards outputs that a spec annotates. Tensors without a spec take
+// runs on, reshards the inputs to them (partial -> reduce-scatter into each dimension the target splits further
+// by the pending axes, all-reduce over those left; split -> whole, or split over fewer (outer) axes: all-gather of
+// the axes dropped; split on one dimension -> split on another over the same axes: all-to-all; whole, or split
+// over the target's outer axes -> split: a local slice), emits the op on local shapes, and reshards outputs that a
+// spec annotates. Tensors without a spec take
 // what the rules give them (propagation). Dimensions that do not divide evenly are padded (plan/sharding.h).
 // Reshards of a tensor are made once and reused. Collectives are placed right after the op whose output they
 // move, so a gradient's reduction starts as soon as the gradient is ready and overlaps the rest of the backward

@@ -25,7 +25,9 @@ struct OpShardingQuery {
   const Op& op;
   const Mesh& mesh;
   std::vector<ShardSpec> in;                 // current spec of each input
-  std::vector<std::optional<ShardSpec>> want;  // wanted spec of each output, when something asks for one
+  // Wanted spec of each output, when something asks for one (an annotation; for a parameter's gradient, its
+  // parameter's spec, in which the update takes it).
+  std::vector<std::optional<ShardSpec>> want;
   // Exchange rate between compute and communication for rules that weigh choices: how many FLOPs a device does in
   // the time one byte crosses its ICI (peak FLOP/s over the chip's total link bandwidth).
   double flops_per_comm_byte = 300;

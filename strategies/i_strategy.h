@@ -10,7 +10,7 @@
 // cannot be composed. strategies/planner.h combines them.
 //
 // Contract: a strategy never touches SystemC or hardware models; in numeric mode the programs that come out must
-// reproduce the single-device reference step within the stated fp32 tolerance (docs/strategies.md).
+// reproduce the single-device reference step within the tolerances of docs/strategies.md.
 #pragma once
 
 #include <map>

@@ -1,11 +1,14 @@
 // strategy.name: spmd — tensor sharding over the mesh axes in strategy.spmd_axes (default [model]), from a
 // built-in scheme and per-tensor annotations; the SPMD partitioner derives everything else (GSPMD).
 //  - scheme megatron (one axis; Shoeybi et al. 2019): Transformer attention weights split by heads (q, k, v
-//    [D, H, E] over H; the output projection [H, E, D] over H) and the FFN over its hidden units (W1 and b1 by
-//    columns, W2 by rows), so each layer all-reduces its activations twice forward and twice backward. The MLP
-//    alternates column- and row-split layers (pairs), the matmul workload splits B by columns.
+//    [D, H, E] over H; the output projection [H, E, D] over H) and the FFN over its hidden units (W1, SwiGLU's W3
+//    and b1 by columns, W2 by rows), so each layer all-reduces its activations twice forward and twice backward. The MLP
+//    alternates column- and row-split layers (pairs), the matmul workload splits B by columns. Grouped-query
+//    attention (q [D, KV, G, E], k and v [D, KV, E]) splits the KV key/value heads when the axis divides them, and
+//    otherwise replicates them and splits the G query heads of each group.
 //  - scheme 2d (two axes s0, s1; GSPMD §4, lingvo's 2-D sharding): activations [B, S, M] as [B over s0, S, M over
-//    s1]; FFN weights [M, H] as [M over s0, H over s1] and [H, M] as [H over s1, M over s0]; attention weights
+//    s1] (the FFN's output among them, so that its pending sum over s1 is reduce-scattered); FFN weights [M, H] as
+//    [M over s0, H over s1] and [H, M] as [H over s1, M over s0]; attention weights
 //    [M, H, E] as [M over s0, H over s1, -], [H, E, M] as [H over s1, -, M over s0]; embedding [V, M] as [-, M over
 //    s1]. The MLP: inputs over s0 and weights alternating [s0, s1] / [s1, s0].
 //  - scheme none: only the annotations.
@@ -25,11 +28,31 @@ struct Rule {
   std::string spec;  // with axis placeholders A and B
 };
 
-std::vector<Rule> scheme_rules(const std::string& scheme, const std::string& workload, const ModelGraph& g) {
+// Key/value heads of a grouped-query Transformer (its query weights [D, KV, G, E] have rank 4); 0 otherwise.
+int64_t grouped_kv_heads(const ModelGraph& g) {
+  TensorId q = g.find_tensor("layer0.attn.q.w");
+  return q >= 0 && g.tensor(q).shape.size() == 4 ? g.tensor(q).shape[1] : 0;
+}
+
+// `axis_a` is the size of the scheme's first axis.
+std::vector<Rule> scheme_rules(const std::string& scheme, const std::string& workload, const ModelGraph& g,
+                               int64_t axis_a) {
+  const int64_t kv = workload == "transformer" ? grouped_kv_heads(g) : 0;
   if (scheme == "megatron") {
+    // Grouped-query attention: the key/value heads split when the axis divides them; otherwise every chip keeps
+    // all key/value heads (replicated, as Megatron-LM and GSPMD keep a shared head on the chips that share it) and
+    // the query heads of each group split.
+    if (kv > 0 && kv % axis_a == 0)
+      return {{"layer*.attn.q.w", "[-, A, -, -]"}, {"layer*.attn.[kv].w", "[-, A, -]"},
+              {"layer*.attn.o.w", "[A, -, -, -]"}, {"layer*.ffn.w[13]", "[-, A]"},
+              {"layer*.ffn.b1", "[A]"},            {"layer*.ffn.w2", "[A, -]"}};
+    if (kv > 0)
+      return {{"layer*.attn.q.w", "[-, -, A, -]"}, {"layer*.attn.o.w", "[-, A, -, -]"},
+              {"layer*.ffn.w[13]", "[-, A]"},         {"layer*.ffn.b1", "[A]"},
+              {"layer*.ffn.w2", "[A, -]"}};
     if (workload == "transformer")
       return {{"layer*.attn.[qkv].w", "[-, A, -]"}, {"layer*.attn.o.w", "[A, -, -]"},
-              {"layer*.ffn.w1", "[-, A]"},         {"layer*.ffn.b1", "[A]"},
+              {"layer*.ffn.w[13]", "[-, A]"},         {"layer*.ffn.b1", "[A]"},
               {"layer*.ffn.w2", "[A, -]"}};
     if (workload == "matmul") return {{"b", "[-, A]"}};
     if (workload == "mlp") {
@@ -52,13 +75,22 @@ std::vector<Rule> scheme_rules(const std::string& scheme, const std::string& wor
     }
   }
   if (scheme == "2d") {
+    if (kv > 0)  // grouped-query attention: query groups over s1, key/value heads replicated on s1
+      return {{"tokens", "[A, -]"},          {"labels", "[A, -]"},           {"embed", "[A, -, B]"},
+              {"layer*.attn.residual", "[A, -, B]"},
+              {"layer*.ffn.residual", "[A, -, B]"}, {"layer*.block.residual", "[A, -, B]"}, {"embedding", "[-, B]"},
+              {"layer*.attn.q.w", "[A, -, B, -]"}, {"layer*.attn.[kv].w", "[A, -, -]"},
+              {"layer*.attn.o.w", "[-, B, -, A]"},
+              {"layer*.ffn.w[13]", "[A, B]"},     {"layer*.ffn.b1", "[B]"},       {"layer*.ffn.w2", "[B, A]"},
+              {"layer*.ffn.gelu", "[A, -, B]"}, {"layer*.ffn.relu", "[A, -, B]"}, {"layer*.ffn.glu", "[A, -, B]"}};
     if (workload == "transformer")
       return {{"tokens", "[A, -]"},          {"labels", "[A, -]"},           {"embed", "[A, -, B]"},
               {"layer*.attn.residual", "[A, -, B]"},
-              {"layer*.ffn.residual", "[A, -, B]"}, {"embedding", "[-, B]"},
+              {"layer*.ffn.residual", "[A, -, B]"}, {"layer*.block.residual", "[A, -, B]"}, {"embedding", "[-, B]"},
               {"layer*.attn.[qkv].w", "[A, B, -]"}, {"layer*.attn.o.w", "[B, -, A]"},
-              {"layer*.ffn.w1", "[A, B]"},     {"layer*.ffn.b1", "[B]"},       {"layer*.ffn.w2", "[B, A]"},
-              {"layer*.ffn.gelu", "[A, -, B]"}};
+              {"layer*.ffn.w[13]", "[A, B]"},     {"layer*.ffn.b1", "[B]"},       {"layer*.ffn.w2", "[B, A]"},
+              {"layer*.ffn.gelu", "[A, -, B]"}, {"layer*.ffn.relu", "[A, -, B]"}, {"layer*.ffn.glu", "[A, -, B]"},
+              {"layer*.ffn.down.bias", "[A, -, B]"}};
     if (workload == "mlp") {
       std::vector<Rule> r = {{"x", "[A, -]"}, {"labels", "[A]"}};
       for (int l = 0; g.find_tensor("fc" + std::to_string(l) + ".w") >= 0; ++l)
@@ -138,11 +170,11 @@ class Spmd : public IStrategy {
 
   std::vector<std::string> axes(const ParamSet& p) const override { return p.strings("strategy.spmd_axes"); }
 
-  void annotate(const ModelGraph& g, const Experiment& exp, const Mesh&, Annotations& specs) const override {
+  void annotate(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const override {
     const ParamSet& p = exp.params;
     const auto& axes = p.strings("strategy.spmd_axes");
     std::map<TensorId, ShardSpec> mine;
-    for (const Rule& r : scheme_rules(p.s("strategy.scheme"), exp.workload, g))
+    for (const Rule& r : scheme_rules(p.s("strategy.scheme"), exp.workload, g, mesh.axis_size(axes.at(0))))
       for (size_t t = 0; t < g.num_tensors(); ++t)
         if (fnmatch(r.pattern.c_str(), g.tensor(static_cast<TensorId>(t)).name.c_str(), 0) == 0)
           mine[static_cast<TensorId>(t)] = ShardSpec::parse(substitute(r.spec, axes));

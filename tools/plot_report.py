@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Draws the plots of a podsim run folder from its summary.json (called by `podsim report`).
 
 usage: plot_report.py [--fit-colors] RUN_DIR
@@ -11,7 +11,20 @@ import math
 import os
 import sys
 
-import matplotlib
+# matplotlib is Debian's python3-matplotlib (tools/packages.txt; `tools/bootstrap build` installs it), which only
+# the system interpreter sees. Started by another python3 (pyenv, a virtualenv: `python3 plot_report.py ...`), the
+# script runs again under /usr/bin/python3; without matplotlib there either, it says what is missing.
+SYSTEM_PYTHON = "/usr/bin/python3"
+try:
+    import matplotlib
+except ImportError:
+    first = os.environ.get("PODSIM_PYTHON_FIRST")
+    if first is None and sys.executable != SYSTEM_PYTHON and os.access(SYSTEM_PYTHON, os.X_OK):
+        os.environ["PODSIM_PYTHON_FIRST"] = sys.executable
+        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON] + sys.argv)
+    tried = sys.executable + (" (nor for %s)" % first if first else "")
+    sys.exit("plot_report.py: No module named 'matplotlib' for %s. `tools/bootstrap build` installs it "
+             "(Debian's python3-matplotlib, for %s)." % (tried, SYSTEM_PYTHON))
 
 matplotlib.use("Agg")
 import matplotlib.patches  # noqa: E402
@@ -246,16 +259,19 @@ def main():
     with open(os.path.join(run, "summary.json")) as f:
         s = json.load(f)
     plots = [("timeline.png", timeline), ("memory.png", memory)]
+    notes = []
     if s.get("chips", 1) > 1:
         plots.append(("heatmap.png", lambda s, out: heatmap(s, out, fit_colors)))
     else:
-        print("note: no heatmap.png: one chip, no chips to compare")
+        notes.append("note: no heatmap.png: one chip, no chips to compare")
     if s.get("pipeline", {}).get("stage_units"):  # runs with a pipeline strategy only
         plots.append(("pipeline.png", pipeline))
     for name, fn in plots:
         path = os.path.join(run, name)
         fn(s, path)
         print(path)
+    for n in notes:
+        print(n)
     return 0
 
 

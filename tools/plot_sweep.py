@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Draws one figure of a sweep against one parameter, one line (or bar colour) per combination of others (called by
 `podsim sweep plot`, which picks the points from results.db, checks them and scales them to the axis units).
 
@@ -9,9 +9,23 @@ A numeric x draws lines; a categorical x (text) draws grouped bars, one group pe
 Writes the PNG named by "out" and prints its path.
 """
 import json
+import os
 import sys
 
-import matplotlib
+# matplotlib is Debian's python3-matplotlib (tools/packages.txt; `tools/bootstrap build` installs it), which only
+# the system interpreter sees. Started by another python3 (pyenv, a virtualenv: `python3 plot_sweep.py ...`), the
+# script runs again under /usr/bin/python3; without matplotlib there either, it says what is missing.
+SYSTEM_PYTHON = "/usr/bin/python3"
+try:
+    import matplotlib
+except ImportError:
+    first = os.environ.get("PODSIM_PYTHON_FIRST")
+    if first is None and sys.executable != SYSTEM_PYTHON and os.access(SYSTEM_PYTHON, os.X_OK):
+        os.environ["PODSIM_PYTHON_FIRST"] = sys.executable
+        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON] + sys.argv)
+    tried = sys.executable + (" (nor for %s)" % first if first else "")
+    sys.exit("plot_sweep.py: No module named 'matplotlib' for %s. `tools/bootstrap build` installs it "
+             "(Debian's python3-matplotlib, for %s)." % (tried, SYSTEM_PYTHON))
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -23,10 +37,11 @@ def main(path):
         p = json.load(f)
     fig, ax = plt.subplots(figsize=(10, 4.5))
     series = p["series"]
-    labelled = bool(p["legend_title"])
+    legend_title = p.get("legend_title", p.get("by_label", ""))  # by_label: the name an older podsim gave it
+    labelled = bool(legend_title)
     if p["categorical"]:
         # One group of bars per category, side by side for the series that have a value there, centred on it.
-        categories = p["categories"]
+        categories = p.get("categories") or list(dict.fromkeys(x for s in series for x in s["x"]))
         present = {c: [i for i, s in enumerate(series) if c in s["x"]] for c in categories}
         width = 0.8 / max([len(v) for v in present.values()] + [1])
         colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -53,7 +68,7 @@ def main(path):
     ax.set_ylabel(p["y_label"])
     ax.set_title(p["title"], fontsize=10)
     if labelled:  # beside the axes, where it hides no point or bar
-        ax.legend(title=p["legend_title"], title_fontsize=8, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+        ax.legend(title=legend_title, title_fontsize=8, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                   frameon=False)
     ax.grid(alpha=0.3, axis="y" if p["categorical"] else "both")
     ax.set_axisbelow(True)

@@ -110,6 +110,22 @@ TensorId GraphBuilder::gelu(TensorId x, const std::string& name) {
   return forward(name, OpKind::Gelu, {x}, m_g.tensor(x).shape, m_g.tensor(x).dtype);
 }
 
+TensorId GraphBuilder::mul(TensorId a, TensorId b, const std::string& name) {
+  if (m_g.tensor(a).shape != m_g.tensor(b).shape)
+    shape_error(name, "mul of " + shape_text(m_g.tensor(a).shape) + " and " + shape_text(m_g.tensor(b).shape));
+  return forward(name, OpKind::Mul, {a, b}, m_g.tensor(a).shape, m_g.tensor(a).dtype);
+}
+
+TensorId GraphBuilder::silu(TensorId x, const std::string& name) {
+  return forward(name, OpKind::Silu, {x}, m_g.tensor(x).shape, m_g.tensor(x).dtype);
+}
+
+TensorId GraphBuilder::rope(TensorId x, const std::string& name) {
+  const auto& sx = m_g.tensor(x).shape;
+  if (sx.size() < 3 || sx.back() % 2 != 0) shape_error(name, "rope of " + shape_text(sx) + " (needs [B, S, ..., E], E even)");
+  return forward(name, OpKind::Rope, {x}, sx, m_g.tensor(x).dtype);
+}
+
 TensorId GraphBuilder::layer_norm(TensorId x, TensorId gamma, TensorId beta, const std::string& name, double eps) {
   const TensorInfo xi = m_g.tensor(x);
   int64_t d = xi.shape.back();
@@ -128,6 +144,27 @@ TensorId GraphBuilder::layer_norm(TensorId x, TensorId gamma, TensorId beta, con
   op.phase = m_phase;
   op.inputs = {x, gamma, beta};
   op.outputs = {y, mean, rstd};
+  op.attrs.eps = eps;
+  op.cell = m_cell;
+  m_g.add_op(op);
+  return y;
+}
+
+TensorId GraphBuilder::rms_norm(TensorId x, TensorId gamma, const std::string& name, double eps) {
+  const TensorInfo xi = m_g.tensor(x);
+  int64_t d = xi.shape.back();
+  if (m_g.tensor(gamma).shape != std::vector<int64_t>{d}) shape_error(name, "gamma must be [" + std::to_string(d) + "]");
+  std::vector<int64_t> rows(xi.shape.begin(), xi.shape.end() - 1);
+  if (rows.empty()) rows = {1};
+  TensorRole role = m_phase == Phase::Backward ? TensorRole::Gradient : TensorRole::Activation;
+  TensorId y = m_g.add_tensor({name, xi.shape, xi.dtype, role});
+  TensorId rstd = m_g.add_tensor({name + ".rstd", rows, DType::F32, role});
+  Op op;
+  op.name = name;
+  op.kind = OpKind::RmsNorm;
+  op.phase = m_phase;
+  op.inputs = {x, gamma};
+  op.outputs = {y, rstd};
   op.attrs.eps = eps;
   op.cell = m_cell;
   m_g.add_op(op);

@@ -49,7 +49,13 @@ class GraphBuilder {
   TensorId bias_add(TensorId x, TensorId bias, const std::string& name);
   TensorId relu(TensorId x, const std::string& name);
   TensorId gelu(TensorId x, const std::string& name);
+  TensorId mul(TensorId a, TensorId b, const std::string& name);  // elementwise product, same shapes
+  TensorId silu(TensorId x, const std::string& name);             // x * sigmoid(x)
+  // Rotary position embedding (half rotation, GPT-NeoX / LLaMA) of queries or keys [B, S, ..., E], E even.
+  TensorId rope(TensorId x, const std::string& name);
   TensorId layer_norm(TensorId x, TensorId gamma, TensorId beta, const std::string& name, double eps = 1e-5);
+  // RMS normalisation over the last dimension: x / sqrt(mean(x^2) + eps) * gamma.
+  TensorId rms_norm(TensorId x, TensorId gamma, const std::string& name, double eps = 1e-5);
   TensorId softmax(TensorId scores, double scale, bool causal, const std::string& name);
   TensorId embedding(TensorId table, TensorId ids, const std::string& name);
   // Mean softmax cross-entropy over the rows of logits; returns the scalar loss.

@@ -157,4 +157,14 @@ double ModelGraph::total_flops() const {
   return f;
 }
 
+double ModelGraph::matmul_flops() const {
+  double f = 0;
+  for (const auto& op : m_ops) {
+    if (op.phase == Phase::Optimizer) continue;
+    const OpCost c = op_cost(*this, op);
+    if (c.unit == Unit::Mxu) f += c.flops;
+  }
+  return f;
+}
+
 }  // namespace podsim

@@ -1,5 +1,7 @@
 // workload.model: matmul — one M x K @ K x N product, forward only: the unit for op-level studies (and for
-// comparing MXU cycles with other systolic-array simulators).
+// comparing MXU cycles with other systolic-array simulators). With workload.batch = B > 1 it is a batched product
+// [B, M, K] x [B, K, N] -> [B, M, N], as attention's score and context matmuls are: both operands change with the
+// batch element, so neither stays in the MXU from one element to the next.
 #include "workloads/i_workload.h"
 
 namespace podsim {
@@ -12,6 +14,11 @@ class MatmulWorkload : public IWorkload {
         ParamSpec::integer("workload.m", "Rows of the left operand (streamed through the MXU).").range(1, 1LL << 31),
         ParamSpec::integer("workload.k", "Contracting dimension (mapped onto MXU rows).").range(1, 1LL << 31),
         ParamSpec::integer("workload.n", "Columns of the right operand (mapped onto MXU columns).").range(1, 1LL << 31),
+        ParamSpec::integer("workload.batch",
+                           "Batch of independent products [B, M, K] x [B, K, N] (attention's matmuls); 1: one "
+                           "M x K x N product.")
+            .range(1, 1LL << 31)
+            .def("1"),
         ParamSpec::choice("workload.dtype", {"bf16", "fp32"},
                           "Operand type; the MXU always accumulates in fp32.")
             .def("bf16"),
@@ -19,12 +26,16 @@ class MatmulWorkload : public IWorkload {
   }
 
   ModelGraph build(const ParamSet& p) const override {
-    int64_t m = p.i("workload.m"), k = p.i("workload.k"), n = p.i("workload.n");
+    int64_t m = p.i("workload.m"), k = p.i("workload.k"), n = p.i("workload.n"), batch = p.i("workload.batch");
     DType dt = p.s("workload.dtype") == "bf16" ? DType::BF16 : DType::F32;
     ModelGraph g("matmul");
-    TensorId a = g.add_tensor({"a", {m, k}, dt, TensorRole::Input});
-    TensorId b = g.add_tensor({"b", {k, n}, dt, TensorRole::Parameter});
-    TensorId c = g.add_tensor({"c", {m, n}, dt, TensorRole::Activation});
+    const bool batched = batch > 1;
+    auto shape = [&](int64_t r, int64_t c) {
+      return batched ? std::vector<int64_t>{batch, r, c} : std::vector<int64_t>{r, c};
+    };
+    TensorId a = g.add_tensor({"a", shape(m, k), dt, TensorRole::Input});
+    TensorId b = g.add_tensor({"b", shape(k, n), dt, batched ? TensorRole::Input : TensorRole::Parameter});
+    TensorId c = g.add_tensor({"c", shape(m, n), dt, TensorRole::Activation});
     Op op;
     op.name = "matmul";
     op.kind = OpKind::MatMul;
@@ -32,7 +43,7 @@ class MatmulWorkload : public IWorkload {
     op.cell = 0;
     op.inputs = {a, b};
     op.outputs = {c};
-    op.attrs.equation = "mk,kn->mn";
+    op.attrs.equation = batched ? "bmk,bkn->bmn" : "mk,kn->mn";
     g.add_op(op);
     return g;
   }

@@ -21,10 +21,16 @@ enum class OpKind : uint8_t {
   ReluGrad,     // dx = dy * (x > 0); inputs (dy, x)
   Gelu,         // tanh approximation
   GeluGrad,     // inputs (dy, x)
+  Mul,          // out = a * b (same shape), the gate of a gated FFN
+  Silu,         // x * sigmoid(x)
+  SiluGrad,     // inputs (dy, x)
+  Rope,         // rotary position embedding of [B, S, ..., E]; attrs.alpha = +1 (rotate) or -1 (its gradient)
   // Reductions and normalisations on the vector unit.
   BiasGrad,       // dbias[j] = sum_t dy[t, j]
   LayerNorm,      // inputs (x, gamma, beta) -> (y, mean, rstd); over the last dimension
   LayerNormGrad,  // inputs (dy, x, gamma, mean, rstd) -> (dx, dgamma, dbeta)
+  RmsNorm,        // inputs (x, gamma) -> (y, rstd); over the last dimension
+  RmsNormGrad,    // inputs (dy, x, gamma, rstd) -> (dx, dgamma)
   Softmax,        // over the last dimension of [G, S, S] scores, with scale alpha and optional causal mask
   SoftmaxGrad,    // inputs (dy, y) -> dx, including the scale alpha
   // Data movement.

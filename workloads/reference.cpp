@@ -45,6 +45,7 @@ Init param_init(const ModelGraph& g, TensorId t, double& std_dev) {
     for (size_t i = 0; i < op.inputs.size(); ++i) {
       if (op.inputs[i] != t) continue;
       if (op.kind == OpKind::LayerNorm) return i == 1 ? Init::Ones : Init::Zeros;
+      if (op.kind == OpKind::RmsNorm) return Init::Ones;
       if (op.kind == OpKind::BiasAdd && i == 1) return Init::Zeros;
       if (op.kind == OpKind::Embedding && i == 0) {
         std_dev = 1.0;

@@ -3,6 +3,7 @@
 #include "workloads/tensor.h"
 #include "sim/common/error.h"
 
+#include <cctype>
 #include <cstring>
 
 namespace podsim {
@@ -14,6 +15,13 @@ const char* dtype_name(DType t) {
     case DType::I32: return "int32";
   }
   return "?";
+}
+
+std::string tensor_file_stem(const std::string& name) {
+  std::string out;
+  for (char c : name)
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '_';
+  return out;
 }
 
 int dtype_bytes(DType t) { return t == DType::BF16 ? 2 : 4; }

@@ -27,6 +27,10 @@ enum class TensorRole : uint8_t {
 };
 const char* role_name(TensorRole r);
 
+// The file stem a tensor named `name` is written under in a run's tensors/ (<stem>.npy): the name with characters
+// other than letters, digits, '.', '_' and '-' replaced by '_'.
+std::string tensor_file_stem(const std::string& name);
+
 struct TensorInfo {
   std::string name;
   std::vector<int64_t> shape;

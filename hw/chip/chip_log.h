@@ -55,11 +55,12 @@ struct ChipLog {
   double traffic_latency_max = 0;
   double last_delivery = 0;
 
-  bool traced = false;       // keep the intervals below
-  bool keep_compute = false; // keep compute, HBM and link intervals (traced chips and the result chip, for timelines)
+  bool traced = false;       // drawn in the trace: keeps every interval below and the message slices
+  bool keep_compute = false; // keeps the intervals below (traced chips, and the result chip for its timeline and the
+                             // busy time of its ops)
   std::vector<Interval> compute;  // MXU (lane = core) and VPU (lane = 16 + core)
   std::vector<Interval> hbm;      // lane = HbmClient
-  std::vector<Interval> links;    // lane = direction
+  std::vector<Interval> links;    // lane = direction; op: the chip's own op sending (-1: a message it forwards)
   std::vector<MessageSlice> messages;
 };
 

@@ -34,7 +34,7 @@ struct ExecOp {
   std::vector<int32_t> deps;  // indices of exec ops that must finish first
 
   double flops = 0;        // all members, whole chip
-  double model_flops = 0;  // MXU flops (what MFU counts)
+  double mxu_flops = 0;    // flops of the members that run on the MXU (summary.json hardware_flops)
   double logical_bytes = 0;  // bytes the members read and write before tiling and fusion
 
   int cores = 1;  // TensorCores that share the op

@@ -210,7 +210,7 @@ ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const Chi
     for (OpId id : members) {
       OpCost c = op_cost(g, g.op(id));
       e.flops += c.flops;
-      if (c.unit == Unit::Mxu) e.model_flops += c.flops;
+      if (c.unit == Unit::Mxu) e.mxu_flops += c.flops;
       e.logical_bytes += c.bytes_read + c.bytes_written;
     }
     e.unit = op_cost(g, first).unit;

@@ -21,6 +21,11 @@ bool persistent(TensorRole r) {
          r == TensorRole::Label;
 }
 
+// Ops that write their result over an operand that dies with them: an all-reduce reduces in place (a ring
+// all-reduce and DDP/ZeRO's buckets do), and an addition, a gradient accumulation among them, writes its sum over
+// the running sum (XLA's buffer assignment lets an elementwise op share an operand's buffer).
+bool in_place(OpKind k) { return k == OpKind::AllReduce || k == OpKind::Add; }
+
 }  // namespace
 
 MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
@@ -71,7 +76,20 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
   record_peak(0);
   for (size_t i = 0; i < ep.ops.size(); ++i) {
     const ExecOp& e = ep.ops[i];
-    // Outputs are allocated when the op starts, while its inputs are still live.
+    // Outputs are allocated when the op starts, while its inputs are still live; an op that works in place takes
+    // over the buffer of an operand of the same size that it reads last.
+    for (OpId id : e.members) {
+      const Op& op = g.op(id);
+      if (!in_place(op.kind) || op.outputs.size() != 1) continue;
+      const TensorId out = op.outputs[0];
+      if (on_chip.count(out) || g.tensor(out).role == TensorRole::Updated) continue;
+      for (TensorId t : op.inputs)
+        if (live[t] && last_use[t] == static_cast<int32_t>(i) && !persistent(g.tensor(t).role) &&
+            g.tensor(t).bytes() == g.tensor(out).bytes()) {
+          remove(t);
+          break;
+        }
+    }
     for (OpId id : e.members)
       for (TensorId t : g.op(id).outputs) add(t);
     record_peak(static_cast<int32_t>(i));

@@ -3,8 +3,9 @@
 //
 // Liveness follows the issue order: parameters, optimizer state and the batch are live from the start; every
 // other tensor from the op that produces it until the last op that reads it (or the end, for step results:
-// losses and updated values, which are written in place of the tensors they update). Tensors a fusion keeps on
-// chip never occupy HBM.
+// losses and updated values, which are written in place of the tensors they update). An all-reduce and an
+// addition write their result over an operand of the same size that they read last (in place). Tensors a fusion
+// keeps on chip never occupy HBM.
 #pragma once
 
 #include "hw/compiler/exec_program.h"

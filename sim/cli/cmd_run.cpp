@@ -31,6 +31,13 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
             << format_frequency(j["clock_hz"]) << ")\n";
   std::cout << "  MFU           " << pct(j["mfu"]) << "  (model " << format_count(j["model_flops"]) << "FLOP; peak "
             << format_count(j["peak_flops_per_chip"].get<double>()) << "FLOP/s per chip)\n";
+  const double model = j["model_flops"], hardware = j["hardware_flops"];
+  std::cout << "  HFU           " << pct(j["hfu"]) << "  (hardware " << format_count(hardware) << "FLOP on the MXUs"
+            << (model > 0 ? strprintf(", %.2f x the model's", hardware / model) : std::string()) << ")\n";
+  if (j.contains("samples_per_s"))
+    std::cout << "  throughput    " << format_count(j["samples_per_s"]) << " samples/s"
+              << (j.contains("tokens_per_s") ? ", " + format_count(j["tokens_per_s"]) + " tokens/s" : std::string())
+              << "\n";
   const auto& b = j["busy_fraction"];
   std::cout << "  busy          MXU " << pct(b["mxu"]) << "  VPU " << pct(b["vpu"]) << "  HBM " << pct(b["hbm"])
             << "  ICI " << pct(b["ici"]) << "\n";
@@ -88,17 +95,18 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
               << pct(t["accepted_throughput"]) << ", average latency " << format_time(t["average_latency_s"])
               << "\n";
   }
+  // Ranked by busy time (the time a unit worked for the op); the time it waited is shown apart.
   std::vector<const nlohmann::json*> ops;
   for (const auto& o : j["ops"]) ops.push_back(&o);
   std::stable_sort(ops.begin(), ops.end(), [](const nlohmann::json* a, const nlohmann::json* b) {
-    return (*a)["end_ns"].get<double>() - (*a)["start_ns"].get<double>() >
-           (*b)["end_ns"].get<double>() - (*b)["start_ns"].get<double>();
+    return (*a)["busy_s"].get<double>() > (*b)["busy_s"].get<double>();
   });
-  if (!ops.empty()) std::cout << "  top ops by time:\n";
+  if (!ops.empty()) std::cout << "  top ops by busy time (share of the step; time waiting apart):\n";
   for (size_t i = 0; i < std::min<size_t>(5, ops.size()); ++i) {
     const auto& o = *ops[i];
-    double d = (o["end_ns"].get<double>() - o["start_ns"].get<double>()) * 1e-9;
-    std::cout << "    " << strprintf("%12s %6.1f %%  ", format_time(d).c_str(), T > 0 ? 100 * d / T : 0.0)
+    const double busy = o["busy_s"], wait = o["wait_s"];
+    std::cout << "    " << strprintf("%12s %6.1f %%  wait %10s  ", format_time(busy).c_str(), T > 0 ? 100 * busy / T : 0.0,
+                                    format_time(wait).c_str())
               << o["name"].get<std::string>() << " (" << o["kind"].get<std::string>() << ", "
               << o["unit"].get<std::string>() << ")\n";
   }

@@ -2,6 +2,7 @@
 // (0 ok, 2 bad input, 1 internal failure). main.cpp wires them into CLI11.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,11 +48,12 @@ struct ReportArgs {
 int cmd_report(const ReportArgs& a);
 
 struct CompareArgs {
-  std::string run_a, run_b;  // b is the reference
-  double tolerance = 1e-5;
+  std::vector<std::string> plugins;
+  std::string reference, candidate;
+  std::optional<double> tolerance;  // unset: each tensor's own bound (workloads/compare_rules.h)
   bool brief = false;
 };
-// Exit 0: every tensor within the tolerance; 1: some differ or are missing; 2: a folder is not a numeric run.
+// Exit 0: every tensor within its bound; 1: some differ or are missing; 2: a folder is not a numeric run.
 int cmd_compare(const CompareArgs& a);
 // `podsim sweep` and its subcommands (cmd_sweep.cpp): added to the app before parsing, run after.
 struct SweepCommand;

@@ -63,19 +63,26 @@ int sc_main(int argc, char** argv) {
               "small differences between chips show");
 
   cli::CompareArgs cmp;
-  auto* c = app.add_subcommand("compare", "Compare the tensors of two numeric runs (RUN_B is the reference)");
-  c->add_option("run_a", cmp.run_a, "A folder written by podsim run with run.numeric: true")->required();
-  c->add_option("run_b", cmp.run_b, "The reference run folder, e.g. the single-device run")->required();
+  auto* c = app.add_subcommand(
+      "compare",
+      "Compare the tensors of two numeric runs: podsim compare REFERENCE CANDIDATE (the reference first, e.g. the "
+      "--single-device run). Each tensor is judged by the precision it was computed in, and a parameter an optimizer "
+      "updated against the size of its step (docs/strategies.md)");
+  c->add_option("reference", cmp.reference, "The reference run folder, e.g. the single-device run")->required();
+  c->add_option("candidate", cmp.candidate, "The run judged against it, e.g. the partitioned run")->required();
   c->add_option("--tolerance", cmp.tolerance,
-                 "Largest relative norm error accepted per tensor (default 1e-5; 0: bit for bit equal)")
+                "Judge every tensor by its relative norm error against this bound instead (0: bit for bit equal)")
       ->check(CLI::NonNegativeNumber);
-  c->add_flag("--brief", cmp.brief, "Print only the tensors above the tolerance and the verdict");
+  c->add_flag("--brief", cmp.brief, "Print only the tensors above their bounds and the verdict");
+  c->add_option("--plugin", cmp.plugins, "Load workloads from a shared library, to rebuild a plugin workload's step "
+                                         "(repeatable)")
+      ->allow_extra_args(false);
   cli::SweepCommand* sweep = cli::add_sweep_command(app);
 
   std::string docs_what;
-  auto* d = app.add_subcommand("docs", "Print generated documentation (config or errors) in Markdown");
+  auto* d = app.add_subcommand("docs", "Print the parameter reference (config) or the error catalogue (errors) in "
+                                       "Markdown, as in docs/config.md and docs/errors.md");
   d->add_option("what", docs_what, "config | errors")->required()->check(CLI::IsMember({"config", "errors"}));
-  d->group("");  // maintainers' command: hidden from --help
 
   try {
     app.parse(argc, argv);
@@ -96,6 +103,7 @@ int sc_main(int argc, char** argv) {
     for (const auto& path : run.plugins) load_plugin(path);
     for (const auto& path : val.plugins) load_plugin(path);
     for (const auto& path : list.plugins) load_plugin(path);
+    for (const auto& path : cmp.plugins) load_plugin(path);
     if (*r) return cli::cmd_run(run);
     if (*v) return cli::cmd_validate(val);
     if (*l) return cli::cmd_list(list);

@@ -1,6 +1,7 @@
 #include "sim/common/text.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
@@ -23,19 +24,38 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return d[n][m];
 }
 
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+size_t suggestion_limit(std::string_view word) { return std::max<size_t>(1, word.size() / 3); }
+
 std::string nearest(std::string_view word, const std::vector<std::string>& candidates) {
+  // Letter case is ignored ("mhz" is one step from "MHz", not two); the exact spelling only breaks ties.
+  const std::string w = lower(word);
   std::string best;
-  size_t best_d = SIZE_MAX;
+  std::pair<size_t, size_t> best_d{SIZE_MAX, SIZE_MAX};
+  bool tie = false;
   for (const auto& c : candidates) {
-    size_t dist = edit_distance(word, c);
-    if (dist < best_d) {
-      best_d = dist;
+    std::pair<size_t, size_t> d{edit_distance(w, lower(c)), edit_distance(word, c)};
+    if (d < best_d) {
+      best_d = d;
       best = c;
+      tie = false;
+    } else if (d == best_d && c != best) {
+      tie = true;
     }
   }
-  // A typo changes at most about a third of a word; beyond that the "suggestion" is noise.
-  size_t limit = std::max<size_t>(2, (std::max(word.size(), best.size()) + 2) / 3);
-  return best_d <= limit ? best : std::string();
+  // A typo changes about a third of a word at most; beyond that, or when two candidates are as near, a
+  // "suggestion" would be an arbitrary pick.
+  if (best.empty() || tie || best_d.first > suggestion_limit(word)) return {};
+  return best;
 }
 
 std::string join(const std::vector<std::string>& parts, std::string_view sep) {

@@ -13,6 +13,7 @@
 #include "sim/common/text.h"
 #include "sim/config/model_params.h"
 #include "sim/config/param_reader.h"
+#include "sim/config/yaml_syntax.h"
 #include "strategies/planner.h"
 #include "workloads/i_workload.h"
 
@@ -80,11 +81,7 @@ YAML::Node load_yaml_text(const std::string& text, const std::string& label) {
   try {
     docs = YAML::LoadAll(text);
   } catch (const YAML::ParserException& e) {
-    w.line = e.mark.line + 1;
-    w.column = e.mark.column + 1;
-    // yaml-cpp stops nesting deeper than a fixed limit with the bare message "bad file".
-    std::string msg = e.msg == "bad file" ? "nesting too deep or malformed" : e.msg;
-    throw Error(Err::YamlSyntax, w, "YAML syntax error: " + msg);
+    throw yaml_syntax_error(text, label, e.mark.line, e.mark.column, e.msg);
   }
   if (docs.size() > 1) {
     const YAML::Mark m = docs[1].Mark();
@@ -418,9 +415,21 @@ void read_parameters(ParamReader& L, const YAML::Node& root, const std::string& 
     if (!spec) {
       auto group = L.lenient.find(o.path.substr(0, o.path.find('.')));
       if (group != L.lenient.end() && group->second.count(o.path)) continue;
-      std::string near = nearest(o.path, L.schema.paths());
-      L.fail(Error(Err::UnknownKey, o.where,
-                   "unknown key '" + o.path + "'" + (near.empty() ? "" : " (did you mean '" + near + "'?)"), o.path));
+      // Suggest among the keys of the same group (a typo is in the last part); when the group itself is unknown,
+      // among every path.
+      const size_t dot = o.path.rfind('.');
+      const std::string prefix = dot == std::string::npos ? "" : o.path.substr(0, dot);
+      const std::vector<std::string> siblings = L.schema.children(prefix);
+      std::string hint;
+      if (!prefix.empty() && !siblings.empty()) {
+        std::string near = nearest(o.path.substr(dot + 1), siblings);
+        hint = near.empty() ? "valid keys in '" + prefix + "': " + join(siblings, ", ")
+                            : "did you mean '" + prefix + "." + near + "'?";
+      } else {
+        std::string near = nearest(o.path, L.schema.paths());
+        hint = near.empty() ? "no key is close; `podsim list params` lists them" : "did you mean '" + near + "'?";
+      }
+      L.fail(Error(Err::UnknownKey, o.where, "unknown key '" + o.path + "' (" + hint + ")", o.path));
       continue;
     }
     L.given.insert(o.path);

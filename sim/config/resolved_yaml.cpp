@@ -68,13 +68,19 @@ std::string resolved_yaml(const Experiment& e, bool with_origins) {
       out << std::string(2 * i, ' ') << parts[i] << ":\n";
       open.push_back(parts[i]);
     }
-    std::string line = std::string(2 * (parts.size() - 1), ' ') + parts.back() + ": " + yaml_scalar(spec, it->second);
-    if (with_origins) {
-      std::string origin = it->second.where.str();
-      if (!origin.empty()) {
-        if (line.size() < 60) line += std::string(60 - line.size(), ' ');
-        line += "  # " + origin;
-      }
+    std::string value = yaml_scalar(spec, it->second);
+    std::string comment = with_origins ? it->second.where.str() : "";
+    // strategy.name: auto is written as the strategy it chose, so the file says what ran; its origin keeps auto.
+    // (Without origins the file is then a fixed point: it loads back to itself.)
+    if (spec.path == "strategy.name" && value == "[auto]" && !e.strategies.empty()) {
+      value = "[" + join(e.strategies, ", ") + "]";
+      if (with_origins)
+        comment += std::string(comment.empty() ? "" : ": ") + "chosen by auto (the workload's default strategy)";
+    }
+    std::string line = std::string(2 * (parts.size() - 1), ' ') + parts.back() + ": " + value;
+    if (!comment.empty()) {
+      if (line.size() < 60) line += std::string(60 - line.size(), ' ');
+      line += "  # " + comment;
     }
     out << line << "\n";
   }

@@ -10,6 +10,7 @@
 
 #include "sim/common/text.h"
 #include "sim/config/param_yaml.h"
+#include "sim/config/yaml_syntax.h"
 
 namespace podsim {
 namespace fs = std::filesystem;
@@ -18,6 +19,9 @@ const std::vector<SweepFigure>& default_sweep_figures() {
   static const std::vector<SweepFigure> figures = {
       {"step_time_s", "/step_time_s", {}},
       {"mfu", "/mfu", {}},
+      {"hfu", "/hfu", {}},
+      {"samples_per_s", "/samples_per_s", {}},
+      {"tokens_per_s", "/tokens_per_s", {}},
       {"mxu_busy", "/busy_fraction/mxu", {}},
       {"hbm_busy", "/busy_fraction/hbm", {}},
       {"ici_busy", "/busy_fraction/ici", {}},
@@ -245,10 +249,7 @@ SweepFile load_sweep_file(const std::string& path) {
     if (docs.size() > 1) throw Error(Err::YamlSyntax, r.at(docs[1]), "a sweep file is one YAML document (found '---')");
     if (!docs.empty()) root = docs.front();
   } catch (const YAML::ParserException& e) {
-    SourceLocation w = fw;
-    w.line = e.mark.line + 1;
-    w.column = e.mark.column + 1;
-    throw Error(Err::YamlSyntax, w, "YAML syntax error: " + e.msg);
+    throw yaml_syntax_error(r.out.text, path, e.mark.line, e.mark.column, e.msg);
   }
   if (!root.IsDefined() || root.IsNull())
     throw Error(Err::MissingKey, fw, "the sweep file is empty; it needs at least base: (an experiment file or mapping)");

@@ -59,9 +59,11 @@ void check_memory(Prepared& p) {
                       format_bytes(m.at_peak.gradients) + ", optimizer state " +
                       format_bytes(m.at_peak.optimizer_state) + ", activations " +
                       format_bytes(m.at_peak.activations) + ", temporaries " + format_bytes(m.at_peak.temporaries) +
-                      "; largest: " + join(largest, ", ") + ". Shrink the workload, or set run.allow_oom: true to "
-                      "report and continue";
-    if (!e.run.allow_oom) throw Error(Err::OutOfMemory, e.params.where("workload.model"), msg, "workload.model");
+                      "; largest: " + join(largest, ", ");
+    // The advice to set run.allow_oom goes only to a run that has not set it.
+    if (!e.run.allow_oom)
+      throw Error(Err::OutOfMemory, e.params.where("workload.model"),
+                  msg + ". Shrink the workload, or set run.allow_oom: true to report and continue", "workload.model");
     p.notes.push_back("out of memory (allowed by run.allow_oom): " + msg);
   }
   if (e.run.numeric) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "hw/pod/pod.h"
 #include "hw/timing/mxu_timing.h"
@@ -19,8 +20,16 @@ namespace {
 
 using J = nlohmann::ordered_json;
 
+// An integer parameter of the workload (its batch, its sequence length), when it declares one.
+std::optional<double> count_param(const ParamSet& ps, const std::string& path) {
+  if (!ps.has(path)) return std::nullopt;
+  const auto* v = std::get_if<int64_t>(&ps.at(path).data);
+  return v ? std::optional<double>(static_cast<double>(*v)) : std::nullopt;
+}
+
 double r6(double x) { return std::isfinite(x) ? std::round(x * 1e6) / 1e6 : 0; }
 double ns(double s) { return std::round(s * 1e12) / 1e3; }  // seconds -> ns with ps precision
+double ps(double s) { return std::round(s * 1e12) / 1e12; }  // seconds, to the picosecond
 
 // Length of the union of intervals.
 double union_length(std::vector<std::pair<double, double>> v) {
@@ -39,10 +48,31 @@ double union_length(std::vector<std::pair<double, double>> v) {
   return total;
 }
 
+// Per op of the chip, the time some unit worked for it within its span: the union of its MXU and VPU intervals (a
+// collective's reductions included), its HBM accesses and the link time of the messages it sent. The rest of the
+// span it waited: for a peer's data, for links or HBM busy with others' work, for an acknowledgement.
+std::vector<double> op_busy(const Chip& chip, size_t n_ops) {
+  std::vector<std::vector<std::pair<double, double>>> iv(n_ops);
+  const ChipLog& l = chip.log();
+  for (const auto* list : {&l.compute, &l.hbm, &l.links})
+    for (const Interval& x : *list)
+      if (x.op >= 0 && static_cast<size_t>(x.op) < n_ops && x.end > x.begin) iv[x.op].push_back({x.begin, x.end});
+  std::vector<double> busy(n_ops, 0);
+  for (size_t i = 0; i < n_ops; ++i) {
+    const OpRecord& r = l.ops[i];
+    std::vector<std::pair<double, double>> in_span;
+    for (auto [b, e] : iv[i])
+      if (std::min(e, r.end) > std::max(b, r.start)) in_span.push_back({std::max(b, r.start), std::min(e, r.end)});
+    busy[i] = union_length(std::move(in_span));
+  }
+  return busy;
+}
+
 J op_table(const Prepared& p, const Chip& chip) {
   J ops = J::array();
   if (chip.role() < 0) return ops;
   const ExecProgram& ep = p.ctx->programs[chip.role()];
+  const std::vector<double> busy = op_busy(chip, ep.ops.size());
   const ModelGraph& g = p.plan.programs[chip.role()].graph;
   const ChipConfig& cfg = p.exp.hardware.chip;
   for (size_t i = 0; i < ep.ops.size(); ++i) {
@@ -56,6 +86,8 @@ J op_table(const Prepared& p, const Chip& chip) {
     o["cycles"] = r.busy_cycles;
     o["start_ns"] = ns(r.start);
     o["end_ns"] = ns(r.end);
+    o["busy_s"] = ps(busy[i]);
+    o["wait_s"] = ps(std::max(0.0, (r.end - r.start) - busy[i]));
     o["flops"] = e.flops;
     o["bytes"] = r.hbm_read + r.hbm_write;
     o["hbm_read"] = r.hbm_read;
@@ -203,19 +235,35 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   j["cycles"] = static_cast<int64_t>(std::llround(T * cfg.clock));
   j["clock_hz"] = cfg.clock;
 
-  double flops = 0, model_flops = 0;
+  // Model FLOPs: the logical step's matmuls, forward and backward, each once (PaLM's MFU): the same whatever the
+  // strategy, mesh or recomputation. Hardware FLOPs: what every chip's MXUs executed, replicated work, padding and
+  // recomputation included (HFU).
+  double flops = 0, hardware_flops = 0;
   for (const auto& chip : chips) {
     if (chip->role() < 0) continue;
     for (const ExecOp& op : p.ctx->programs[chip->role()].ops) {
       flops += op.flops;
-      model_flops += op.model_flops;
+      hardware_flops += op.mxu_flops;
     }
   }
+  const double model_flops = p.graph.matmul_flops();
   const double peak = cfg.peak_flops();
+  const double pod_peak = peak * static_cast<double>(chips.size());
   j["flops"] = flops;
   j["model_flops"] = model_flops;
+  j["hardware_flops"] = hardware_flops;
   j["peak_flops_per_chip"] = peak;
-  j["mfu"] = T > 0 ? r6(model_flops / (peak * static_cast<double>(chips.size()) * T)) : 0.0;
+  j["mfu"] = T > 0 ? r6(model_flops / (pod_peak * T)) : 0.0;
+  j["hfu"] = T > 0 ? r6(hardware_flops / (pod_peak * T)) : 0.0;
+  // Throughput, for workloads with a batch of examples (not the op-level microbenchmarks: a batched matmul's batch
+  // is not one of examples): examples, and tokens for sequence models.
+  const std::string model = e.params.has("workload.model") ? e.params.s("workload.model") : "";
+  const bool microbenchmark = model == "matmul" || model == "collective" || model == "traffic" || model == "memory";
+  const auto batch = microbenchmark ? std::nullopt : count_param(e.params, "workload.batch");
+  if (T > 0 && batch) {
+    j["samples_per_s"] = *batch / T;
+    if (const auto seq = count_param(e.params, "workload.seq_len")) j["tokens_per_s"] = *batch * *seq / T;
+  }
 
   // Busy fractions, averaged over the chips that run a program.
   double mxu = 0, vpu = 0, hbm = 0, ici = 0, hbm_read = 0, hbm_write = 0, ici_bytes = 0, qwait = 0;

@@ -10,15 +10,10 @@
 #include "sim/common/npy.h"
 #include "sim/common/text.h"
 #include "sim/engine/engine.h"
+#include "workloads/tensor_info.h"
 
 namespace podsim {
 namespace {
-
-std::string safe_name(const std::string& s) {
-  std::string out;
-  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '_';
-  return out;
-}
 
 // Tensors written to tensors/: the step's inputs and state, the loss, updated values, parameter gradients, and
 // every value nothing else consumes (a matmul's product, a collective's result); with run.dump_activations also
@@ -100,7 +95,8 @@ void write_tensors(const Prepared& p, const Simulation& s, const std::string& di
     TensorId id = static_cast<TensorId>(i);
     if (!result_tensor(p.graph, id, activations) || !logical.has(id)) continue;
     const TensorInfo& info = p.graph.tensor(id);
-    write_npy(dir + "/" + safe_name(info.name) + ".npy", info.shape, logical.get(id).data, info.dtype == DType::I32);
+    write_npy(dir + "/" + tensor_file_stem(info.name) + ".npy", info.shape, logical.get(id).data,
+              info.dtype == DType::I32);
   }
   if (!p.exp.params.b("run.dump_shards")) return;
   // Each chip's local tensors (its shards), under tensors/chip<N>/.
@@ -114,8 +110,8 @@ void write_tensors(const Prepared& p, const Simulation& s, const std::string& di
       for (const TensorBinding& b : *list) {
         if (!result_tensor(p.graph, b.logical, activations) || !st->has(b.local)) continue;
         const TensorInfo& info = prog.graph.tensor(b.local);
-        write_npy(sub + "/" + safe_name(p.graph.tensor(b.logical).name) + ".npy", info.shape, st->get(b.local).data,
-                  info.dtype == DType::I32);
+        write_npy(sub + "/" + tensor_file_stem(p.graph.tensor(b.logical).name) + ".npy", info.shape,
+                  st->get(b.local).data, info.dtype == DType::I32);
       }
   }
 }

@@ -87,9 +87,21 @@ void print_report(const std::string& dir, std::ostream& out) {
   rule(out);
   out << strprintf("%-28s %s\n", "step time", format_time(T).c_str());
   out << strprintf("%-28s %lld\n", "cycles", static_cast<long long>(j.value("cycles", 0LL)));
-  out << strprintf("%-28s %s\n", "MFU", pct(j.value("mfu", 0.0)).c_str());
-  out << strprintf("%-28s %sFLOP (model %sFLOP)\n", "FLOPs", format_count(j.value("flops", 0.0)).c_str(),
-                   format_count(j.value("model_flops", 0.0)).c_str());
+  out << strprintf("%-28s %s  (model FLOPs: the step's matmuls, each once)\n", "MFU", pct(j.value("mfu", 0.0)).c_str());
+  if (j.contains("hfu"))
+    out << strprintf("%-28s %s  (hardware FLOPs: what the MXUs executed)\n", "HFU", pct(j.value("hfu", 0.0)).c_str());
+  const double model = j.value("model_flops", 0.0), hardware = j.value("hardware_flops", 0.0);
+  out << strprintf("%-28s %sFLOP (model %sFLOP", "FLOPs", format_count(j.value("flops", 0.0)).c_str(),
+                   format_count(model).c_str());
+  if (j.contains("hardware_flops"))
+    out << ", hardware " << format_count(hardware) << "FLOP"
+        << (model > 0 ? strprintf(": %.2f x the model's", hardware / model) : std::string());
+  out << ")\n";
+  if (j.contains("samples_per_s"))
+    out << strprintf("%-28s %s samples/s%s\n", "throughput", format_count(j.value("samples_per_s", 0.0)).c_str(),
+                     j.contains("tokens_per_s")
+                         ? (", " + format_count(j.value("tokens_per_s", 0.0)) + " tokens/s").c_str()
+                         : "");
   rule(out);
   out << "utilization (busy fraction, averaged over active chips)\n";
   for (const char* u : {"mxu", "vpu", "hbm", "ici"})
@@ -183,20 +195,23 @@ void print_report(const std::string& dir, std::ostream& out) {
                      pct(t.value("accepted_throughput", 0.0)).c_str(),
                      format_time(t.value("average_latency_s", 0.0)).c_str());
   }
+  // Ranked by busy time (a unit worked for the op); waiting (for a peer, for links or HBM busy with others' work)
+  // apart. A summary without busy times (an older podsim) counts the whole span as busy.
+  auto wall = [](const nlohmann::json& o) { return (o.value("end_ns", 0.0) - o.value("start_ns", 0.0)) * 1e-9; };
+  auto busy = [&](const nlohmann::json& o) { return o.value("busy_s", wall(o)); };
   std::vector<nlohmann::json> ops(j["ops"].begin(), j["ops"].end());
-  std::stable_sort(ops.begin(), ops.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
-    return a.value("end_ns", 0.0) - a.value("start_ns", 0.0) > b.value("end_ns", 0.0) - b.value("start_ns", 0.0);
-  });
+  std::stable_sort(ops.begin(), ops.end(),
+                   [&](const nlohmann::json& a, const nlohmann::json& b) { return busy(a) > busy(b); });
   if (!ops.empty()) {
     rule(out);
-    out << strprintf("top ops by time %31s %8s %10s %11s\n", "time", "share", "cycles", "HBM bytes");
+    out << strprintf("top ops by busy time %26s %8s %10s %10s %11s\n", "busy", "share", "wait", "cycles", "HBM bytes");
     for (size_t i = 0; i < std::min<size_t>(10, ops.size()); ++i) {
       const auto& o = ops[i];
-      double d = (o.value("end_ns", 0.0) - o.value("start_ns", 0.0)) * 1e-9;
+      const double d = busy(o), w = o.value("wait_s", 0.0);
       std::string name = o.value("name", std::string()) + " (" + o.value("unit", std::string()) + ")";
       if (name.size() > 36) name = name.substr(0, 33) + "...";
-      out << strprintf("  %-36s %10s %7.1f%% %10lld %11s\n", name.c_str(), format_time(d).c_str(),
-                       T > 0 ? 100 * d / T : 0.0, static_cast<long long>(o.value("cycles", 0LL)),
+      out << strprintf("  %-36s %10s %7.1f%% %10s %10lld %11s\n", name.c_str(), format_time(d).c_str(),
+                       T > 0 ? 100 * d / T : 0.0, format_time(w).c_str(), static_cast<long long>(o.value("cycles", 0LL)),
                        format_bytes(o.value("bytes", 0.0)).c_str());
     }
   }

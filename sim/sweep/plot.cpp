@@ -169,16 +169,21 @@ std::string plot_sweep(const PlotRequest& r) {
     for (const auto* other : lines[key]) {
       if (shown((*other)[xi]) != shown((*row)[xi])) continue;
       std::vector<std::string> differ;
+      std::string first;  // the first column they differ in: the --by that tells them apart
       for (size_t p : params)
-        if (p != xi && std::find(by.begin(), by.end(), p) == by.end() && shown((*other)[p]) != shown((*row)[p]))
+        if (p != xi && std::find(by.begin(), by.end(), p) == by.end() && shown((*other)[p]) != shown((*row)[p])) {
           differ.push_back(t.columns[p] + " (" + shown((*other)[p]) + ", " + shown((*row)[p]) + ")");
+          if (first.empty()) first = t.columns[p];
+        }
       std::string line;
       for (size_t i = 0; i < by.size(); ++i) line += (i ? ", " : "") + t.columns[by[i]] + " = " + key[i];
+      std::vector<std::string> by_fix = r.by;
+      by_fix.push_back(first);
       throw Error(Err::SweepQuery,
                   "runs '" + cell_text((*other)[1]) + "' and '" + cell_text((*row)[1]) + "' are both at " +
                       t.columns[xi] + " = " + shown((*row)[xi]) + (by.empty() ? "" : " on the line " + line) +
                       "; they differ in " + (differ.empty() ? std::string("nothing swept") : join(differ, ", ")) +
-                      ": pick one with --where or draw lines --by it");
+                      (first.empty() ? "" : ": pick one with --where or draw lines --by " + join(by_fix, ",")));
     }
     lines[key].push_back(row);
   }
@@ -202,7 +207,7 @@ std::string plot_sweep(const PlotRequest& r) {
   std::string out = r.out;
   if (out.empty()) {
     std::string by_part;
-    for (size_t c : by) by_part += (by_part.empty() ? "_by_" : "_and_") + file_part(t.columns[c]);
+    for (size_t c : by) by_part += (by_part.empty() ? "_by_" : "_") + file_part(t.columns[c]);
     out = (fs::path(r.db).parent_path() /
            ("plot_" + file_part(t.columns[yi]) + "_vs_" + file_part(t.columns[xi]) + by_part + ".png"))
               .string();

@@ -23,7 +23,7 @@ struct PlotRequest {
   std::string x, y;
   std::vector<std::string> by;     // one line per combination of their values; none: one line
   std::vector<std::string> where;  // column=value, or column= (no value)
-  std::string out;                 // "" = <sweep folder>/plot_<y>_vs_<x>[_by_<by>[_and_<by>...]].png
+  std::string out;                 // "" = <sweep folder>/plot_<y>_vs_<x>[_by_<by>[_<by>...]].png
   bool logx = false, logy = false;
 };
 

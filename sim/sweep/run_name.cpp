@@ -53,6 +53,19 @@ std::string render_run_name(const RunNameContext& c) {
       if (close == std::string::npos) fail("run_name '" + c.tmpl + "' has a '{' without its '}'");
       std::string key = c.tmpl.substr(i + 1, close - i - 1);
       i = close;
+      const size_t cond = key.find(":+");
+      if (cond != std::string::npos) {
+        // {key.path:+TEXT}: TEXT when the run sets the parameter to true (or to another value than false, 0 or
+        // nothing), else nothing, also when the run has no such parameter (a strategy option in a sweep over
+        // strategies).
+        const std::string path = key.substr(0, cond), text = key.substr(cond + 2);
+        if (path.empty()) fail("run_name placeholder '{" + key + "}' names no parameter before ':+'");
+        if (c.exp.params.has(path)) {
+          const std::string v = value_part(c.exp.params.at(path));
+          if (v != "false" && v != "0" && !v.empty()) raw += text;
+        }
+        continue;
+      }
       if (key == "index") {
         std::string width = std::to_string(c.total > 0 ? c.total - 1 : 0);
         std::string n = std::to_string(c.index);

@@ -22,7 +22,11 @@ TEST(CliTest, VersionAndHelp) {
   EXPECT_NE(v.out.find("podsim 0."), std::string::npos) << v.out;
   auto h = run_podsim({"--help"});
   EXPECT_EQ(h.code, 0);
-  for (const char* cmd : {"run", "validate", "list", "report"}) EXPECT_NE(h.out.find(cmd), std::string::npos) << cmd;
+  // Every subcommand is listed, each on its own line, the docs' `podsim docs` included; and each has its help.
+  for (const char* cmd : {"run", "validate", "list", "report", "compare", "sweep", "docs"}) {
+    EXPECT_NE(h.out.find(std::string("\n  ") + cmd + " "), std::string::npos) << cmd << " missing in:\n" << h.out;
+    EXPECT_EQ(run_podsim({cmd, "--help"}).code, 0) << cmd;
+  }
   auto hr = run_podsim({"run", "--help"});
   EXPECT_EQ(hr.code, 0);
   EXPECT_NE(hr.out.find("--set"), std::string::npos);
@@ -159,6 +163,29 @@ TEST(CliTest, RunWritesItsFolder) {
   auto again = run_podsim({"run", test_dir() + "/out/config.resolved.yaml", "--out", "again"});
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(read_file(test_dir() + "/again/summary.json"), read_file(test_dir() + "/out/summary.json"));
+}
+
+// strategy.name: auto (the default) is resolved to the workload's default strategy; the resolved file names the one
+// that ran, keeps auto in its comment, and reruns to the same step.
+TEST(CliTest, ResolvedFileNamesTheStrategyAutoChose) {
+  std::string exp = write_file("allreduce.yaml", "hardware:\n  preset: tpu-v3\n  pod: {dims: [2, 2]}\nworkload:\n"
+                                                 "  model: collective\n  op: all_reduce\n  bytes: 1MiB\n");
+  auto r = run_podsim({"run", exp, "--out", "out", "-q"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto s = nlohmann::json::parse(read_file(test_dir() + "/out/summary.json"));
+  ASSERT_EQ(s["strategy"], "replicate");  // what ran
+  std::string resolved = read_file(test_dir() + "/out/config.resolved.yaml");
+  EXPECT_NE(resolved.find("strategy:\n  name: [replicate]"), std::string::npos) << resolved;
+  EXPECT_NE(resolved.find("# default: chosen by auto (the workload's default strategy)\n"), std::string::npos)
+      << resolved;
+  EXPECT_EQ(resolved.find("[auto]"), std::string::npos) << resolved;
+  auto again = run_podsim({"run", test_dir() + "/out/config.resolved.yaml", "--out", "again", "-q"});
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(read_file(test_dir() + "/again/summary.json"), read_file(test_dir() + "/out/summary.json"));
+  // A strategy given by name has its own origin.
+  auto named = run_podsim({"validate", exp, "--set", "strategy.name=replicate"});
+  EXPECT_NE(named.out.find("name: [replicate]"), std::string::npos) << named.out;
+  EXPECT_EQ(named.out.find("chosen by auto"), std::string::npos) << named.out;
 }
 
 TEST(CliTest, DefaultOutputFolderIsResultsRunName) {

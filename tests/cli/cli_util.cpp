@@ -21,15 +21,11 @@
 namespace podsim::test {
 namespace fs = std::filesystem;
 
-namespace {
-
 std::string quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
 }
-
-}  // namespace
 
 std::string source_dir() { return PODSIM_SOURCE_DIR; }
 

@@ -31,6 +31,9 @@ bool exists(const std::string& path);
 // The source tree (configs/, tools/).
 std::string source_dir();
 
+// `s` as one single-quoted shell word.
+std::string quote(const std::string& s);
+
 // A run that waits for the test: a FIFO that the test plugin's `test_hold` workload (tests/plugins/hold_workload.cpp,
 // loaded with --plugin PODSIM_TEST_PLUGIN) opens while it builds its step and reads until the test releases it. The
 // test knows a run is in progress because it holds it, not because of a guess about how long a run takes.

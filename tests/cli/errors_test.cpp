@@ -50,6 +50,14 @@ int exit_of(const std::string& id) {
 TEST(ErrorsTest, CFG001_YamlSyntax) {
   auto r = expect_error(kHw + "workload: {model: matmul\n", "PODSIM-CFG-001", 4, 0);
   EXPECT_EQ(r.code, exit_of("PODSIM-CFG-001"));
+  // A key without its colon is named at its own line (3), not at the next one where the parser stops.
+  auto c = expect_error(kHw + "workload\n  model: matmul\n", "PODSIM-CFG-001", 3, 9);
+  EXPECT_NE(c.err.find("YAML syntax error: line 3 ('workload') has no ':' after its key"), std::string::npos) << c.err;
+  // A tab in the indentation says so.
+  auto t = expect_error(kHw + "workload:\n\tmodel: matmul\n", "PODSIM-CFG-001", 4, 1);
+  EXPECT_NE(t.err.find("YAML syntax error: line 4 is indented with a tab; YAML indents with spaces\n"),
+            std::string::npos)
+      << t.err;
   // A second document is not silently ignored; the error points at it.
   auto m = expect_error(kHw + kMm + "---\nrun: {seed: 3}\n", "PODSIM-CFG-001", 9, 1);
   EXPECT_NE(m.err.find("2 YAML documents"), std::string::npos) << m.err;
@@ -95,8 +103,12 @@ TEST(ErrorsTest, CFG008_DuplicateKey) {
 }
 
 TEST(ErrorsTest, CFG009_BadChoice) {
-  auto r = expect_error(kHw + kMm + "  dtype: fp16\n", "PODSIM-CFG-009", 8, 10);
-  EXPECT_NE(r.err.find("did you mean 'bf16'?"), std::string::npos) << r.err;
+  auto r = expect_error(kHw + kMm + "  dtype: fp23\n", "PODSIM-CFG-009", 8, 10);
+  EXPECT_NE(r.err.find("did you mean 'fp32'?"), std::string::npos) << r.err;
+  // fp16 is two edits from both bf16 and fp32: no suggestion, the choices instead.
+  r = expect_error(kHw + kMm + "  dtype: fp16\n", "PODSIM-CFG-009", 8, 10);
+  EXPECT_NE(r.err.find("is not one of the choices; valid: bf16, fp32\n"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
 }
 
 TEST(ErrorsTest, CFG010_UnknownPreset) {
@@ -114,6 +126,10 @@ TEST(ErrorsTest, CFG011_UnknownWorkload) {
 TEST(ErrorsTest, CFG012_UnknownStrategy) {
   auto r = expect_error(kHw + kMm + "strategy:\n  name: zigzag\n", "PODSIM-CFG-012", 9, 9);
   EXPECT_NE(r.err.find("valid:"), std::string::npos) << r.err;
+  // Nothing close (the nearest, 'moe', is two edits from 'foo'; three letters allow one): the valid names, no guess.
+  r = expect_error(kHw + kMm + "strategy:\n  name: foo\n", "PODSIM-CFG-012", 9, 9);
+  EXPECT_NE(r.err.find("unknown strategy 'foo' (valid: auto, data_parallel, moe, "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
   r = expect_error(kHw + kMm + "strategy:\n  name: pipline\n", "PODSIM-CFG-012", 9, 9);
   EXPECT_NE(r.err.find("did you mean 'pipeline'?"), std::string::npos) << r.err;
 }
@@ -218,7 +234,18 @@ TEST(ErrorsTest, MEM001_OutOfMemory) {
   auto r = expect_error(kHw + "workload:\n  model: matmul\n  m: 65536\n  k: 65536\n  n: 65536\n  dtype: fp32\n",
                         "PODSIM-MEM-001", 4, 10, {}, true);
   EXPECT_NE(r.err.find("more than the 32.00 GiB"), std::string::npos);
+  EXPECT_NE(r.err.find("or set run.allow_oom: true to report and continue"), std::string::npos) << r.err;
   EXPECT_FALSE(exists(test_dir() + "/out"));
+  // With run.allow_oom set, the run goes on and its note reports the overflow without advising to set it.
+  std::string file = write_file("allowed.yaml", kHw + "workload:\n  model: matmul\n  m: 65536\n  k: 65536\n  n: 65536\n"
+                                                      "  dtype: fp32\nrun:\n  allow_oom: true\n");
+  auto a = run_podsim({"run", file, "--out", "allowed"});
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_NE(a.out.find("note: out of memory (allowed by run.allow_oom): the step does not fit in HBM"),
+            std::string::npos)
+      << a.out;
+  EXPECT_NE(a.out.find("16.00 GiB more than the 32.00 GiB"), std::string::npos) << a.out;  // 3 x 16 GiB - 32 GiB
+  EXPECT_EQ(a.out.find("set run.allow_oom"), std::string::npos) << a.out;
 }
 
 TEST(ErrorsTest, MEM002_HostMemory) {
@@ -284,16 +311,10 @@ TEST(ErrorsTest, SIM001_Deadlock) {
   EXPECT_FALSE(exists(test_dir() + "/o"));
 }
 
-TEST(ErrorsTest, SIM002_WallLimit) {
-  // The simulation: 16 x 16 chips of synthetic traffic for a simulated second, thousands of times what 300 ms of real
-  // time can simulate on any machine.
-  std::string file = write_file("exp.yaml", "hardware:\n  preset: tpu-v3\n  pod: {dims: [16, 16]}\nworkload:\n"
-                                            "  model: traffic\n  pattern: uniform\n  rate: 0.5\n  message: 256B\n"
-                                            "  duration: 1s\nrun:\n  max_wall: 300ms\n");
-  auto r = run_podsim({"run", file, "--out", "o"});
+// A run stopped by run.max_wall = 300 ms: exit 1, the error saying when, no output folder, no partial folder left.
+void expect_wall_limit(const CliResult& r, const std::string& when) {
   EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("error PODSIM-SIM-002: the run exceeded run.max_wall = 300.000 ms of real time and was "
-                       "stopped after "),
+  EXPECT_NE(r.err.find("error PODSIM-SIM-002: the run exceeded run.max_wall = 300.000 ms of real time and was " + when),
             std::string::npos)
       << r.err;
   EXPECT_FALSE(exists(test_dir() + "/o"));
@@ -301,20 +322,22 @@ TEST(ErrorsTest, SIM002_WallLimit) {
     EXPECT_EQ(e.path().filename().string().find("partial"), std::string::npos) << e.path();
 }
 
+TEST(ErrorsTest, SIM002_WallLimit) {
+  // The simulation: 16 x 16 chips of synthetic traffic for a simulated second, thousands of times what 300 ms of real
+  // time can simulate on any machine.
+  std::string file = write_file("exp.yaml", "hardware:\n  preset: tpu-v3\n  pod: {dims: [16, 16]}\nworkload:\n"
+                                            "  model: traffic\n  pattern: uniform\n  rate: 0.5\n  message: 256B\n"
+                                            "  duration: 1s\nrun:\n  max_wall: 300ms\n");
+  expect_wall_limit(run_podsim({"run", file, "--out", "o"}), "stopped after ");
+}
+
 TEST(ErrorsTest, SIM002_WallLimitWhilePlanning) {
   // run.max_wall covers planning too: a step whose build never ends (it waits on a FIFO nobody writes).
   Hold never("never");
   std::string file = write_file("exp.yaml", kHw + "workload: {model: test_hold, hold: '" + never.path() +
                                                 "'}\nrun:\n  max_wall: 300ms\n");
-  auto r = run_podsim({"run", "--plugin", PODSIM_TEST_PLUGIN, file, "--out", "o"});
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.err.find("error PODSIM-SIM-002: the run exceeded run.max_wall = 300.000 ms of real time and was "
-                       "stopped while the step was being planned"),
-            std::string::npos)
-      << r.err;
-  EXPECT_FALSE(exists(test_dir() + "/o"));
-  for (const auto& e : std::filesystem::directory_iterator(test_dir()))
-    EXPECT_EQ(e.path().filename().string().find("partial"), std::string::npos) << e.path();
+  expect_wall_limit(run_podsim({"run", "--plugin", PODSIM_TEST_PLUGIN, file, "--out", "o"}),
+                    "stopped while the step was being planned");
 }
 
 TEST(ErrorsTest, SIM003_Internal) {
@@ -397,6 +420,21 @@ TEST(ErrorsTest, SWP006_SweepQuery) {
   auto r = sweep_error({"sweep", "plot", "sw", "--x", "workload.mm", "--y", "mfu"}, "PODSIM-SWP-006");
   EXPECT_NE(r.err.find("--x 'workload.mm' is no column of results.db (did you mean 'workload.m'?)"), std::string::npos)
       << r.err;
+  // Two runs at one x on one line: the message names what still differs and the --by that tells them apart, which
+  // then draws (one line per combination of k and n).
+  std::string grid = write_file("g.yaml", kSweepBase + "grid: {workload.m: [64, 128], workload.k: [64, 128], "
+                                                       "workload.n: [64, 128]}\n");
+  ASSERT_EQ(run_podsim({"sweep", grid, "--out", "g"}).code, 0);
+  auto a = sweep_error({"sweep", "plot", "g", "--x", "workload.m", "--y", "step_time_s", "--by", "workload.k"},
+                       "PODSIM-SWP-006");
+  EXPECT_NE(a.err.find("on the line workload.k = 64; they differ in workload.n (64, 128): pick one with --where or "
+                       "draw lines --by workload.k,workload.n\n"),
+            std::string::npos)
+      << a.err;
+  auto ok =
+      run_podsim({"sweep", "plot", "g", "--x", "workload.m", "--y", "step_time_s", "--by", "workload.k,workload.n"});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_TRUE(exists(test_dir() + "/g/plot_step_time_s_vs_workload.m_by_workload.k_workload.n.png")) << ok.out;
 }
 
 TEST(ErrorsTest, SWP007_RunsFailed) {

@@ -91,17 +91,26 @@ TEST(ReportTest, TablesShowTheRunsFigures) {
   EXPECT_NE(r.out.find(podsim::strprintf("%.3f ms", s["step_time_s"].get<double>() * 1e3)), std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find(podsim::strprintf("%.1f %%", s["mfu"].get<double>() * 100)), std::string::npos) << r.out;
+  // HFU and the hardware FLOPs beside the model's (one chip: no work repeated).
+  const size_t hfu = r.out.find("\nHFU ");
+  ASSERT_NE(hfu, std::string::npos) << r.out;
+  EXPECT_NE(r.out.substr(hfu, r.out.find('\n', hfu + 1) - hfu).find(podsim::strprintf("%.1f %%", s["hfu"].get<double>() * 100)),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("hardware " + podsim::format_count(s["hardware_flops"].get<double>()) + "FLOP: 1.00 x the model's"),
+            std::string::npos)
+      << r.out;
   for (const char* row : {"mxu", "vpu", "hbm", "ici", "exposed communication", "idle (bubble)", "weights",
-                          "optimizer_state", "activations", "top ops by time"})
+                          "optimizer_state", "activations", "top ops by busy time"})
     EXPECT_NE(r.out.find(row), std::string::npos) << row << "\n" << r.out;
-  // The slowest op of the run heads the top-ops table.
+  // The busiest op of the run heads the top-ops table.
   std::string slowest;
   double worst = -1;
   for (const auto& op : s["ops"]) {
-    double t = op["end_ns"].get<double>() - op["start_ns"].get<double>();
+    double t = op["busy_s"].get<double>();
     if (t > worst) worst = t, slowest = op["name"].get<std::string>();
   }
-  size_t top = r.out.find("top ops by time");
+  size_t top = r.out.find("top ops by busy time");
   ASSERT_NE(top, std::string::npos);
   size_t first_row = r.out.find('\n', top) + 1;
   EXPECT_EQ(r.out.compare(first_row, 2 + slowest.size(), "  " + slowest), 0) << slowest << "\n" << r.out;

@@ -9,6 +9,9 @@
 //
 // configs/sweeps/: every sweep file plans in the quick tier (`podsim sweep plan`), and runs as shipped in the long
 // tier (`podsim sweep FILE`).
+//
+// configs/examples/ in numeric mode: compare_test.cpp runs every example with run.numeric=true against its
+// --single-device run; numeric_reduced_sizes() shrinks the ones whose numeric runs exceed the quick budget.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -60,6 +63,27 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       // (at full size each simulates a multi-billion-parameter step with up to 32 micro-batches).
       {"configs/papers/gpipe/transformer48.yaml", kSmallPipelinedTransformer},
       {"configs/papers/gpipe/transformer_l_memory.yaml", kSmallPipelinedTransformer},
+  };
+  return table;
+}
+
+// Overrides that bring an example's numeric runs (compare_test.cpp: the example with run.numeric=true, and its
+// --single-device reference) within the quick budget, by path; they replace the file's reduced_sizes() entry.
+// Numeric kernels cost more than timing, so the Transformer examples shrink their widths, vocabulary and
+// sequence while keeping their pod, strategies, mesh, layers, batch and dtype: what makes a partitioned step
+// differ from one chip's.
+inline const std::map<std::string, std::vector<std::string>>& numeric_reduced_sizes() {
+  static const std::vector<std::string> kNarrowTransformer = {"workload.d_model=64", "workload.d_ff=256",
+                                                              "workload.vocab=256", "workload.seq_len=32"};
+  static const std::map<std::string, std::vector<std::string>> table = {
+      {"configs/examples/data_model.yaml", kNarrowTransformer},
+      {"configs/examples/moe.yaml", kNarrowTransformer},
+      {"configs/examples/pipeline.yaml", kNarrowTransformer},
+      {"configs/examples/pipeline_data_model.yaml", kNarrowTransformer},
+      {"configs/examples/spmd_megatron.yaml", kNarrowTransformer},
+      // One chip: a smaller product (the shipped one is 69 GFLOP) and 1 MiB of data instead of 64 MiB.
+      {"configs/examples/matmul.yaml", {"workload.m=256", "workload.k=1024", "workload.n=1024"}},
+      {"configs/examples/memory.yaml", {"workload.bytes=1MiB"}},
   };
   return table;
 }

@@ -87,6 +87,54 @@ INSTANTIATE_TEST_SUITE_P(Strategies, EquivalenceTest, ::testing::Combine(::testi
                            return std::get<0>(info.param).name + (std::get<1>(info.param) ? "Transformer" : "Mlp");
                          });
 
+// The Transformer's variants (docs/model.md) under Megatron, data x model and the 2-D scheme on 4 chips: each
+// variant's keys are added to the tiny Transformer above.
+struct Variant {
+  std::string name, keys;
+  int heads = 4;
+  std::string megatron_note;  // a note the Megatron run must give (how it split the variant's tensors)
+};
+void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
+const Variant kVariants[] = {
+    {"HeadDim", "  head_dim: 6\n"},  // 4 heads of 6 on d_model 32
+    // 4 key/value heads split over model (4 or 2 chips), 2 query heads each.
+    {"GroupedQuery", "  kv_heads: 4\n", 8},
+    // 1 key/value head: replicated on every model chip, the 4 query heads split.
+    {"MultiQuery", "  kv_heads: 1\n"},
+    // 2 key/value heads on 4 model chips: replicated, the 3 query heads of each group padded to 4.
+    {"GroupedQueryPadded", "  kv_heads: 2\n  head_dim: 4\n", 6,
+     "'layer0.attn.q.w' dimension 2: 3 over 4 devices, padded to 4"},
+    {"Swiglu", "  ffn: swiglu\n"},
+    {"Relu", "  ffn: relu\n"},
+    {"RmsNorm", "  norm: rmsnorm\n"},
+    {"ParallelBlock", "  parallel_block: true\n"},
+    {"TiedEmbeddings", "  tie_embeddings: true\n"},
+    {"Rope", "  rope: true\n"},
+    {"RopeMultiQuery", "  rope: true\n  kv_heads: 1\n"},
+};
+const Case kVariantCases[] = {
+    {"Megatron4", "[4, 1]", "strategy: {name: spmd}\n"},
+    {"DataTimesModel4", "[4, 1]", "strategy: {name: [data_parallel, spmd]}\nmesh: {axes: [data, model], shape: [2, 2]}\n"},
+    {"TwoDimensional4", "[2, 2]",
+     "strategy: {name: spmd, scheme: 2d, spmd_axes: [s0, s1]}\nmesh: {axes: [s0, s1], shape: [2, 2]}\n"},
+};
+
+class VariantEquivalenceTest : public ::testing::TestWithParam<std::tuple<Variant, Case>> {};
+
+TEST_P(VariantEquivalenceTest, ReproducesTheSingleDeviceStep) {
+  const auto& [v, c] = GetParam();
+  std::string w = kTransformer;
+  w.replace(w.find("heads: 4"), 8, "heads: " + std::to_string(v.heads));
+  const std::string d = expect_equivalent(w + v.keys, c.dims, c.rest, 100);
+  if (c.name != "Megatron4" || v.megatron_note.empty()) return;
+  const std::string notes = summary(d)["notes"].dump();
+  EXPECT_NE(notes.find(v.megatron_note), std::string::npos) << notes;
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, VariantEquivalenceTest,
+                         ::testing::Combine(::testing::ValuesIn(kVariants), ::testing::ValuesIn(kVariantCases)),
+                         [](const auto& info) { return std::get<0>(info.param).name + std::get<1>(info.param).name; });
+
 TEST(StrategiesTest, DimensionsThatDoNotDivideArePadded) {
   // 2 heads and a vocabulary of 50 over 4 model shards: padded shards, and the run notes each.
   std::string w = kTransformer;
@@ -200,7 +248,7 @@ TEST(StrategiesTest, ShippedExampleAgainstItsSingleDeviceReference) {
   r = run_podsim({"run", ex, "--single-device", "--out", test_dir() + "/lr", "-q", "--set",
                   "workload.learning_rate=0.0011"});
   ASSERT_EQ(r.code, 0) << r.err;
-  c = run_podsim({"compare", test_dir() + "/lr", test_dir() + "/dp"});
+  c = run_podsim({"compare", test_dir() + "/dp", test_dir() + "/lr"});
   EXPECT_EQ(c.code, 1) << c.out << c.err;
 }
 
@@ -232,4 +280,27 @@ TEST(StrategiesTest, MemoryFitsOnlyWhenEveryStageFits) {
                                          std::to_string(cap) + "B}}\n" + rest + "run: {allow_oom: true}\n");
   EXPECT_FALSE(b["memory"]["fits"].get<bool>());
   EXPECT_NE(b["roles"][0]["fits"].get<bool>(), b["roles"][1]["fits"].get<bool>());
+}
+
+TEST(StrategiesTest, ParallelBlocksAllReduceOncePerLayerEachWay) {
+  // Megatron's serial layer all-reduces the attention's and the FFN's partial outputs apart, forward and backward;
+  // a parallel block (PaLM) sums the two partial outputs first and all-reduces once each way. (SwiGLU: no FFN
+  // bias, which would have to be added after the reduction.)
+  auto w = [](const std::string& parallel) {
+    return hw("[4, 1]") + "workload:\n  model: transformer\n  layers: 2\n  d_model: 32\n  d_ff: 48\n  heads: 4\n"
+           "  vocab: 50\n  seq_len: 8\n  batch: 8\n  ffn: swiglu\n  parallel_block: " + parallel +
+           "\nstrategy: {name: spmd}\nrun: {trace: {format: \"off\"}}\n";
+  };
+  auto all_reduces = [](const nlohmann::json& s) {
+    int n = 0;
+    for (const auto& c : s["collectives"]) n += c["kind"] == "all_reduce";
+    return n;
+  };
+  EXPECT_EQ(all_reduces(timing_run("serial", w("false"))), 2 * 2 * 2);  // layers x {attention, FFN} x {fwd, bwd}
+  EXPECT_EQ(all_reduces(timing_run("parallel", w("true"))), 2 * 2);
+}
+
+TEST(StrategiesTest, TiedEmbeddingsAcrossPipelineStages) {
+  // The tied table is read by the first stage (the lookup) and the last (the logits); its gradient sums both.
+  expect_equivalent(kTransformer + "  tie_embeddings: true\n", "[2, 1]", "strategy: {name: pipeline, micro_batches: 2}\n");
 }

@@ -119,7 +119,7 @@ TEST(SweepPlotTest, ByTwoColumnsDrawsALinePerCombination) {
   EXPECT_EQ(m["colours"][4].get<int>(), 0) << m.dump();
   // Without -o the file is named after every --by column.
   ASSERT_EQ(run_podsim({"sweep", "plot", dir, "--x", "batch", "--y", "step_time_s", "--by", "a,b"}).code, 0);
-  EXPECT_TRUE(exists(dir + "/plot_step_time_s_vs_workload.batch_by_workload.a_and_workload.b.png"));
+  EXPECT_TRUE(exists(dir + "/plot_step_time_s_vs_workload.batch_by_workload.a_workload.b.png"));
 }
 
 // A parameter only some strategies have is NULL for the others. --where COLUMN= selects those runs, and values of

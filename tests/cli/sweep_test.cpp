@@ -91,6 +91,10 @@ TEST(SweepTest, LocalSweepFillsResultsDbRowByRow) {
     nlohmann::json s = summary_of(run_dir);
     EXPECT_EQ(num(row.at("step_time_s")), s["step_time_s"].get<double>());
     EXPECT_EQ(num(row.at("mfu")), s["mfu"].get<double>());
+    EXPECT_EQ(num(row.at("hfu")), s["hfu"].get<double>());
+    // A matmul has no batch: no throughput, NULL rather than zero.
+    EXPECT_EQ(row.at("samples_per_s"), kNull);
+    EXPECT_EQ(row.at("tokens_per_s"), kNull);
     EXPECT_EQ(num(row.at("mxu_busy")), s["busy_fraction"]["mxu"].get<double>());
     EXPECT_EQ(num(row.at("hbm_busy")), s["busy_fraction"]["hbm"].get<double>());
     EXPECT_EQ(num(row.at("ici_busy")), 0.0);  // one chip: no links

@@ -46,7 +46,9 @@ TEST(TensorLimitTest, RefusedAboveTheLimitWrittenWithinIt) {
     ASSERT_EQ(big.code, 0) << big.err;
     const uint64_t bytes = npy_data_bytes(test_dir() + "/big" + tag + "/tensors");
     ASSERT_GT(bytes, 100000u);
-    if (shards) EXPECT_TRUE(exists(test_dir() + "/big" + tag + "/tensors/chip3"));
+    if (shards) {
+      EXPECT_TRUE(exists(test_dir() + "/big" + tag + "/tensors/chip3"));
+    }
     // Exactly at the limit: written, the same bytes.
     CliResult at = run_podsim({"run", exp, "--out", "at" + tag, "-q", "--set",
                                "run.max_tensor_bytes=" + std::to_string(bytes) + "B"});

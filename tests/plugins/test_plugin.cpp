@@ -90,3 +90,48 @@ PODSIM_REGISTER_STRATEGY(BrokenPlan, "test_broken_plan", "Test: a plan that brea
 
 }  // namespace
 }  // namespace podsim
+
+// A partitioned step that is wrong in one collective, for the tests of `podsim compare` (tests/cli/compare_test.cpp):
+// data_parallel's plan with the all-reduce of one tensor (strategy.drop, e.g. "layer1.ln1.beta.grad") replaced by a
+// local copy, so each chip keeps its own partial sum of that tensor.
+#include "strategies/planner.h"
+
+namespace podsim {
+namespace {
+
+class DropAllReduce : public IStrategy {
+ public:
+  std::vector<ParamSpec> params() const override {
+    std::vector<ParamSpec> p = StrategyRegistry::instance().make("data_parallel")->params();
+    p.push_back(ParamSpec::text("strategy.drop", "test_drop_all_reduce: the tensor whose all-reduce is left out"));
+    return p;
+  }
+
+  std::optional<Plan> place(const ModelGraph& g, const Experiment& exp) const override {
+    Experiment dp = exp;
+    dp.strategy = "data_parallel";
+    dp.strategies = {"data_parallel"};
+    Plan plan = make_plan(g, dp);
+    const std::string prefix = exp.params.s("strategy.drop") + "/all_reduce";
+    int dropped = 0;
+    for (Program& prog : plan.programs)
+      for (OpId id = 0; id < static_cast<OpId>(prog.graph.num_ops()); ++id) {
+        Op& op = prog.graph.op(id);
+        if (op.kind != OpKind::AllReduce || op.name.rfind(prefix, 0) != 0) continue;
+        op.kind = OpKind::Scale;  // out = 1 * in: the chip's own partial sum
+        op.phase = Phase::Backward;
+        op.attrs = OpAttrs{};
+        op.attrs.alpha = 1.0;
+        ++dropped;
+      }
+    if (dropped == 0) throw Error(Err::Internal, "test_drop_all_reduce: no all-reduce of '" + prefix + "'");
+    plan.strategy = "test_drop_all_reduce";
+    return plan;
+  }
+};
+
+PODSIM_REGISTER_STRATEGY(DropAllReduce, "test_drop_all_reduce",
+                         "Test: data_parallel without the all-reduce of one tensor (strategy.drop)");
+
+}  // namespace
+}  // namespace podsim

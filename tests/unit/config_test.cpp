@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 
+#include "sim/common/text.h"
 #include "sim/config/loader.h"
 
 using namespace podsim;
@@ -146,6 +147,82 @@ TEST(ConfigErrorTest, YamlSyntax) {
   EXPECT_EQ(e.id(), "PODSIM-CFG-001");
   EXPECT_EQ(e.where().file, "exp.yaml");
   EXPECT_GT(e.where().line, 0);
+}
+
+// yaml-cpp stops after the common mistakes (at the next line's ':'); the error names the line of the mistake.
+TEST(ConfigErrorTest, YamlSyntaxAtTheLineOfTheMistake) {
+  const std::string hw = "hardware:\n  preset: tpu-v3\n";
+  // A key without its colon, alone above its block (the parser stops at line 4) or before its value (line 5).
+  expect_at(fail(hw + "workload\n  model: matmul\n"), Err::YamlSyntax, 3, 9,
+            "line 3 ('workload') has no ':' after its key");
+  expect_at(fail(hw + "workload:\n  model matmul\n  m: 1\n"), Err::YamlSyntax, 4, 15,
+            "line 4 ('model matmul') has no ':' after its key");
+  // Blank lines between do not move it; nor do Windows line ends.
+  expect_at(fail(hw + "workload\n\n  model: matmul\n"), Err::YamlSyntax, 3, 9, "line 3 ('workload')");
+  expect_at(fail("hardware:\r\n  preset: tpu-v3\r\nworkload\r\n  model: matmul\r\n"), Err::YamlSyntax, 3, 9,
+            "line 3 ('workload')");
+  // A comment after the key ends its text: the parser stops at the key's own line, and says the same.
+  expect_at(fail(hw + "workload   # the model\n  model: matmul\n"), Err::YamlSyntax, 3, 9,
+            "line 3 ('workload') has no ':' after its key");
+  // A line indented under a key that already has a value.
+  expect_at(fail(hw + "workload:\n  model: matmul\n    m: 1\n"), Err::YamlSyntax, 5, 5,
+            "line 5 ('m: 1') is indented more than line 4 ('model: matmul'), which already has a value");
+  // A line indented by a width no key above it has.
+  expect_at(fail(hw + "workload:\n  model: matmul\n m: 1\n"), Err::YamlSyntax, 5, 2,
+            "line 5 ('m: 1') is indented by 1 space, which lines up with no key above it (they are indented by 0, 2)");
+  // A second ': ' on one line, at that colon.
+  expect_at(fail(hw + "workload:\n  model: matmul: x\n"), Err::YamlSyntax, 4, 16,
+            "a second ': ' on line 4 ('model: matmul: x'); quote a value that holds ': '");
+}
+
+TEST(ConfigErrorTest, YamlTabIndentNamesTheFirstTabbedLine) {
+  const std::string hw = "hardware:\n  preset: tpu-v3\n";
+  expect_at(fail(hw + "workload:\n\tmodel: matmul\n"), Err::YamlSyntax, 4, 1,
+            "line 4 is indented with a tab; YAML indents with spaces");
+  expect_at(fail(hw + "workload:\n  model: matmul\n \tm: 1\n"), Err::YamlSyntax, 5, 2, "line 5 is indented with a tab");
+  expect_at(fail("hardware:\n\tpreset: tpu-v3\nworkload:\n\tmodel: matmul\n"), Err::YamlSyntax, 2, 1,
+            "line 2 is indented with a tab");
+  // A tab after the place the parser stopped did not cause this error: the mistake before it is reported.
+  expect_at(fail(hw + "workload\n  model: matmul\n  m: 1\n\tk: 2\n"), Err::YamlSyntax, 3, 9,
+            "line 3 ('workload') has no ':'");
+  // A tab inside a value is no indentation.
+  Experiment e = load(hw + "  description: \"a\tb\"\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  EXPECT_EQ(e.params.s("hardware.description"), "a\tb");
+}
+
+// A suggestion is at most max(1, len / 3) edits from the word typed (case ignored) and nearer than any other
+// candidate; otherwise none.
+TEST(SuggestionTest, OnlyAClearlyNearestCandidate) {
+  const std::vector<std::string> strategies = {"auto", "data_parallel", "moe", "pipeline", "replicate",
+                                               "single_device", "spmd"};
+  EXPECT_EQ(suggestion_limit("foo"), 1u);
+  EXPECT_EQ(suggestion_limit("ab"), 1u);
+  EXPECT_EQ(suggestion_limit("piplin"), 2u);
+  EXPECT_EQ(nearest("foo", strategies), "");        // 'moe' is 2 edits away
+  EXPECT_EQ(nearest("pipline", strategies), "pipeline");  // 1 edit
+  EXPECT_EQ(nearest("piplin", strategies), "pipeline");   // 2 edits, 6 letters
+  EXPECT_EQ(nearest("pipln", strategies), "");            // 3 edits, 5 letters
+  EXPECT_EQ(nearest("spdm", strategies), "spmd");         // a transposition is one edit
+  EXPECT_EQ(nearest("mhz", {"Hz", "kHz", "MHz", "GHz"}), "MHz");  // case only
+  EXPECT_EQ(nearest("fp16", {"fp32", "bf16"}), "");       // 2 edits from each
+  EXPECT_EQ(nearest("tpu-v7", {"tpu-v2", "tpu-v3", "tpu-v4"}), "");  // 1 edit from each: no pick
+  EXPECT_EQ(suggestion("foo", strategies), "valid: auto, data_parallel, moe, pipeline, replicate, single_device, spmd");
+  EXPECT_EQ(suggestion("pipline", strategies), "did you mean 'pipeline'?");
+}
+
+TEST(ConfigErrorTest, UnknownKeyWithoutANearOneListsTheValidKeys) {
+  Error e = fail(std::string(kBase) + "  foo: 3\n");
+  expect_at(e, Err::UnknownKey, 8, 3, "unknown key 'workload.foo' (valid keys here: ");
+  EXPECT_EQ(std::string(e.what()).find("did you mean"), std::string::npos) << e.what();
+  try {
+    load(kBase, {"hardware.chip.mxu.foo=3"});
+    FAIL();
+  } catch (const Error& o) {
+    EXPECT_NE(std::string(o.what()).find("unknown key 'hardware.chip.mxu.foo' (valid keys in 'hardware.chip.mxu': "
+                                         "accumulator_rows, cols, count, rows, weight_double_buffer)"),
+              std::string::npos)
+        << o.what();
+  }
 }
 
 TEST(ConfigErrorTest, UnknownKeySuggestsNearest) {

@@ -132,12 +132,23 @@ TEST(GradientsTest, Elementwise) {
   check_gradients("bias_add", [](GraphBuilder& b) { return b.bias_add(b.param("x", {4, 6}), b.param("b", {6}), "ba"); });
   check_gradients("relu", [](GraphBuilder& b) { return b.relu(b.param("x", {5, 8}), "relu"); }, false, 0.02);
   check_gradients("gelu", [](GraphBuilder& b) { return b.gelu(b.param("x", {5, 8}), "gelu"); });
+  check_gradients("mul", [](GraphBuilder& b) { return b.mul(b.param("a", {4, 6}), b.param("c", {4, 6}), "mul"); });
+  check_gradients("silu", [](GraphBuilder& b) { return b.silu(b.param("x", {5, 8}), "silu"); });
 }
 
 TEST(GradientsTest, LayerNorm) {
   check_gradients("layer_norm", [](GraphBuilder& b) {
     return b.layer_norm(b.param("x", {6, 8}), b.param("gamma", {8}), b.param("beta", {8}), "ln");
   });
+}
+
+TEST(GradientsTest, RmsNorm) {
+  check_gradients("rms_norm", [](GraphBuilder& b) { return b.rms_norm(b.param("x", {6, 8}), b.param("gamma", {8}), "rms"); });
+}
+
+TEST(GradientsTest, Rope) {
+  // Positions along dimension 1 (5 of them), 3 heads of width 6: pairs (i, i + 3) rotate.
+  check_gradients("rope", [](GraphBuilder& b) { return b.rope(b.param("q", {2, 5, 3, 6}), "rope"); });
 }
 
 TEST(GradientsTest, Softmax) {
@@ -218,7 +229,7 @@ TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
   std::vector<OpKind> covered = {OpKind::MatMul, OpKind::Add, OpKind::Scale, OpKind::BiasAdd, OpKind::Relu,
                                  OpKind::Gelu, OpKind::LayerNorm, OpKind::Softmax,
                                  OpKind::Embedding, OpKind::SoftmaxCrossEntropy, OpKind::Reshape,
-                                 OpKind::Top2Gating};
+                                 OpKind::Top2Gating, OpKind::Mul, OpKind::Silu, OpKind::RmsNorm, OpKind::Rope};
   for (int k = 0; k <= static_cast<int>(OpKind::Traffic); ++k) {
     const OpKindDef* d = find_op_kind(static_cast<OpKind>(k));
     ASSERT_NE(d, nullptr) << "op kind " << k << " has no definition";

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "sim/config/loader.h"
+#include "workloads/builder.h"
 #include "workloads/i_workload.h"
 #include "workloads/op_def.h"
 #include "workloads/ops/op_kind.h"
@@ -41,6 +42,23 @@ TEST(GraphTest, MatmulIsOneForwardOp) {
   EXPECT_EQ(c.unit, Unit::Mxu);
   EXPECT_DOUBLE_EQ(c.bytes_read, 2.0 * (300 * 200 + 200 * 100));
   EXPECT_DOUBLE_EQ(c.bytes_written, 2.0 * 300 * 100);
+}
+
+// workload.batch: B independent products [B, M, K] x [B, K, N], both operands inputs (neither is a weight that
+// stays in the MXU across the batch); B = 1 keeps the two-dimensional product.
+TEST(GraphTest, BatchedMatmulShapesFlopsAndBytes) {
+  const int64_t B = 6, M = 30, K = 20, N = 10;
+  ModelGraph g = build("  model: matmul\n  batch: 6\n  m: 30\n  k: 20\n  n: 10\n");
+  ASSERT_EQ(g.num_ops(), 1u);
+  EXPECT_EQ(g.op(0).attrs.equation, "bmk,bkn->bmn");
+  EXPECT_EQ(g.tensor(g.op(0).inputs[0]).shape, (std::vector<int64_t>{B, M, K}));
+  EXPECT_EQ(g.tensor(g.op(0).inputs[1]).shape, (std::vector<int64_t>{B, K, N}));
+  EXPECT_EQ(g.tensor(g.op(0).outputs[0]).shape, (std::vector<int64_t>{B, M, N}));
+  EXPECT_DOUBLE_EQ(g.total_flops(), 2.0 * B * M * K * N);
+  OpCost c = op_cost(g, g.op(0));
+  EXPECT_DOUBLE_EQ(c.bytes_read, 2.0 * B * (M * K + K * N));
+  EXPECT_DOUBLE_EQ(c.bytes_written, 2.0 * B * M * N);
+  EXPECT_EQ(build("  model: matmul\n  batch: 1\n  m: 30\n  k: 20\n  n: 10\n").op(0).attrs.equation, "mk,kn->mn");
 }
 
 TEST(GraphTest, MlpShapesAndFlops) {
@@ -131,4 +149,56 @@ TEST(GraphTest, GradientsAccumulateForTensorsUsedTwice) {
   int sums = 0;
   for (const Op& op : g.ops()) sums += op.kind == OpKind::Add && op.phase == Phase::Backward;
   EXPECT_GE(sums, 2);
+}
+
+// Model FLOPs (what MFU counts, docs/outputs.md): every matmul of the logical step once, forward and backward, the
+// optimizer left out. Each matmul of docs/model.md's MLP is listed here by hand: a product M x K @ K x N costs
+// 2·M·K·N forward, and its backward computes the weight gradient (the same size) and the input gradient (the same
+// size) unless the input is the batch, which takes no gradient.
+TEST(GraphTest, ModelFlopsOfAnMlpCountEveryMatmulOnce) {
+  const double B = 16, I = 12, H = 24, C = 5;  // 3 hidden layers
+  ModelGraph g = build("  model: mlp\n  batch: 16\n  input: 12\n  hidden: 24\n  layers: 3\n  classes: 5\n");
+  const double fc0 = 2 * B * I * H, fc1 = 2 * B * H * H, fc2 = 2 * B * H * H, out = 2 * B * H * C;
+  const double forward = fc0 + fc1 + fc2 + out;
+  const double weight_grads = fc0 + fc1 + fc2 + out;  // dW = h^T dy: the same M, K, N reordered
+  const double input_grads = fc1 + fc2 + out;         // dh = dy W^T; none for fc0, whose input is x
+  EXPECT_DOUBLE_EQ(g.matmul_flops(), forward + weight_grads + input_grads);
+  int matmuls = 0;
+  for (const Op& op : g.ops()) matmuls += op_cost(g, op).unit == Unit::Mxu && op.phase != Phase::Optimizer;
+  EXPECT_EQ(matmuls, 4 + 4 + 3);
+}
+
+// docs/model.md's Transformer, each matmul listed: per layer the Q, K, V and output projections (T x D @ D x D),
+// the scores Q·K^T and the context P·U (per sequence and head S x d_h @ d_h x S and S x S @ S x d_h: 2·B·S²·D
+// each, the whole S x S although the causal mask zeroes half of P, as PaLM counts attention), the FFN's up and
+// down projections (T x D @ D x F, T x F @ F x D); after the layers the unembedding (T x D @ D x V). The embedding
+// is a lookup, not a matmul. Backward: both operands of every product take a gradient (the first layer's input
+// is the embedding's output), each a product as large as the forward one.
+TEST(GraphTest, ModelFlopsOfATransformerCountEveryMatmulOnce) {
+  const double L = 2, D = 64, F = 256, V = 100, S = 32, B = 3, T = B * S;
+  ModelGraph g = build("  model: transformer\n  layers: 2\n  d_model: 64\n  d_ff: 256\n  heads: 4\n  vocab: 100\n"
+                       "  seq_len: 32\n  batch: 3\n");
+  const double qkvo = 4 * (2 * T * D * D), attention = 2 * (2 * B * S * S * D), ffn = 2 * (2 * T * D * F);
+  const double unembed = 2 * T * D * V;
+  const double forward = L * (qkvo + attention + ffn) + unembed;
+  EXPECT_DOUBLE_EQ(g.matmul_flops(), forward + 2 * forward);
+  int matmuls = 0;
+  for (const Op& op : g.ops()) matmuls += op_cost(g, op).unit == Unit::Mxu && op.phase != Phase::Optimizer;
+  EXPECT_EQ(matmuls, 2 * 8 * 3 + 3);  // 8 products per layer and the unembedding, each with two gradients
+  // Without the causal mask the count is the same: the mask changes the softmax, not the products.
+  ModelGraph full = build("  model: transformer\n  layers: 2\n  d_model: 64\n  d_ff: 256\n  heads: 4\n  vocab: 100\n"
+                          "  seq_len: 32\n  batch: 3\n  causal: false\n");
+  EXPECT_DOUBLE_EQ(full.matmul_flops(), g.matmul_flops());
+}
+
+TEST(GraphTest, ModelFlopsLeaveTheOptimizerOut) {
+  ModelGraph g("t");
+  GraphBuilder b(g, DType::F32);
+  TensorId x = b.input("x", {4, 8}, DType::F32);
+  TensorId y = b.matmul(x, b.param("w", {8, 2}), "mm");
+  EXPECT_DOUBLE_EQ(g.matmul_flops(), 2.0 * 4 * 8 * 2);
+  g.op(g.producer(y)).phase = Phase::Optimizer;  // a matmul inside an update is not the model's
+  EXPECT_DOUBLE_EQ(g.matmul_flops(), 0.0);
+  // The matmul workload is one forward product.
+  EXPECT_DOUBLE_EQ(build("  model: matmul\n  m: 300\n  k: 200\n  n: 100\n").matmul_flops(), 2.0 * 300 * 200 * 100);
 }

@@ -86,6 +86,21 @@ TEST(SweepPlanTest, ZipAdvancesItsListsTogetherAndGroupsAreAxes) {
   EXPECT_EQ(names(q), (std::vector<std::string>{"64-256", "128-512"}));
 }
 
+// {key.path:+TEXT} marks the runs that set a boolean option, also in a sweep whose other runs lack it.
+TEST(SweepPlanTest, ConditionalPlaceholderMarksRunsWithAnOptionSet) {
+  SweepPlan p = plan("base:\n  hardware: {preset: tpu-v3, pod: {dims: [2, 1]}}\n"
+                     "  workload: {model: mlp, batch: 8, input: 16, hidden: 16, layers: 1, classes: 4}\n"
+                     "runs:\n"
+                     "  - {strategy.name: data_parallel}\n"
+                     "  - {strategy.name: data_parallel, strategy.weight_update_sharding: true}\n"
+                     "  - {strategy.name: data_parallel, strategy.weight_update_sharding: false}\n"
+                     "  - {strategy.name: spmd}\n"
+                     "run_name: \"{index}-{strategy.name}{strategy.weight_update_sharding:+-wus}\"\n");
+  EXPECT_EQ(names(p), (std::vector<std::string>{"0-data_parallel", "1-data_parallel-wus", "2-data_parallel",
+                                                "3-spmd"}));
+  expect_error(kMatmul + "run_name: \"{:+x}\"\n", Err::SweepTemplate, 4, 11, "names no parameter before ':+'");
+}
+
 TEST(SweepPlanTest, RunListsSetTheirOwnKeysAndMappingsAreFlattened) {
   SweepPlan p = plan(kMatmul +
                      "grid:\n  workload.m: [64, 128]\n"
@@ -185,6 +200,9 @@ TEST(SweepPlanTest, ErrorsPointIntoTheSweepFile) {
   expect_error(kMatmul + "grid: {workload.m: [64]}\ngrid: {workload.k: [64]}\n", Err::DuplicateKey, 5, 1,
                "duplicated key 'grid'");
   expect_error(kMatmul + "grid: {workload.m: [64\n", Err::YamlSyntax, 0, 0, "YAML syntax error");
+  // A key without its ':' is named at its own line (4), as in experiment files.
+  expect_error(kMatmul + "grid\n  workload.m: [64]\n", Err::YamlSyntax, 4, 5,
+               "line 4 ('grid') has no ':' after its key");
 }
 
 TEST(SweepPlanTest, ShippedSweepsPlan) {

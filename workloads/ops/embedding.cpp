@@ -94,22 +94,27 @@ OpSharding emb_rule(const OpShardingQuery& q) {
 
 // dtable [V, D]: rows scattered from every device's tokens, so partial over the axes splitting the ids. The
 // vocabulary rows stay whole unless the wanted gradient splits them over axes the tokens do not use (each device
-// then scatters only the ids of its own rows).
+// then scatters only the ids of its own rows). D keeps dy's split, or takes the wanted gradient's when dy has none
+// (dy is then sliced, and each device reduces only its columns of the table).
 OpSharding emb_grad_rule(const OpShardingQuery& q) {
   OpSharding r;
   r.attrs = q.op.attrs;
   ShardSpec ids = sharding::settled(q.in[1]);
   ShardSpec dy = ids;
+  auto free_of = [&](const std::vector<std::string>& axes, const ShardSpec& s) {
+    for (const auto& a : axes)
+      if (s.uses(a)) return false;
+    return true;
+  };
+  const std::optional<ShardSpec> want =
+      !q.want.empty() && q.want[0] && !q.want[0]->is_partial() ? q.want[0] : std::nullopt;
   std::vector<std::string> d_axes = q.in[0].dims.back();
   d_axes.erase(std::remove_if(d_axes.begin(), d_axes.end(), [&](const std::string& a) { return ids.uses(a); }),
                d_axes.end());
+  if (d_axes.empty() && want && free_of(want->dims[1], ids)) d_axes = want->dims[1];
   dy.dims.push_back(d_axes);
   std::vector<std::string> v_axes;
-  if (!q.want.empty() && q.want[0] && !q.want[0]->is_partial()) {
-    bool free = true;
-    for (const auto& a : q.want[0]->dims[0]) free = free && !dy.uses(a);
-    if (free) v_axes = q.want[0]->dims[0];
-  }
+  if (want && free_of(want->dims[0], dy)) v_axes = want->dims[0];
   ShardSpec out = ShardSpec::replicated(2);
   out.dims = {v_axes, d_axes};
   out.partial = ids.axes();

@@ -1,0 +1,61 @@
+// Per-role memory by category as summary.json reports it (`podsim run --memory-only`), against hand counts from the
+// model's dimensions: the figures a user reads for a weight-update-sharded step and for the stages of a pipeline.
+// tests/unit/plan_figures_test.cpp derives the same counts from the plans; this checks that they reach the summary.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_util.h"
+
+using namespace podsim::test;
+using nlohmann::json;
+
+namespace {
+
+// The MLP: batch B, input I, hidden H, classes C, fp32, every tensor in HBM (run.fusion: none).
+constexpr double B = 16, I = 8, H = 32, C = 4, F32 = 4;
+
+json memory_only(const std::string& name, const std::string& yaml) {
+  const std::string exp = write_file(name + ".yaml", yaml);
+  auto r = run_podsim({"run", exp, "--out", name, "--memory-only", "-q"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  return json::parse(read_file(test_dir() + "/" + name + "/summary.json"));
+}
+
+std::string mlp(int layers) {
+  return "workload: {model: mlp, batch: 16, input: 8, hidden: 32, layers: " + std::to_string(layers) +
+         ", classes: 4, dtype: fp32, optimizer: adam}\nrun: {fusion: none}\n";
+}
+
+}  // namespace
+
+// Two hidden layers on 4 replicas with weight-update sharding and Adam (b = B / 4 rows each): the whole weights, a
+// quarter of m and v; at the peak (fc1's weight gradient) fc1's whole gradient, the quarters of the gradients
+// already reduce-scattered, fc1's two input-side gradients (b x H), and the batch shard, the loss and fc0's
+// pre-activation and ReLU output (b x H each).
+TEST(MemoryFiguresTest, WeightUpdateShardingByCategory) {
+  const json s = memory_only("wus", "hardware: {preset: tpu-v3, pod: {dims: [4, 1]}}\n" + mlp(2) +
+                                        "strategy: {name: data_parallel, weight_update_sharding: true}\n");
+  const double b = B / 4, params = I * H + H + H * H + H + H * C + C;
+  const json& m = s["roles"][0]["memory_at_peak"];
+  EXPECT_EQ(m["weights"].get<double>(), params * F32);
+  EXPECT_EQ(m["optimizer_state"].get<double>(), 2 * params * F32 / 4);
+  EXPECT_EQ(m["gradients"].get<double>(), H * H * F32 + (H * C + C + H) * F32 / 4 + 2 * b * H * F32);
+  EXPECT_EQ(m["activations"].get<double>(), (b * I + b + 1 + 2 * b * H) * F32);
+  EXPECT_EQ(m["temporaries"].get<double>(), 0);
+}
+
+// Three hidden layers on 4 stages (one layer each, the output layer last): each role holds its own layer's weights
+// and twice them in Adam's state, and nothing of the other stages.
+TEST(MemoryFiguresTest, PipelineStagesHoldTheirOwnWeights) {
+  const json s = memory_only("pipe", "hardware: {preset: tpu-v3, pod: {dims: [4, 1]}}\n" + mlp(3) +
+                                         "strategy: {name: pipeline, micro_batches: 4}\n");
+  const std::vector<double> weights = {(I * H + H) * F32, (H * H + H) * F32, (H * H + H) * F32, (H * C + C) * F32};
+  ASSERT_EQ(s["roles"].size(), weights.size());
+  for (size_t k = 0; k < weights.size(); ++k) {
+    const json& r = s["roles"][k];
+    EXPECT_EQ(r["role"], "stage" + std::to_string(k));
+    EXPECT_EQ(r["memory_at_peak"]["weights"].get<double>(), weights[k]) << k;
+    EXPECT_EQ(r["memory_at_peak"]["optimizer_state"].get<double>(), 2 * weights[k]) << k;
+  }
+}

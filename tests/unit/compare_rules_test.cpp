@@ -1,0 +1,171 @@
+// The default tolerances of `podsim compare` (workloads/compare_rules.h): which precision and measure each tensor
+// of a hand-built step gets, the bounds against their definitions (bf16's unit roundoff, a Poisson quantile summed
+// here independently), and judgements of hand-made tensors whose errors are computed by hand.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "workloads/builder.h"
+#include "workloads/compare_rules.h"
+
+using namespace podsim;
+
+namespace {
+
+// x[4, 3] @ w[3, 2] + b -> softmax cross-entropy, with `dtype` parameters and activations.
+ModelGraph tiny_step(DType dtype, Optimizer opt) {
+  ModelGraph g("tiny");
+  GraphBuilder b(g, dtype);
+  TensorId x = b.input("x", {4, 3}, dtype);
+  TensorId labels = b.label("labels", {4});
+  TensorId w = b.param("w", {3, 2});
+  TensorId bias = b.param("b", {2});
+  TensorId logits = b.bias_add(b.matmul(x, w, "fc"), bias, "fc.bias");
+  TensorId loss = b.softmax_cross_entropy(logits, labels, "loss");
+  b.backward(loss);
+  b.optimizer({opt, 0.01});
+  return g;
+}
+
+std::map<std::string, TensorRule> by_file(const ModelGraph& g) {
+  std::map<std::string, TensorRule> m;
+  for (const TensorRule& r : compare_rules(g)) m[r.file] = r;
+  return m;
+}
+
+Tensor tensor(std::vector<float> v) {
+  Tensor t({static_cast<int64_t>(v.size())});
+  t.data = std::move(v);
+  return t;
+}
+
+// P(K > k) for K ~ Poisson(lambda), by the recurrence p(k) = p(k - 1) lambda / k in long double (its range holds
+// e^-4096).
+long double poisson_tail(long double lambda, int64_t k) {
+  long double p = std::exp(-lambda), cdf = p;
+  for (int64_t i = 1; i <= k; ++i) {
+    p *= lambda / static_cast<long double>(i);
+    cdf += p;
+  }
+  return 1 - cdf;
+}
+
+}  // namespace
+
+TEST(CompareRulesTest, Bf16StepIsJudgedAtBf16ThroughoutAndUpdatesAgainstTheirStep) {
+  auto r = by_file(tiny_step(DType::BF16, Optimizer::Adam));
+  // Stored in bf16 and computed in it.
+  EXPECT_EQ(r.at("w.grad").precision, DType::BF16);
+  EXPECT_EQ(r.at("w.grad").measure, Measure::Norm);
+  // Stored in fp32 but computed from bf16 values: the loss, Adam's m and v.
+  for (const char* f : {"loss", "w.m.new", "w.v.new"}) {
+    EXPECT_EQ(r.at(f).dtype, DType::F32) << f;
+    EXPECT_EQ(r.at(f).precision, DType::BF16) << f;
+    EXPECT_EQ(r.at(f).measure, Measure::Norm) << f;
+  }
+  // Step inputs keep their own type: the labels are exact integers (no rounding), the state starts as fp32 zeros.
+  EXPECT_EQ(r.at("labels").precision, DType::F32);
+  EXPECT_EQ(r.at("w.m").precision, DType::F32);
+  EXPECT_EQ(r.at("w").precision, DType::BF16);
+  // The updated parameters, against Adam's step.
+  for (const char* f : {"w.new", "b.new"}) {
+    EXPECT_EQ(r.at(f).measure, Measure::AdamStep) << f;
+    EXPECT_DOUBLE_EQ(r.at(f).learning_rate, 0.01) << f;
+    EXPECT_EQ(r.at(f).precision, DType::BF16) << f;
+  }
+}
+
+TEST(CompareRulesTest, Fp32StepIsJudgedAtFp32AndSgdAgainstItsGradient) {
+  auto r = by_file(tiny_step(DType::F32, Optimizer::Sgd));
+  for (const auto& [file, rule] : r) EXPECT_EQ(rule.precision, DType::F32) << file;
+  EXPECT_EQ(r.at("w.new").measure, Measure::SgdStep);
+  EXPECT_EQ(r.at("w.new").gradient, "w.grad");
+  EXPECT_EQ(r.count("w.m.new"), 0u);
+}
+
+TEST(CompareRulesTest, BoundsFollowTheirDefinitions) {
+  EXPECT_DOUBLE_EQ(precision_tolerance(DType::F32), 1e-5);
+  EXPECT_DOUBLE_EQ(precision_tolerance(DType::BF16), 16 * std::ldexp(1.0, -8));  // 16 units of bf16's roundoff
+  // The allowed reversals: the smallest k with P(K > k) <= 1e-3 for a mean of tau * n, and at least 1.
+  for (auto [dtype, n] : std::vector<std::pair<DType, int64_t>>{
+           {DType::BF16, 1}, {DType::BF16, 32}, {DType::BF16, 256}, {DType::BF16, 1024}, {DType::BF16, 16000},
+           {DType::F32, 10}, {DType::F32, 1600}, {DType::F32, 65536}, {DType::F32, 1 << 20}}) {
+    const long double lambda = precision_tolerance(dtype) * static_cast<double>(n);
+    const int64_t k = allowed_reversals(dtype, n);
+    EXPECT_LE(poisson_tail(lambda, k), 1e-3L) << dtype_name(dtype) << " n = " << n;
+    if (k > 1) {
+      EXPECT_GT(poisson_tail(lambda, k - 1), 1e-3L) << dtype_name(dtype) << " n = " << n;
+    }
+    EXPECT_DOUBLE_EQ(adam_step_bound(dtype, n), 2 * std::sqrt(static_cast<double>(k) / static_cast<double>(n)));
+  }
+  // Hand-summed: a mean of 2 (bf16, 32 elements) stays within 7 with probability 0.99890 and within 8 with 0.99976.
+  EXPECT_EQ(allowed_reversals(DType::BF16, 32), 8);
+  EXPECT_EQ(allowed_reversals(DType::F32, 10), 1);  // a mean of 1e-4 allows none, the floor one
+  // Above a mean of 1000 a normal approximation, never below the true quantile and at most 3 above it.
+  const int64_t big = int64_t(1) << 16;  // bf16: a mean of 4096
+  const int64_t k = allowed_reversals(DType::BF16, big);
+  EXPECT_LE(poisson_tail(4096.0L, k), 1e-3L);
+  EXPECT_GT(poisson_tail(4096.0L, k - 3), 1e-3L);
+}
+
+TEST(CompareRulesTest, AdamUpdatesPassRareReversalsAndFailSystematicOnes) {
+  TensorRule rule;
+  rule.measure = Measure::AdamStep;
+  rule.learning_rate = 0.01;
+  rule.precision = DType::BF16;
+  // 1024 elements moved by lr each; a full step has norm lr * 32.
+  std::vector<float> ref(1024), got(1024);
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] = got[i] = (i % 2 ? 0.5f : -0.5f) - 0.01f;
+  // Reversed in 10 elements: error sqrt(10) * 2 lr / (32 lr) = 0.198; bf16 allows 64 + quantile margin.
+  for (int i = 0; i < 10; ++i) got[i] += 0.02f;
+  Judgement j = judge(rule, tensor(got), tensor(ref), nullptr);
+  EXPECT_NEAR(j.error, std::sqrt(10.0) * 2 / 32, 1e-5);
+  EXPECT_TRUE(j.pass);
+  EXPECT_DOUBLE_EQ(j.bound, adam_step_bound(DType::BF16, 1024));
+  // Reversed everywhere (the step taken the wrong way): error 2.
+  for (size_t i = 0; i < got.size(); ++i) got[i] = ref[i] + 0.02f;
+  j = judge(rule, tensor(got), tensor(ref), nullptr);
+  EXPECT_NEAR(j.error, 2, 1e-5);
+  EXPECT_FALSE(j.pass);
+  // In fp32 the same 10 reversals fail (a mean of 0.01 reversals in 1024 elements allows one); a single element
+  // moved by 1.5 lr passes (a gradient of about eps, so partly reversed: error 0.015 / 0.32 = 0.047 of 0.0625).
+  rule.precision = DType::F32;
+  for (size_t i = 0; i < got.size(); ++i) got[i] = ref[i] + (i < 10 ? 0.02f : 0.0f);
+  EXPECT_FALSE(judge(rule, tensor(got), tensor(ref), nullptr).pass);
+  for (size_t i = 0; i < got.size(); ++i) got[i] = ref[i] + (i < 1 ? 0.015f : 0.0f);
+  j = judge(rule, tensor(got), tensor(ref), nullptr);
+  EXPECT_DOUBLE_EQ(j.bound, 0.0625);
+  EXPECT_TRUE(j.pass) << j.error;
+}
+
+TEST(CompareRulesTest, NormAndSgdErrorsByHand) {
+  TensorRule norm;
+  norm.precision = DType::F32;
+  // ||(3, 4) - (0, 0)|| / ||(3, 4)|| = 1; a zero reference compares absolutely.
+  Judgement j = judge(norm, tensor({0, 0}), tensor({3, 4}), nullptr);
+  EXPECT_DOUBLE_EQ(j.error, 1);
+  EXPECT_FALSE(j.pass);
+  EXPECT_DOUBLE_EQ(judge(norm, tensor({3, 4}), tensor({0, 0}), nullptr).error, 5);
+  EXPECT_FALSE(judge(norm, tensor({NAN, 4}), tensor({3, 4}), nullptr).pass);
+  EXPECT_FALSE(judge(norm, tensor({3, 4, 5}), tensor({3, 4}), nullptr).pass);
+  // SGD: against lr ||g||: lr 0.1, g = (3, 4), so a step of norm 0.5; an error of 0.005 is 1 %.
+  TensorRule sgd = norm;
+  sgd.measure = Measure::SgdStep;
+  sgd.learning_rate = 0.1;
+  sgd.precision = DType::BF16;
+  const Tensor g = tensor({3, 4});
+  j = judge(sgd, tensor({1.005f, 2}), tensor({1, 2}), &g);
+  EXPECT_EQ(j.measure, Measure::SgdStep);
+  EXPECT_NEAR(j.error, 0.01, 1e-6);
+  EXPECT_TRUE(j.pass);
+  // Without the reference's gradient, the relative norm error.
+  j = judge(sgd, tensor({1.005f, 2}), tensor({1, 2}), nullptr);
+  EXPECT_EQ(j.measure, Measure::Norm);
+  EXPECT_NEAR(j.error, 0.005 / std::sqrt(5.0), 1e-6);
+}
+
+TEST(CompareRulesTest, FileStemsAreThoseRunsWrite) {
+  EXPECT_EQ(tensor_file_stem("layer0.attn.q.w.grad"), "layer0.attn.q.w.grad");
+  EXPECT_EQ(tensor_file_stem("a/all_reduce[data]#3"), "a_all_reduce_data__3");
+}
