@@ -60,8 +60,10 @@ std::optional<Kind> parameter_kind(const std::string& path) {
     for (const auto& c : st->choices)
       if (c != "auto") strategies.push_back(c);
   if (const ParamSpec* models = any.find("workload.model"))
-    for (const auto& m : models->choices)
-      if (const ParamSpec* s = experiment_schema(m, strategies).find(path)) return kind_of_quantity(*s);
+    for (const auto& m : models->choices) {
+      const Schema schema = experiment_schema(m, strategies);  // alive while its spec is read
+      if (const ParamSpec* s = schema.find(path)) return kind_of_quantity(*s);
+    }
   return std::nullopt;
 }
 
