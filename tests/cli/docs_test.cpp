@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include "tests/cli/cli_util.h"
 
@@ -55,6 +56,32 @@ TEST(DocsTest, TraceSampleIsCurrent) {
   for (char& c : page)
     if (c == '\n') c = ' ';
   EXPECT_NE(page.find(want), std::string::npos) << "docs/trace.md should say the quickstart " << want;
+}
+
+// docs/report.md's sample (its first code block, lines elided with "...") is what `podsim report` prints for the
+// quickstart as this build runs it: every line of the sample, in order, is a line of the report.
+TEST(DocsTest, ReportSampleIsCurrent) {
+  ASSERT_EQ(run_podsim({"run", source_dir() + "/configs/quickstart.yaml", "--out", "qs", "-q"}).code, 0);
+  auto r = run_podsim({"report", "qs", "--no-plots"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::istringstream page(read_file(source_dir() + "/docs/report.md"));
+  std::vector<std::string> sample;
+  bool in_block = false;
+  for (std::string line; std::getline(page, line);) {
+    if (line.rfind("```", 0) == 0) {
+      if (in_block) break;
+      in_block = true;
+      continue;
+    }
+    if (in_block && line.find("...") == std::string::npos) sample.push_back(line);
+  }
+  ASSERT_GT(sample.size(), 10u) << "docs/report.md has no sample block";
+  std::istringstream out(r.out);
+  size_t next = 0;
+  for (std::string line; next < sample.size() && std::getline(out, line);)
+    if (line == sample[next]) ++next;
+  EXPECT_EQ(next, sample.size()) << "docs/report.md's sample differs from `podsim report` of the quickstart at: "
+                                 << (next < sample.size() ? sample[next] : "") << "\nthe report:\n" << r.out;
 }
 
 // The documentation cites what it relies on within the repository or by a full reference: a relative path (a
