@@ -251,6 +251,12 @@ PipelineResult pipeline_step(const PipelineInput& in) {
     PartitionInput pi{s.g, in.mesh};
     for (size_t t = 0; t < s.g.num_tensors(); ++t)
       if (auto spec = spec_of_u(s.u_of[t])) pi.annotations[static_cast<TensorId>(t)] = *spec;
+    for (size_t t = 0; t < s.g.num_tensors(); ++t) {
+      const TensorId o = mb.origin[s.u_of[t]];
+      auto it = o >= 0 ? in.gathered_for_use.find(o) : in.gathered_for_use.end();
+      if (it != in.gathered_for_use.end() && it->second.rank() == s.g.tensor(static_cast<TensorId>(t)).shape.size())
+        pi.gathered_for_use[static_cast<TensorId>(t)] = it->second;
+    }
     for (const Boundary& b : boundaries) {
       if (b.to == k) pi.annotations[s.of_u.at(b.u)] = boundary_spec(b.u);
       if (b.from == k) pi.annotations[s.of_u.at(b.u)] = boundary_spec(b.u);

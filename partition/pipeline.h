@@ -37,6 +37,9 @@ struct PipelineInput {
   PipelineOptions options;
   // Estimated seconds of one op of `logical` (for balancing the stages).
   std::function<double(const ModelGraph&, const Op&)> op_seconds;
+  // Parameters of `logical` stored sharded and gathered into this spec before each pass reads them (FSDP;
+  // partition/partitioner.h). A stage's gathers follow its schedule (no prefetch reordering).
+  std::map<TensorId, ShardSpec> gathered_for_use;
 };
 
 struct PipelineResult {
