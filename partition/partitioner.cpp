@@ -440,39 +440,40 @@ class Partitioner {
     }
   }
 
-  // Issues each cell's parameter gathers one cell ahead, per pass: the gathers of the pass's cells c0, c1, ... (in
-  // the order the pass first reads them) move to just before the first op that reads a gathered copy of c0 (c0's
-  // and c1's), of c1 (c2's), and so on, and each moved gather waits for the last compute op issued before it, so it
-  // starts when the previous cell's compute is done and overlaps the current one's (FSDP's forward and backward
-  // prefetch, XLA's asynchronous all-gather scheduled one layer early).
+  // Issues each cell's parameter gathers one cell ahead, per pass: with the pass's cells c0, c1, ... in the order
+  // it first gathers for them, the gathers of c0 and c1 move to just before c0's first op in the pass, those of c2
+  // to just before c1's first op, and so on; each moved gather waits for the last compute op issued before it, so
+  // it starts when the previous cell's compute is done and overlaps the current cell's (FSDP's forward and
+  // backward prefetch, XLA's asynchronous all-gather scheduled one layer early).
   void prefetch_gathers() {
     std::vector<OpId>& order = m_res.program.order;
     ModelGraph& pg = m_res.program.graph;
     std::vector<int> chain_of(pg.num_ops(), -1);
     for (size_t c = 0; c < m_chains.size(); ++c)
       for (OpId o : m_chains[c].ops) chain_of[o] = static_cast<int>(c);
-    std::vector<size_t> at(pg.num_ops(), 0);
-    for (size_t i = 0; i < order.size(); ++i) at[order[i]] = i;
+    // The first compute op of each cell in each pass.
+    std::map<std::pair<int, int32_t>, OpId> first_op;
+    for (OpId o : order) {
+      const Op& op = pg.op(o);
+      if (chain_of[o] >= 0 || is_communication(op.kind) || op.cell < 0 || gather_pass(op.phase) < 0) continue;
+      first_op.emplace(std::make_pair(gather_pass(op.phase), op.cell), o);
+    }
     // Before each anchor (an op of the original order), the chains to issue there.
     std::map<OpId, std::vector<int>> before;
     for (int pass : {0, 1}) {
       std::vector<int32_t> cells;                 // in order of first gather
       std::map<int32_t, std::vector<int>> chains;  // per cell
-      std::map<int32_t, OpId> anchor;             // the first op after the cell's first chain that is no chain
       for (size_t c = 0; c < m_chains.size(); ++c) {
         const GatherChain& ch = m_chains[c];
         if (ch.pass != pass) continue;
-        if (!chains.count(ch.cell)) {
-          cells.push_back(ch.cell);
-          size_t i = at[ch.ops.front()];
-          while (i < order.size() && chain_of[order[i]] >= 0) ++i;
-          if (i == order.size()) return;  // cannot happen: a chain is followed by the op that reads it
-          anchor[ch.cell] = order[i];
-        }
+        if (!chains.count(ch.cell)) cells.push_back(ch.cell);
         chains[ch.cell].push_back(static_cast<int>(c));
       }
       for (size_t k = 0; k < cells.size(); ++k) {
-        std::vector<int>& here = before[anchor[cells[k]]];
+        auto anchor = first_op.find({pass, cells[k]});
+        // A cell without ops of its own in the pass (cannot happen: a gather is made for an op of the cell).
+        if (anchor == first_op.end()) return;
+        std::vector<int>& here = before[anchor->second];
         if (k == 0) here.insert(here.end(), chains[cells[0]].begin(), chains[cells[0]].end());
         if (k + 1 < cells.size()) here.insert(here.end(), chains[cells[k + 1]].begin(), chains[cells[k + 1]].end());
       }
