@@ -399,3 +399,26 @@ TEST(FsdpTest, WeightUpdateShardingOnTopIsAnError) {
     EXPECT_NE(std::string(e.what()).find("fsdp.yaml:"), std::string::npos) << e.what();
   }
 }
+
+// strategy.fsdp_algorithm names the algorithm of every gather and reduce-scatter fsdp causes; a name that is not an
+// algorithm for both is an error at its key, listing those that are.
+TEST(FsdpTest, AlgorithmOfTheGathersAndReduceScatters) {
+  const Step s = plan_step(hardware("[4, 1]") + mlp("sgd") + "strategy: {name: fsdp, fsdp_algorithm: ring}\n");
+  int named = 0;
+  const Program& p = s.plan.programs[0];
+  for (OpId id : p.order) {
+    const Op& op = p.graph.op(id);
+    if (op.kind != OpKind::AllGather && op.kind != OpKind::ReduceScatter) continue;
+    EXPECT_EQ(op.attrs.algorithm, "ring") << op.name;
+    ++named;
+  }
+  EXPECT_EQ(named, 6 + 2 + 6);  // 6 forward gathers, 2 backward, 6 reduce-scatters
+  try {
+    plan_step(hardware("[4, 1]") + mlp("sgd") + "strategy: {name: fsdp, fsdp_algorithm: direct}\n");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), Err::UnknownAlgorithm);
+    EXPECT_NE(e.message().find("valid: ring, torus"), std::string::npos) << e.message();
+    EXPECT_EQ(e.key_path(), "strategy.fsdp_algorithm");
+  }
+}
