@@ -34,6 +34,7 @@ class Partitioner {
     for (OpId id : m_g.topological_order()) partition_op(m_g.op(id));
     bind_results();
     if (m_in.prefetch) prefetch_gathers();
+    for (const GatherChain& c : m_chains) m_res.gathers.push_back(c.ops);
     for (const auto& [t, s] : m_in.annotations)
       for (const Version& v : m_versions[t])
         if (v.spec == s) m_res.annotated_local[t] = v.local;

@@ -56,6 +56,9 @@ struct PartitionResult {
   std::map<TensorId, TensorId> annotated_local;
   std::vector<std::string> notes;  // padded dimensions, fallbacks to whole tensors
   double padding_bytes = 0;        // bytes of padding one device holds in its step inputs
+  // Each gather of a fully sharded parameter (gathered_for_use): its ops (the all-gather, then the crop of its
+  // padding), in issue order.
+  std::vector<std::vector<OpId>> gathers;
 };
 
 // Throws Error(BadSharding) for an annotation that does not fit its tensor or the mesh.

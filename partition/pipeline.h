@@ -38,7 +38,8 @@ struct PipelineInput {
   // Estimated seconds of one op of `logical` (for balancing the stages).
   std::function<double(const ModelGraph&, const Op&)> op_seconds;
   // Parameters of `logical` stored sharded and gathered into this spec before each pass reads them (FSDP;
-  // partition/partitioner.h). A stage's gathers follow its schedule (no prefetch reordering).
+  // partition/partitioner.h). A stage issues each gather one unit of its schedule ahead of the unit that first
+  // reads it, waiting for the unit before that (one gathered copy per pass serves every micro-batch).
   std::map<TensorId, ShardSpec> gathered_for_use;
 };
 

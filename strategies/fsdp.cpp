@@ -12,8 +12,8 @@
 //    its shard as soon as it is complete (then all-reduced over `data`, if composed).
 //  - The gathers of the next layer (model cell) are issued one layer ahead, before the current layer's first op,
 //    forward and backward (FSDP's forward and backward prefetch; XLA's asynchronous all-gather), so they overlap
-//    its compute and at most two layers' gathered weights are live at once (partition/partitioner.h). A pipeline
-//    stage gathers in its schedule's order instead.
+//    its compute and at most two layers' gathered weights are live at once (partition/partitioner.h). In a pipeline
+//    stage a gather is issued one schedule unit (micro-batch pass) ahead instead (partition/pipeline.h).
 // strategy.fsdp_algorithm picks the collective algorithm of the gathers and reduce-scatters.
 #include "collectives/i_algorithm.h"
 #include "sim/common/error.h"

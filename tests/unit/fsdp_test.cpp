@@ -422,3 +422,40 @@ TEST(FsdpTest, AlgorithmOfTheGathersAndReduceScatters) {
     EXPECT_EQ(e.key_path(), "strategy.fsdp_algorithm");
   }
 }
+// Inside pipeline stages ([pipeline, fsdp], GPipe with 2 micro-batches: units 0, 1 forward, 2, 3 backward), the
+// gathers are issued one unit ahead: on the last stage (fc1 and the output layer) the backward pass's gathers of
+// fc1.w and out.w come after unit 0's last op, wait for it (a control dependency), and precede unit 2's first op,
+// so they overlap unit 1; one gathered copy per pass serves both micro-batches. The first stage's backward reads
+// no weight (fc0's input is the batch).
+TEST(FsdpTest, PipelineStagesGatherOneUnitAhead) {
+  const Step s = plan_step(hardware("[4, 1]") + mlp("sgd") +
+                           "strategy: {name: [pipeline, fsdp], micro_batches: 2}\nmesh: {axes: [pipe, fsdp], shape: [2, 2]}\n");
+  ASSERT_EQ(s.plan.programs.size(), 2u);
+  const Program& p = s.plan.programs[1];
+  const std::vector<int32_t>& unit = s.plan.pipeline.unit_of_op.at(1);
+  size_t last0 = 0, first2 = p.order.size();
+  for (size_t i = 0; i < p.order.size(); ++i) {
+    if (unit[p.order[i]] == 0) last0 = i;
+    if (unit[p.order[i]] == 2) first2 = std::min(first2, i);
+  }
+  std::vector<std::string> backward;
+  for (size_t i = 0; i < p.order.size(); ++i) {
+    const Op& op = p.graph.op(p.order[i]);
+    if (op.kind != OpKind::AllGather) continue;
+    bool read_backward = false;
+    for (OpId c : p.graph.consumers(op.outputs.front())) read_backward = read_backward || p.graph.op(c).phase == Phase::Backward;
+    if (!read_backward) continue;
+    backward.push_back(op.name.substr(0, op.name.rfind('/')));
+    EXPECT_GT(i, last0) << op.name;
+    EXPECT_LT(i, first2) << op.name;
+    bool waits = false;
+    for (OpId q : p.graph.predecessors(p.order[i])) waits = waits || unit[q] == 0;
+    EXPECT_TRUE(waits) << op.name;
+  }
+  EXPECT_EQ(sorted(backward), sorted({"fc1.w", "out.w"}));
+  const Program& first = s.plan.programs[0];
+  EXPECT_EQ(std::count_if(first.order.begin(), first.order.end(),
+                          [&](OpId o) { return first.graph.op(o).kind == OpKind::AllGather; }),
+            2);  // fc0.w and fc0.b, forward only
+  expect_reproduces_the_step(s);
+}
