@@ -129,6 +129,7 @@ const Case kVariantCases[] = {
     {"DataTimesModel4", "[4, 1]", "strategy: {name: [data_parallel, spmd]}\nmesh: {axes: [data, model], shape: [2, 2]}\n"},
     {"TwoDimensional4", "[2, 2]",
      "strategy: {name: spmd, scheme: 2d, spmd_axes: [s0, s1]}\nmesh: {axes: [s0, s1], shape: [2, 2]}\n"},
+    {"FsdpTimesModel4", "[4, 1]", "strategy: {name: [fsdp, spmd]}\nmesh: {axes: [fsdp, model], shape: [2, 2]}\n"},
 };
 
 class VariantEquivalenceTest : public ::testing::TestWithParam<std::tuple<Variant, Case>> {};
