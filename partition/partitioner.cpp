@@ -56,9 +56,9 @@ class Partitioner {
   };
 
   // Forward ops (and the loss) share one gathered copy, backward ops another; other phases read the shard.
-  static int gather_pass(Phase p) {
+  int gather_pass(Phase p) const {
     if (p == Phase::Forward || p == Phase::Loss) return 0;
-    if (p == Phase::Backward) return 1;
+    if (p == Phase::Backward) return m_in.keep_gathered ? 0 : 1;
     return -1;
   }
 

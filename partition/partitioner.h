@@ -19,7 +19,7 @@
 // Fully sharded parameters (ZeRO-3 / FSDP; strategies/fsdp.cpp): a parameter listed in `gathered_for_use` is held
 // in its annotated (sharded) spec, and forward and backward ops read it in the listed spec. Its gathered copy is
 // made once per pass and not reused across passes: the forward's copy dies after its last forward use and the
-// backward gathers again. With `prefetch`, the gathers of each cell (layer) are issued one cell ahead, just
+// backward gathers again (unless `keep_gathered`). With `prefetch`, the gathers of each cell (layer) are issued one cell ahead, just
 // before the previous cell's first op of the same pass, and wait (a control dependency) for the op issued before
 // that one, so each gather overlaps one cell's compute and at most two cells' gathered weights are live.
 #pragma once
@@ -44,6 +44,9 @@ struct PartitionInput {
   // Parameters stored sharded and gathered into this spec before each forward and each backward use (FSDP).
   std::map<TensorId, ShardSpec> gathered_for_use;
   bool prefetch = false;  // issue each cell's gathers one cell ahead (see above)
+  // The forward pass's gathered copy also serves the backward pass (no second gather; PyTorch FSDP's
+  // reshard_after_forward=False): fewer bytes moved, every gathered weight the backward reads live until it does.
+  bool keep_gathered = false;
 };
 
 struct PartitionResult {

@@ -261,6 +261,7 @@ PipelineResult pipeline_step(const PipelineInput& in) {
       if (b.to == k) pi.annotations[s.of_u.at(b.u)] = boundary_spec(b.u);
       if (b.from == k) pi.annotations[s.of_u.at(b.u)] = boundary_spec(b.u);
     }
+    pi.keep_gathered = in.keep_gathered;
     pi.role = "stage" + std::to_string(k);
     pi.algorithms = in.algorithms;
     pi.flops_per_comm_byte = in.flops_per_comm_byte;

@@ -41,6 +41,7 @@ struct PipelineInput {
   // partition/partitioner.h). A stage issues each gather one unit of its schedule ahead of the unit that first
   // reads it, waiting for the unit before that (one gathered copy per pass serves every micro-batch).
   std::map<TensorId, ShardSpec> gathered_for_use;
+  bool keep_gathered = false;  // the forward's gathered copy serves the backward too (partition/partitioner.h)
 };
 
 struct PipelineResult {

@@ -14,7 +14,8 @@
 //    forward and backward (FSDP's forward and backward prefetch; XLA's asynchronous all-gather), so they overlap
 //    its compute and at most two layers' gathered weights are live at once (partition/partitioner.h). In a pipeline
 //    stage a gather is issued one schedule unit (micro-batch pass) ahead instead (partition/pipeline.h).
-// strategy.fsdp_algorithm picks the collective algorithm of the gathers and reduce-scatters.
+// strategy.fsdp_algorithm picks the collective algorithm of the gathers and reduce-scatters;
+// strategy.fsdp_keep_gathered keeps the forward's gathered copies for the backward pass (no second gather).
 #include "collectives/i_algorithm.h"
 #include "sim/common/error.h"
 #include "sim/common/text.h"
@@ -31,7 +32,12 @@ class Fsdp : public IStrategy {
     return {ParamSpec::text("strategy.fsdp_algorithm",
                             "fsdp: collective algorithm for the parameter all-gathers and gradient reduce-scatters "
                             "(`podsim list collectives`); empty: the library's default.")
-                .def("\"\"")};
+                .def("\"\""),
+            ParamSpec::boolean("strategy.fsdp_keep_gathered",
+                               "fsdp: keep each weight's forward gathered copy for the backward pass instead of "
+                               "gathering it again (PyTorch FSDP's reshard_after_forward=False): a third fewer bytes, "
+                               "the weights the backward reads held whole from their forward use to their backward use.")
+                .def("false")};
   }
 
   void validate(const ParamSet& p) const override {
@@ -67,6 +73,7 @@ class Fsdp : public IStrategy {
 
   std::vector<std::string> axes(const ParamSet&) const override { return {kAxis}; }
   std::vector<std::string> gathered_axes(const ParamSet&) const override { return {kAxis}; }
+  bool keep_gathered(const ParamSet& p) const override { return p.b("strategy.fsdp_keep_gathered"); }
 
   void annotate(const ModelGraph& g, const Experiment&, const Mesh&, Annotations& specs) const override {
     for (size_t t = 0; t < g.num_tensors(); ++t) {

@@ -61,6 +61,11 @@ class IStrategy {
     (void)p;
     return {};
   }
+  // Whether the forward pass's gathered copy is kept for the backward pass instead of gathered again.
+  virtual bool keep_gathered(const ParamSet& p) const {
+    (void)p;
+    return false;
+  }
   // Collective algorithms by collective name for the communication this strategy causes ({"all_reduce": "ring"}).
   virtual std::map<std::string, std::string> algorithms(const ParamSet& p) const {
     (void)p;

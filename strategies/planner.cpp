@@ -148,6 +148,7 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
   in.annotations = specs;
   in.gathered_for_use = gathered_for_use(g, exp, strategies, specs);
   in.prefetch = !in.gathered_for_use.empty();
+  for (const auto& s : strategies) in.keep_gathered = in.keep_gathered || s->keep_gathered(exp.params);
   in.role = "spmd";
   const HardwareConfig& hw = exp.hardware;
   const double links = 2.0 * static_cast<double>(hw.pod.dims.size());
@@ -156,7 +157,8 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
   for (const auto& s : strategies) {
     std::optional<PipelineOptions> po = s->pipeline(exp.params);
     if (!po) continue;
-    PipelineInput pi{g, plan.mesh, specs, in.algorithms, in.flops_per_comm_byte, *po, {}, in.gathered_for_use};
+    PipelineInput pi{g, plan.mesh, specs, in.algorithms, in.flops_per_comm_byte, *po, {}, in.gathered_for_use,
+                     in.keep_gathered};
     // Balanced on a roofline estimate of each op on one chip: its FLOPs at peak or its bytes at HBM bandwidth.
     pi.op_seconds = [&hw](const ModelGraph& graph, const Op& op) {
       OpCost c = op_cost(graph, op);

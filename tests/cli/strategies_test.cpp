@@ -77,6 +77,7 @@ const Case kCases[] = {
     // with Megatron, hybrid with data_parallel, and inside pipeline stages (1F1B with re-materialization).
     {"Fsdp4", "[4, 1]", "strategy: {name: fsdp}\n"},
     {"FsdpPadded3", "[3, 1]", "strategy: {name: fsdp}\n"},
+    {"FsdpKeepGathered4", "[4, 1]", "strategy: {name: fsdp, fsdp_keep_gathered: true}\n"},
     {"FsdpTimesModel8", "[4, 2]", "strategy: {name: [fsdp, spmd]}\nmesh: {axes: [fsdp, model], shape: [4, 2]}\n"},
     {"DataFsdpModel8", "[2, 4]",
      "strategy: {name: [data_parallel, fsdp, spmd]}\nmesh: {axes: [data, fsdp, model], shape: [2, 2, 2]}\n"},

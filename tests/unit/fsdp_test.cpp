@@ -459,3 +459,23 @@ TEST(FsdpTest, PipelineStagesGatherOneUnitAhead) {
             2);  // fc0.w and fc0.b, forward only
   expect_reproduces_the_step(s);
 }
+// strategy.fsdp_keep_gathered (FSDP's reshard_after_forward=False): one gather per parameter, its copy serving the
+// backward pass too. The peak is then at the loss, with every gathered copy the backward pass still reads live:
+// all the weight matrices and layer-norm gammas of every layer and the head, whole.
+TEST(FsdpTest, KeepGatheredGathersOncePerStep) {
+  const int layers = 3;
+  const Step s = plan_step(hardware("[4, 1]") + transformer(layers, "adam") +
+                           "strategy: {name: fsdp, fsdp_keep_gathered: true}\n");
+  std::vector<std::string> want;
+  double kept = 0;
+  for (const TParam& p : transformer_params(layers)) {
+    const double whole = static_cast<double>(p.elements) * F32;
+    want.push_back(ag(p.name, "fsdp", 0, whole / 4, whole));
+    want.push_back(rs(p.name + ".grad", "fsdp", 0, whole, whole / 4));
+    if (p.read_backward) kept += whole;
+  }
+  want.push_back(ar("loss", "fsdp", F32));
+  EXPECT_EQ(collectives(s.plan.programs[0]), sorted(want));
+  EXPECT_EQ(memory(s).at_peak.temporaries, kept);
+  expect_reproduces_the_step(s);
+}
