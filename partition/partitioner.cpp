@@ -33,6 +33,8 @@ class Partitioner {
     }
     for (OpId id : m_g.topological_order()) partition_op(m_g.op(id));
     bind_results();
+    if (m_in.prefetch) prefetch_gathers();
+    for (const GatherChain& c : m_chains) m_res.gathers.push_back(c.ops);
     for (const auto& [t, s] : m_in.annotations)
       for (const Version& v : m_versions[t])
         if (v.spec == s) m_res.annotated_local[t] = v.local;
@@ -43,7 +45,22 @@ class Partitioner {
   struct Version {
     ShardSpec spec;
     TensorId local;
+    int pass = -1;  // a gathered copy of a fully sharded parameter: the pass it serves (gather_pass); else -1
   };
+
+  // The ops that gathered a fully sharded parameter for one pass, and the cell of the op that first read it.
+  struct GatherChain {
+    std::vector<OpId> ops;  // the all-gather and the crop of its padding, in order
+    int pass = 0;
+    int32_t cell = -1;
+  };
+
+  // Forward ops (and the loss) share one gathered copy, backward ops another; other phases read the shard.
+  int gather_pass(Phase p) const {
+    if (p == Phase::Forward || p == Phase::Loss) return 0;
+    if (p == Phase::Backward) return m_in.keep_gathered ? 0 : 1;
+    return -1;
+  }
 
   // The spec a tensor is annotated with; optimizer state without one follows its parameter's.
   std::optional<ShardSpec> annotation(TensorId t) const {
@@ -162,14 +179,14 @@ class Partitioner {
   }
 
   Version record(TensorId t, const ShardSpec& s, TensorId local) {
-    m_versions[t].push_back({s, local});
+    m_versions[t].push_back({s, local, m_pass});
     return m_versions[t].back();
   }
 
   // The local tensor holding logical `t` in spec `want`, resharding the current (primary) version if needed.
   TensorId get(TensorId t, const ShardSpec& want) {
     for (const Version& v : m_versions[t])
-      if (v.spec == want) return v.local;
+      if (v.spec == want && (v.pass < 0 || v.pass == m_pass)) return v.local;
     if (m_versions[t].empty()) throw Error(Err::Internal, "partitioner: tensor '" + m_g.tensor(t).name + "' used before it exists");
     Version cur = m_versions[t].front();
     const std::vector<int64_t>& global = m_g.tensor(t).shape;
@@ -347,7 +364,11 @@ class Partitioner {
 
   void partition_op(const Op& op) {
     OpShardingQuery q{m_g, op, m_m, {}, {}, m_in.flops_per_comm_byte};
-    for (TensorId t : op.inputs) q.in.push_back(m_versions[t].front().spec);
+    const int pass = gather_pass(op.phase);
+    for (TensorId t : op.inputs) {
+      auto g = m_in.gathered_for_use.find(t);
+      q.in.push_back(g != m_in.gathered_for_use.end() && pass >= 0 ? g->second : m_versions[t].front().spec);
+    }
     for (TensorId t : op.outputs) q.want.push_back(hint(t));
     PartitionRule rule = partition_rule(op.kind);
     OpSharding dec = rule ? rule(q) : sharding::replicated(q);
@@ -359,7 +380,26 @@ class Partitioner {
       throw Error(Err::Internal, "the partition rule of '" + op.name + "' returned the wrong number of specs");
     Op local = op;
     local.attrs = dec.attrs;
-    for (size_t i = 0; i < op.inputs.size(); ++i) local.inputs[i] = get(op.inputs[i], dec.in[i]);
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      const TensorId t = op.inputs[i];
+      if (pass < 0 || !m_in.gathered_for_use.count(t)) {
+        local.inputs[i] = get(t, dec.in[i]);
+        continue;
+      }
+      // A fully sharded parameter: its gathered copy for this pass, made here if this is the pass's first use.
+      const size_t before = m_res.program.order.size();
+      m_pass = pass;
+      local.inputs[i] = get(t, dec.in[i]);
+      m_pass = -1;
+      // The gathered copy and the steps to it are communication buffers (temporaries), not activations: they are
+      // freed after their last use in this pass, and the memory plan shows them apart.
+      for (size_t k = before; k < m_res.program.order.size(); ++k)
+        for (TensorId o : m_res.program.graph.op(m_res.program.order[k]).outputs)
+          m_res.program.graph.tensor(o).role = TensorRole::Temporary;
+      if (m_res.program.order.size() > before)
+        m_chains.push_back({{m_res.program.order.begin() + static_cast<std::ptrdiff_t>(before), m_res.program.order.end()},
+                            pass, op.cell});
+    }
     for (size_t j = 0; j < op.outputs.size(); ++j) {
       TensorId t = op.outputs[j];
       local.outputs[j] = add_local(t, dec.out[j], m_g.tensor(t).name, m_g.tensor(t).role);
@@ -401,6 +441,63 @@ class Partitioner {
     }
   }
 
+  // Issues each cell's parameter gathers one cell ahead, per pass: with the pass's cells c0, c1, ... in the order
+  // it first gathers for them, the gathers of c0 and c1 move to just before c0's first op in the pass, those of c2
+  // to just before c1's first op, and so on; each moved gather waits for the last compute op issued before it, so
+  // it starts when the previous cell's compute is done and overlaps the current cell's (FSDP's forward and
+  // backward prefetch, XLA's asynchronous all-gather scheduled one layer early).
+  void prefetch_gathers() {
+    std::vector<OpId>& order = m_res.program.order;
+    ModelGraph& pg = m_res.program.graph;
+    std::vector<int> chain_of(pg.num_ops(), -1);
+    for (size_t c = 0; c < m_chains.size(); ++c)
+      for (OpId o : m_chains[c].ops) chain_of[o] = static_cast<int>(c);
+    // The first compute op of each cell in each pass.
+    std::map<std::pair<int, int32_t>, OpId> first_op;
+    for (OpId o : order) {
+      const Op& op = pg.op(o);
+      if (chain_of[o] >= 0 || is_communication(op.kind) || op.cell < 0 || gather_pass(op.phase) < 0) continue;
+      first_op.emplace(std::make_pair(gather_pass(op.phase), op.cell), o);
+    }
+    // Before each anchor (an op of the original order), the chains to issue there.
+    std::map<OpId, std::vector<int>> before;
+    for (int pass : {0, 1}) {
+      std::vector<int32_t> cells;                 // in order of first gather
+      std::map<int32_t, std::vector<int>> chains;  // per cell
+      for (size_t c = 0; c < m_chains.size(); ++c) {
+        const GatherChain& ch = m_chains[c];
+        if (ch.pass != pass) continue;
+        if (!chains.count(ch.cell)) cells.push_back(ch.cell);
+        chains[ch.cell].push_back(static_cast<int>(c));
+      }
+      for (size_t k = 0; k < cells.size(); ++k) {
+        auto anchor = first_op.find({pass, cells[k]});
+        // A cell without ops of its own in the pass (cannot happen: a gather is made for an op of the cell).
+        if (anchor == first_op.end()) return;
+        std::vector<int>& here = before[anchor->second];
+        if (k == 0) here.insert(here.end(), chains[cells[0]].begin(), chains[cells[0]].end());
+        if (k + 1 < cells.size()) here.insert(here.end(), chains[cells[k + 1]].begin(), chains[cells[k + 1]].end());
+      }
+    }
+    std::vector<OpId> out;
+    out.reserve(order.size());
+    OpId last_compute = -1;
+    for (OpId o : order) {
+      if (chain_of[o] >= 0) continue;
+      auto it = before.find(o);
+      if (it != before.end())
+        for (int c : it->second) {
+          const std::vector<OpId>& ops = m_chains[static_cast<size_t>(c)].ops;
+          if (last_compute >= 0) pg.add_control(last_compute, ops.front());
+          out.insert(out.end(), ops.begin(), ops.end());
+        }
+      out.push_back(o);
+      if (!is_communication(pg.op(o).kind)) last_compute = o;
+    }
+    if (out.size() != order.size()) throw Error(Err::Internal, "partitioner: prefetching the gathers lost ops");
+    order = std::move(out);
+  }
+
   void note_padding(TensorId t, const ShardSpec& s) {
     const TensorInfo& info = m_g.tensor(t);
     for (size_t d = 0; d < s.rank(); ++d) {
@@ -425,6 +522,8 @@ class Partitioner {
   std::vector<TensorId> m_input_local;           // local tensor of each step input
   int64_t m_counter = 0;
   bool m_fallback_noted = false;
+  int m_pass = -1;                   // while gathering a fully sharded parameter: the pass the copy serves
+  std::vector<GatherChain> m_chains;  // every such gather, in issue order
 };
 
 }  // namespace

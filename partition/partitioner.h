@@ -15,6 +15,13 @@
 // Reshards of a tensor are made once and reused. Collectives are placed right after the op whose output they
 // move, so a gradient's reduction starts as soon as the gradient is ready and overlaps the rest of the backward
 // pass.
+//
+// Fully sharded parameters (ZeRO-3 / FSDP; strategies/fsdp.cpp): a parameter listed in `gathered_for_use` is held
+// in its annotated (sharded) spec, and forward and backward ops read it in the listed spec. Its gathered copy is
+// made once per pass and not reused across passes: the forward's copy dies after its last forward use and the
+// backward gathers again (unless `keep_gathered`). With `prefetch`, the gathers of each cell (layer) are issued one cell ahead, just
+// before the previous cell's first op of the same pass, and wait (a control dependency) for the op issued before
+// that one, so each gather overlaps one cell's compute and at most two cells' gathered weights are live.
 #pragma once
 
 #include <map>
@@ -34,6 +41,12 @@ struct PartitionInput {
   // Collective algorithm by collective name ("all_reduce" -> "ring"); unnamed ones use the library's default.
   std::map<std::string, std::string> algorithms;
   double flops_per_comm_byte = 300;  // for rules that weigh compute against communication
+  // Parameters stored sharded and gathered into this spec before each forward and each backward use (FSDP).
+  std::map<TensorId, ShardSpec> gathered_for_use;
+  bool prefetch = false;  // issue each cell's gathers one cell ahead (see above)
+  // The forward pass's gathered copy also serves the backward pass (no second gather; PyTorch FSDP's
+  // reshard_after_forward=False): fewer bytes moved, every gathered weight the backward reads live until it does.
+  bool keep_gathered = false;
 };
 
 struct PartitionResult {
@@ -46,6 +59,9 @@ struct PartitionResult {
   std::map<TensorId, TensorId> annotated_local;
   std::vector<std::string> notes;  // padded dimensions, fallbacks to whole tensors
   double padding_bytes = 0;        // bytes of padding one device holds in its step inputs
+  // Each gather of a fully sharded parameter (gathered_for_use): its ops (the all-gather, then the crop of its
+  // padding), in issue order.
+  std::vector<std::vector<OpId>> gathers;
 };
 
 // Throws Error(BadSharding) for an annotation that does not fit its tensor or the mesh.

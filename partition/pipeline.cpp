@@ -251,10 +251,17 @@ PipelineResult pipeline_step(const PipelineInput& in) {
     PartitionInput pi{s.g, in.mesh};
     for (size_t t = 0; t < s.g.num_tensors(); ++t)
       if (auto spec = spec_of_u(s.u_of[t])) pi.annotations[static_cast<TensorId>(t)] = *spec;
+    for (size_t t = 0; t < s.g.num_tensors(); ++t) {
+      const TensorId o = mb.origin[s.u_of[t]];
+      auto it = o >= 0 ? in.gathered_for_use.find(o) : in.gathered_for_use.end();
+      if (it != in.gathered_for_use.end() && it->second.rank() == s.g.tensor(static_cast<TensorId>(t)).shape.size())
+        pi.gathered_for_use[static_cast<TensorId>(t)] = it->second;
+    }
     for (const Boundary& b : boundaries) {
       if (b.to == k) pi.annotations[s.of_u.at(b.u)] = boundary_spec(b.u);
       if (b.from == k) pi.annotations[s.of_u.at(b.u)] = boundary_spec(b.u);
     }
+    pi.keep_gathered = in.keep_gathered;
     pi.role = "stage" + std::to_string(k);
     pi.algorithms = in.algorithms;
     pi.flops_per_comm_byte = in.flops_per_comm_byte;
@@ -380,6 +387,16 @@ PipelineResult pipeline_step(const PipelineInput& in) {
       }
       return out;
     };
+    // Gathers of fully sharded parameters (fsdp) are issued one unit ahead: a gather that the schedule's unit i
+    // first reads is ordered with unit i - 1 and waits (below) for unit i - 2's last op, so it overlaps unit i - 1
+    // (its gathered copy then serves every later unit of its pass).
+    std::vector<std::pair<OpId, int64_t>> prefetched;  // a gather and the unit it serves
+    for (const std::vector<OpId>& chain : parts[k].gathers) {
+      const int64_t i = key[chain.front()];
+      if (i < 1 || i >= static_cast<int64_t>(seq.size())) continue;
+      for (OpId o : chain) key[o] = i - 1;
+      prefetched.push_back({chain.front(), i});
+    }
     std::vector<OpId> ord = issue_order();
     // Control dependencies between consecutive items: the next item's entry ops (compute ops none of whose inputs
     // come from the same item) wait for the last op of the previous, so that a stage works on one micro-batch at a
@@ -403,6 +420,8 @@ PipelineResult pipeline_step(const PipelineInput& in) {
         if (entry && at[o] > at[last_of[i - 1]]) g.add_control(last_of[i - 1], o);
       }
     }
+    for (const auto& [gather, i] : prefetched)
+      if (i >= 2 && last_of[i - 2] >= 0) g.add_control(last_of[i - 2], gather);
     // A stage's work on a micro-batch is one unit, as in GPipe: what it sends for that micro-batch (activations
     // forward, input gradients backward) leaves when the unit is done, not as soon as its value exists: after
     // every op of the unit that no other op of the unit follows (the last in issue order may end first, e.g. an

@@ -37,6 +37,11 @@ struct PipelineInput {
   PipelineOptions options;
   // Estimated seconds of one op of `logical` (for balancing the stages).
   std::function<double(const ModelGraph&, const Op&)> op_seconds;
+  // Parameters of `logical` stored sharded and gathered into this spec before each pass reads them (FSDP;
+  // partition/partitioner.h). A stage issues each gather one unit of its schedule ahead of the unit that first
+  // reads it, waiting for the unit before that (one gathered copy per pass serves every micro-batch).
+  std::map<TensorId, ShardSpec> gathered_for_use;
+  bool keep_gathered = false;  // the forward's gathered copy serves the backward too (partition/partitioner.h)
 };
 
 struct PipelineResult {

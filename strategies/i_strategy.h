@@ -55,6 +55,17 @@ class IStrategy {
   virtual void refine(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const {
     (void)g, (void)exp, (void)mesh, (void)specs;
   }
+  // Its axes over which parameters are stored sharded but read whole (FSDP): the partitioner gathers each such
+  // parameter over them before its forward use and again before its backward use (partition/partitioner.h).
+  virtual std::vector<std::string> gathered_axes(const ParamSet& p) const {
+    (void)p;
+    return {};
+  }
+  // Whether the forward pass's gathered copy is kept for the backward pass instead of gathered again.
+  virtual bool keep_gathered(const ParamSet& p) const {
+    (void)p;
+    return false;
+  }
   // Collective algorithms by collective name for the communication this strategy causes ({"all_reduce": "ring"}).
   virtual std::map<std::string, std::string> algorithms(const ParamSet& p) const {
     (void)p;

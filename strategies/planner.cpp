@@ -80,6 +80,32 @@ Mesh layout_mesh(const Experiment& exp, const std::vector<std::unique_ptr<IStrat
   }
 }
 
+// Parameters annotated over an axis some strategy gathers before use (gathered_axes), with the spec their
+// forward and backward ops read them in: the annotation without those axes.
+std::map<TensorId, ShardSpec> gathered_for_use(const ModelGraph& g, const Experiment& exp,
+                                               const std::vector<std::unique_ptr<IStrategy>>& strategies,
+                                               const Annotations& specs) {
+  std::vector<std::string> axes;
+  for (const auto& s : strategies)
+    for (const auto& a : s->gathered_axes(exp.params)) axes.push_back(a);
+  std::map<TensorId, ShardSpec> out;
+  if (axes.empty()) return out;
+  for (const auto& [t, spec] : specs) {
+    if (g.tensor(t).role != TensorRole::Parameter) continue;
+    ShardSpec use = spec;
+    bool gathered = false;
+    for (auto& d : use.dims)
+      for (const auto& a : axes) {
+        auto it = std::find(d.begin(), d.end(), a);
+        if (it == d.end()) continue;
+        d.erase(it);
+        gathered = true;
+      }
+    if (gathered) out[t] = use;
+  }
+  return out;
+}
+
 }  // namespace
 
 void add_spec(Annotations& specs, const ModelGraph& g, TensorId t, const ShardSpec& spec) {
@@ -120,6 +146,9 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
   for (const auto& s : strategies)
     for (const auto& [k, v] : s->algorithms(exp.params)) in.algorithms[k] = v;
   in.annotations = specs;
+  in.gathered_for_use = gathered_for_use(g, exp, strategies, specs);
+  in.prefetch = !in.gathered_for_use.empty();
+  for (const auto& s : strategies) in.keep_gathered = in.keep_gathered || s->keep_gathered(exp.params);
   in.role = "spmd";
   const HardwareConfig& hw = exp.hardware;
   const double links = 2.0 * static_cast<double>(hw.pod.dims.size());
@@ -128,7 +157,8 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
   for (const auto& s : strategies) {
     std::optional<PipelineOptions> po = s->pipeline(exp.params);
     if (!po) continue;
-    PipelineInput pi{g, plan.mesh, specs, in.algorithms, in.flops_per_comm_byte, *po, {}};
+    PipelineInput pi{g, plan.mesh, specs, in.algorithms, in.flops_per_comm_byte, *po, {}, in.gathered_for_use,
+                     in.keep_gathered};
     // Balanced on a roofline estimate of each op on one chip: its FLOPs at peak or its bytes at HBM bandwidth.
     pi.op_seconds = [&hw](const ModelGraph& graph, const Op& op) {
       OpCost c = op_cost(graph, op);

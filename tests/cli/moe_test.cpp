@@ -129,6 +129,50 @@ TEST(MoeCliTest, MoeTimesDataTimesModelMatchesItsSingleDeviceReference) {
   EXPECT_GT(over_model, 0);
 }
 
+// moe x fsdp x model on 8 chips: the experts split over `expert` and each expert's hidden units over `model` (as
+// above), every weight (the experts' among them) also sharded over `fsdp`, gathered per pass and its gradient
+// reduce-scattered; the tokens split over fsdp and expert. Compared with the same single-device reference.
+TEST(MoeCliTest, MoeTimesFsdpTimesModelMatchesItsSingleDeviceReference) {
+  std::string text = read_file(source_dir() + "/configs/examples/moe.yaml");
+  text = std::regex_replace(text, std::regex("\nstrategy:\n(  .*\n)+"), "\n");
+  text = std::regex_replace(text, std::regex("\nmesh:\n(  .*\n)+"), "\n");
+  const std::string composed = write_file(
+      "composed.yaml", text +
+                           "strategy:\n"
+                           "  name: [moe, fsdp, spmd]\n"
+                           "  shard: [\"layer*.moe.wi = [-, -, model]\", \"layer*.moe.wo = [-, model, -]\"]\n"
+                           "mesh:\n  axes: [fsdp, expert, model]\n  shape: [2, 2, 2]\n");
+  const std::string single = write_file("single.yaml", text + "strategy:\n  name: single_device\n");
+  CliResult a = run_with(composed, test_dir() + "/composed");
+  ASSERT_EQ(a.code, 0) << a.err;
+  CliResult b = run_with(single, test_dir() + "/single");
+  ASSERT_EQ(b.code, 0) << b.err;
+  for (const char* l : {"layer1", "layer3"})
+    std::filesystem::remove(test_dir() + "/single/tensors/" + l + ".moe.gating.aux_loss.npy");
+  CliResult c = run_podsim({"compare", test_dir() + "/single", test_dir() + "/composed"});
+  EXPECT_EQ(c.code, 0) << c.out << c.err;
+  EXPECT_NE(c.out.find("  equal: "), std::string::npos) << c.out;
+  for (const char* t : {"layer1.moe.wi.grad", "layer3.moe.wo.new", "layer0.ffn.w1.new", "loss"})
+    EXPECT_NE(c.out.find(t), std::string::npos) << t << " not compared:\n" << c.out;
+  auto sa = nlohmann::json::parse(read_file(test_dir() + "/composed/summary.json"));
+  auto sb = nlohmann::json::parse(read_file(test_dir() + "/single/summary.json"));
+  EXPECT_EQ(sa["moe"], sb["moe"]);
+  // Dispatch and combine over `expert` only; every gather and reduce-scatter of a weight over `fsdp` only.
+  int all_to_all = 0, gathers = 0;
+  for (const auto& op : sa["collectives"]) {
+    if (op["kind"] == "all_to_all") {
+      ++all_to_all;
+      EXPECT_EQ(op["axes"], nlohmann::json::array({"expert"}));
+    }
+    if (op["kind"] == "all_gather") {
+      ++gathers;
+      EXPECT_EQ(op["axes"], nlohmann::json::array({"fsdp"})) << op.dump();
+    }
+  }
+  EXPECT_EQ(all_to_all, 8);
+  EXPECT_GT(gathers, 0);
+}
+
 namespace {
 
 const std::string kExp =

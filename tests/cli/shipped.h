@@ -77,6 +77,7 @@ inline const std::map<std::string, std::vector<std::string>>& numeric_reduced_si
                                                               "workload.vocab=256", "workload.seq_len=32"};
   static const std::map<std::string, std::vector<std::string>> table = {
       {"configs/examples/data_model.yaml", kNarrowTransformer},
+      {"configs/examples/fsdp.yaml", kNarrowTransformer},
       {"configs/examples/moe.yaml", kNarrowTransformer},
       {"configs/examples/pipeline.yaml", kNarrowTransformer},
       {"configs/examples/pipeline_data_model.yaml", kNarrowTransformer},

@@ -73,6 +73,19 @@ const Case kCases[] = {
     {"PipelineDataModel8", "[2, 4]",
      "strategy: {name: [pipeline, data_parallel, spmd], micro_batches: 2, weight_update_sharding: true}\n"
      "mesh: {axes: [pipe, data, model], shape: [2, 2, 2]}\n"},
+    // Fully sharded data parallelism (ZeRO-3): alone, padded (3 chips divide neither the batch nor most weights),
+    // with Megatron, hybrid with data_parallel, and inside pipeline stages (1F1B with re-materialization).
+    {"Fsdp4", "[4, 1]", "strategy: {name: fsdp}\n"},
+    {"FsdpPadded3", "[3, 1]", "strategy: {name: fsdp}\n"},
+    {"FsdpKeepGathered4", "[4, 1]", "strategy: {name: fsdp, fsdp_keep_gathered: true}\n"},
+    {"FsdpTimesModel8", "[4, 2]", "strategy: {name: [fsdp, spmd]}\nmesh: {axes: [fsdp, model], shape: [4, 2]}\n"},
+    {"DataFsdpModel8", "[2, 4]",
+     "strategy: {name: [data_parallel, fsdp, spmd]}\nmesh: {axes: [data, fsdp, model], shape: [2, 2, 2]}\n"},
+    {"PipelineFsdpModel8", "[2, 4]",
+     "strategy: {name: [pipeline, fsdp, spmd], micro_batches: 2}\nmesh: {axes: [pipe, fsdp, model], shape: [2, 2, 2]}\n"},
+    {"PipelineFsdpRemat1F1B4", "[4, 1]",
+     "strategy: {name: [pipeline, fsdp], micro_batches: 2, remat: true, schedule: 1f1b}\n"
+     "mesh: {axes: [pipe, fsdp], shape: [2, 2]}\n"},
 };
 
 class EquivalenceTest : public ::testing::TestWithParam<std::tuple<Case, bool>> {};
@@ -117,6 +130,7 @@ const Case kVariantCases[] = {
     {"DataTimesModel4", "[4, 1]", "strategy: {name: [data_parallel, spmd]}\nmesh: {axes: [data, model], shape: [2, 2]}\n"},
     {"TwoDimensional4", "[2, 2]",
      "strategy: {name: spmd, scheme: 2d, spmd_axes: [s0, s1]}\nmesh: {axes: [s0, s1], shape: [2, 2]}\n"},
+    {"FsdpTimesModel4", "[4, 1]", "strategy: {name: [fsdp, spmd]}\nmesh: {axes: [fsdp, model], shape: [2, 2]}\n"},
 };
 
 class VariantEquivalenceTest : public ::testing::TestWithParam<std::tuple<Variant, Case>> {};

@@ -1,0 +1,481 @@
+// The figures of fully sharded data parallelism (strategy fsdp; ZeRO stage 3) against hand counts written here
+// from the models' dimensions: the collectives one step issues per chip (each parameter all-gathered before its
+// forward use and again before its backward use when the backward reads it, each gradient reduce-scattered into
+// its shard), the memory per role (weights and optimizer state divided by the fsdp axis, at most two cells' gathered
+// weights live at once), and where the gathers sit in the issue order (one cell ahead, each waiting for the
+// previous cell's compute). Every plan here also reproduces the single-device step (in-memory interpreter;
+// tests/cli/strategies_test.cpp runs the same through `podsim run` and `podsim compare`).
+//
+// Bytes are per chip, as in plan_figures_test.cpp; memory is the lowered program's plan with run.fusion: none.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "hw/compiler/lower.h"
+#include "hw/compiler/memory_plan.h"
+#include "partition/interpreter.h"
+#include "plan/shard_data.h"
+#include "sim/common/error.h"
+#include "sim/config/loader.h"
+#include "strategies/planner.h"
+#include "workloads/i_workload.h"
+#include "workloads/reference.h"
+#include "workloads/tensor_compare.h"
+
+using namespace podsim;
+
+namespace {
+
+struct Step {
+  Experiment exp;
+  ModelGraph graph;
+  Plan plan;
+};
+
+Step plan_step(const std::string& yaml) {
+  Experiment e = load_experiment_text(yaml, "fsdp.yaml");
+  ModelGraph g = WorkloadRegistry::instance().make(e.workload)->build(e.params);
+  Plan p = make_plan(g, e);
+  validate_plan(p, g, e.hardware.pod.chips());
+  return {e, g, p};
+}
+
+std::string num(double bytes) { return std::to_string(static_cast<long long>(bytes)); }
+
+// "all_gather fc0.w [fsdp] dim 0: 256 -> 1024 B"
+std::string line(const std::string& kind, const std::string& tensor, const std::string& axes, int dim, double in,
+                 double out) {
+  std::string s = kind + " " + tensor + " [" + axes + "]";
+  if (dim >= 0) s += " dim " + std::to_string(dim);
+  s += ": " + num(in);
+  if (out != in) s += " -> " + num(out);
+  return s + " B";
+}
+std::string ar(const std::string& t, const std::string& axes, double bytes) {
+  return line("all_reduce", t, axes, -1, bytes, bytes);
+}
+std::string rs(const std::string& t, const std::string& axes, int dim, double in, double out) {
+  return line("reduce_scatter", t, axes, dim, in, out);
+}
+std::string ag(const std::string& t, const std::string& axes, int dim, double in, double out) {
+  return line("all_gather", t, axes, dim, in, out);
+}
+
+// The collectives of a program in the form above, sorted (the tensor is the op's name up to its last '/').
+std::vector<std::string> collectives(const Program& p) {
+  std::vector<std::string> lines;
+  for (OpId id : p.order) {
+    const Op& op = p.graph.op(id);
+    if (!is_communication(op.kind)) continue;
+    const std::string tensor = op.name.substr(0, op.name.rfind('/'));
+    std::string axes;
+    for (const auto& a : op.attrs.axes) axes += (axes.empty() ? "" : ",") + a;
+    const bool with_dim = op.kind == OpKind::ReduceScatter || op.kind == OpKind::AllGather || op.kind == OpKind::AllToAll;
+    lines.push_back(line(op_kind_name(op.kind), tensor, axes, with_dim ? static_cast<int>(op.attrs.dim) : -1,
+                         p.graph.tensor(op.inputs.front()).bytes(), p.graph.tensor(op.outputs.front()).bytes()));
+  }
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+std::vector<std::string> sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+MemoryPlan memory(const Step& s) {
+  const Program& p = s.plan.programs.at(0);
+  return lower(p.graph, p.order, s.exp.hardware.chip, {s.exp.run.fusion != "none"}).memory;
+}
+
+// The plan run in memory on every device against the single-device step (relative norm error 1e-5).
+void expect_reproduces_the_step(const Step& s) {
+  TensorStore inputs;
+  init_step_inputs(s.graph, inputs, 5);
+  TensorStore ref = inputs;
+  run_reference(s.graph, ref);
+  std::vector<TensorStore> chips = interpret_plan(s.plan, s.graph, inputs, 5);
+  TensorStore got;
+  assemble_results(s.plan, s.graph, [&](int64_t c) { return &chips[c]; }, got);
+  int compared = 0;
+  for (size_t i = 0; i < s.graph.num_tensors(); ++i) {
+    const TensorInfo& t = s.graph.tensor(static_cast<TensorId>(i));
+    if (t.role != TensorRole::Loss && t.role != TensorRole::Updated) continue;
+    ASSERT_TRUE(got.has(static_cast<TensorId>(i))) << t.name;
+    EXPECT_LE(compare_tensors(got.get(static_cast<TensorId>(i)), ref.get(static_cast<TensorId>(i))).rel_norm, 1e-5)
+        << t.name;
+    ++compared;
+  }
+  EXPECT_GT(compared, 5);
+}
+
+std::string hardware(const std::string& dims) { return "hardware: {preset: tpu-v3, pod: {dims: " + dims + "}}\n"; }
+
+// The MLP: batch B, input I, hidden H, 2 hidden layers, C classes, fp32.
+constexpr int64_t B = 16, I = 8, H = 32, C = 4;
+constexpr double F32 = 4;
+
+std::string mlp(const std::string& optimizer) {
+  return "workload: {model: mlp, batch: " + std::to_string(B) + ", input: " + std::to_string(I) +
+         ", hidden: " + std::to_string(H) + ", layers: 2, classes: " + std::to_string(C) +
+         ", dtype: fp32, optimizer: " + optimizer + "}\nrun: {fusion: none}\n";
+}
+
+const std::vector<std::pair<std::string, int64_t>> kMlpParams = {
+    {"fc0.w", I * H}, {"fc0.b", H}, {"fc1.w", H * H}, {"fc1.b", H}, {"out.w", H * C}, {"out.b", C}};
+constexpr int64_t kMlpElements = I * H + H + H * H + H + H * C + C;
+
+// The Transformer: d_model D, d_ff F, heads NH of width E, vocabulary V, sequence S, batch TB, fp32.
+constexpr int64_t D = 16, F = 32, NH = 4, E = D / NH, V = 24, S = 8, TB = 4;
+
+std::string transformer(int layers, const std::string& optimizer) {
+  return "workload: {model: transformer, layers: " + std::to_string(layers) + ", d_model: " + std::to_string(D) +
+         ", d_ff: " + std::to_string(F) + ", heads: " + std::to_string(NH) + ", vocab: " + std::to_string(V) +
+         ", seq_len: " + std::to_string(S) + ", batch: " + std::to_string(TB) + ", dtype: fp32, optimizer: " +
+         optimizer + "}\nrun: {fusion: none}\n";
+}
+
+// A Transformer parameter: its name, elements, model cell (embedding 0, layer l is l + 1, the head L + 1), whether
+// the backward pass reads it (a weight matrix for its input gradient, a layer norm's gamma; not a bias, a beta or
+// the embedding table, whose gradient is a scatter of the output gradient), how Megatron's split over `model`
+// divides it and the dimension fsdp takes (the first one `model` does not split).
+struct TParam {
+  std::string name;
+  int64_t elements;
+  int cell;
+  bool read_backward;
+  int64_t megatron_split;
+  int fsdp_dim_with_model;
+};
+
+std::vector<TParam> transformer_params(int layers) {
+  std::vector<TParam> p = {{"embedding", V * D, 0, false, 1, 0}};
+  for (int l = 0; l < layers; ++l) {
+    const std::string n = "layer" + std::to_string(l);
+    const int c = l + 1;
+    p.push_back({n + ".ln1.gamma", D, c, true, 1, 0});
+    p.push_back({n + ".ln1.beta", D, c, false, 1, 0});
+    for (const char* w : {".attn.q.w", ".attn.k.w", ".attn.v.w"}) p.push_back({n + w, D * NH * E, c, true, 2, 0});
+    p.push_back({n + ".attn.o.w", NH * E * D, c, true, 2, 1});  // [H, E, D], H split: fsdp takes E
+    p.push_back({n + ".ln2.gamma", D, c, true, 1, 0});
+    p.push_back({n + ".ln2.beta", D, c, false, 1, 0});
+    p.push_back({n + ".ffn.w1", D * F, c, true, 2, 0});  // [D, F], F split
+    p.push_back({n + ".ffn.b1", F, c, false, 2, 0});     // [F] split: fsdp after model on the same dimension
+    p.push_back({n + ".ffn.w2", F * D, c, true, 2, 1});  // [F, D], F split
+    p.push_back({n + ".ffn.b2", D, c, false, 1, 0});
+  }
+  p.push_back({"final_ln.gamma", D, layers + 1, true, 1, 0});
+  p.push_back({"final_ln.beta", D, layers + 1, false, 1, 0});
+  p.push_back({"unembed", D * V, layers + 1, true, 1, 0});
+  return p;
+}
+
+}  // namespace
+
+// ---- collectives -----------------------------------------------------------------------------------------------
+
+// fsdp over 4 chips, the MLP: every parameter gathered (a quarter in, whole out) before its forward use; the two
+// weights whose input gradient the backward pass computes (fc1.w, out.w; fc0's input is the batch) gathered again
+// before it; every gradient reduce-scattered into its quarter; the loss all-reduced. Nothing is all-reduced whole.
+TEST(FsdpTest, MlpGathersEachWeightPerPassAndReduceScattersEachGradient) {
+  for (const char* opt : {"sgd", "adam"}) {
+    SCOPED_TRACE(opt);
+    const Step s = plan_step(hardware("[4, 1]") + mlp(opt) + "strategy: {name: fsdp}\n");
+    ASSERT_EQ(s.plan.programs.size(), 1u);
+    std::vector<std::string> want;
+    for (const auto& [p, n] : kMlpParams) {
+      const double whole = static_cast<double>(n) * F32;
+      want.push_back(ag(p, "fsdp", 0, whole / 4, whole));
+      if (p == "fc1.w" || p == "out.w") want.push_back(ag(p, "fsdp", 0, whole / 4, whole));
+      want.push_back(rs(p + ".grad", "fsdp", 0, whole, whole / 4));
+    }
+    want.push_back(ar("loss", "fsdp", F32));
+    EXPECT_EQ(collectives(s.plan.programs[0]), sorted(want));
+    expect_reproduces_the_step(s);
+  }
+}
+
+// The Transformer (2 layers) over fsdp 4: per layer, each parameter the backward pass reads is all-gathered twice
+// (forward and backward), the others once; each gradient is reduce-scattered once. Each along dimension 0.
+TEST(FsdpTest, TransformerGathersTwicePerLayerAndReduceScattersOnce) {
+  const Step s = plan_step(hardware("[4, 1]") + transformer(2, "adam") + "strategy: {name: fsdp}\n");
+  std::vector<std::string> want;
+  for (const TParam& p : transformer_params(2)) {
+    const double whole = static_cast<double>(p.elements) * F32;
+    for (int pass = 0; pass < (p.read_backward ? 2 : 1); ++pass) want.push_back(ag(p.name, "fsdp", 0, whole / 4, whole));
+    want.push_back(rs(p.name + ".grad", "fsdp", 0, whole, whole / 4));
+  }
+  want.push_back(ar("loss", "fsdp", F32));
+  EXPECT_EQ(collectives(s.plan.programs[0]), sorted(want));
+  expect_reproduces_the_step(s);
+}
+
+// fsdp 2 x Megatron over model 2: each weight is stored as its Megatron shard split again over `fsdp` along the
+// first dimension `model` does not split, gathered over `fsdp` only (back to its Megatron shard) per pass, and its
+// gradient reduce-scattered over `fsdp` from the Megatron shard. Megatron's four all-reduces per layer over
+// `model` stay, on each fsdp shard's half of the batch.
+TEST(FsdpTest, FsdpTimesMegatron) {
+  const Step s = plan_step(hardware("[2, 2]") + transformer(2, "sgd") +
+                           "strategy: {name: [fsdp, spmd]}\nmesh: {axes: [fsdp, model], shape: [2, 2]}\n");
+  const double act = TB / 2 * S * D * F32;
+  std::vector<std::string> want;
+  for (int l = 0; l < 2; ++l) {
+    const std::string n = "layer" + std::to_string(l);
+    for (const char* t : {".attn.o", ".ffn.down", ".ffn.up.dA", ".ln1.grad.sum2"}) want.push_back(ar(n + t, "model", act));
+  }
+  for (const TParam& p : transformer_params(2)) {
+    const double local = static_cast<double>(p.elements / p.megatron_split) * F32;  // the Megatron shard
+    for (int pass = 0; pass < (p.read_backward ? 2 : 1); ++pass)
+      want.push_back(ag(p.name, "fsdp", p.fsdp_dim_with_model, local / 2, local));
+    want.push_back(rs(p.name + ".grad", "fsdp", p.fsdp_dim_with_model, local, local / 2));
+  }
+  want.push_back(ar("loss", "fsdp", F32));
+  EXPECT_EQ(collectives(s.plan.programs[0]), sorted(want));
+  expect_reproduces_the_step(s);
+}
+
+// data 2 x fsdp 2 (hybrid sharding): the batch split over both, each gradient reduce-scattered over `fsdp` and the
+// half then all-reduced over `data` (the replicas of the shard); the gathers stay within the fsdp group.
+TEST(FsdpTest, DataTimesFsdpReduceScattersThenAllReducesAcrossReplicas) {
+  const Step s = plan_step(hardware("[4, 1]") + mlp("adam") +
+                           "strategy: {name: [data_parallel, fsdp]}\nmesh: {axes: [data, fsdp], shape: [2, 2]}\n");
+  std::vector<std::string> want;
+  for (const auto& [p, n] : kMlpParams) {
+    const double whole = static_cast<double>(n) * F32;
+    want.push_back(ag(p, "fsdp", 0, whole / 2, whole));
+    if (p == "fc1.w" || p == "out.w") want.push_back(ag(p, "fsdp", 0, whole / 2, whole));
+    want.push_back(rs(p + ".grad", "fsdp", 0, whole, whole / 2));
+    want.push_back(ar(p + ".grad", "data", whole / 2));
+  }
+  want.push_back(ar("loss", "data,fsdp", F32));
+  EXPECT_EQ(collectives(s.plan.programs[0]), sorted(want));
+  expect_reproduces_the_step(s);
+}
+
+// fsdp over 3 chips: dimensions 3 does not divide are padded. fc0.w [I = 8, H] is held as 3 of its 9 padded rows:
+// the gather brings 9 rows (the padding row cropped after it) and the gradient is padded to 9 rows and
+// reduce-scattered into 3. The batch of 16 is padded to 18 rows.
+TEST(FsdpTest, PaddedShardsOverThreeChips) {
+  const Step s = plan_step(hardware("[3, 1]") + mlp("sgd") + "strategy: {name: fsdp}\n");
+  const std::vector<std::string> got = collectives(s.plan.programs[0]);
+  const double row = H * F32;
+  EXPECT_EQ(std::count(got.begin(), got.end(), ag("fc0.w", "fsdp", 0, 3 * row, 9 * row)), 1);
+  EXPECT_EQ(std::count(got.begin(), got.end(), rs("fc0.w.grad", "fsdp", 0, 9 * row, 3 * row)), 1);
+  expect_reproduces_the_step(s);
+}
+
+// ---- memory ----------------------------------------------------------------------------------------------------
+
+// The per-cell bytes of the gathered (whole) parameters of the Transformer.
+std::map<int, double> cell_bytes(int layers) {
+  std::map<int, double> c;
+  for (const TParam& p : transformer_params(layers)) c[p.cell] += static_cast<double>(p.elements) * F32;
+  return c;
+}
+
+// Weights and Adam's m and v: a quarter of the model's on each of 4 chips. The gathered copies are communication
+// buffers (temporaries): at the peak at most two consecutive cells' whole weights.
+TEST(FsdpTest, WeightsAndOptimizerStateAreDividedByTheAxis) {
+  {
+    const Step s = plan_step(hardware("[4, 1]") + mlp("adam") + "strategy: {name: fsdp}\n");
+    const MemoryPlan m = memory(s);
+    EXPECT_EQ(m.at_peak.weights, kMlpElements * F32 / 4);
+    EXPECT_EQ(m.at_peak.optimizer_state, 2 * kMlpElements * F32 / 4);
+  }
+  const int layers = 3;
+  const Step s = plan_step(hardware("[4, 1]") + transformer(layers, "adam") + "strategy: {name: fsdp}\n");
+  double total = 0;
+  for (const TParam& p : transformer_params(layers)) total += static_cast<double>(p.elements) * F32;
+  const MemoryPlan m = memory(s);
+  EXPECT_EQ(m.at_peak.weights, total / 4);
+  EXPECT_EQ(m.at_peak.optimizer_state, 2 * total / 4);
+  const std::map<int, double> cells = cell_bytes(layers);
+  double two = 0;
+  for (int c = 0; c + 1 <= layers + 1; ++c) two = std::max(two, cells.at(c) + cells.at(c + 1));
+  EXPECT_GT(m.at_peak.temporaries, 0);
+  EXPECT_LE(m.at_peak.temporaries, two);
+  // A replicated data-parallel step holds every weight whole.
+  const Step dp = plan_step(hardware("[4, 1]") + transformer(layers, "adam") + "strategy: {name: data_parallel}\n");
+  EXPECT_EQ(memory(dp).at_peak.weights, total);
+}
+
+// Walking the issue order: the gathered copies live at any point belong to at most two cells (the current one and
+// the one prefetched), and to two at some point (the prefetch does overlap). A copy lives from its gather to its
+// last reader; the forward's copy is dead before the backward's is made.
+TEST(FsdpTest, AtMostTwoCellsOfGatheredWeightsLive) {
+  const int layers = 3;
+  const Step s = plan_step(hardware("[4, 1]") + transformer(layers, "sgd") + "strategy: {name: fsdp}\n");
+  const Program& p = s.plan.programs[0];
+  std::map<std::string, int> cell_of;
+  for (const TParam& tp : transformer_params(layers)) cell_of[tp.name] = tp.cell;
+  std::vector<size_t> at(p.graph.num_ops());
+  for (size_t i = 0; i < p.order.size(); ++i) at[p.order[i]] = i;
+  std::vector<std::vector<int>> live(p.order.size());
+  for (OpId id : p.order) {
+    const Op& op = p.graph.op(id);
+    if (op.kind != OpKind::AllGather) continue;
+    const TensorId copy = op.outputs.front();
+    size_t last = at[id];
+    for (OpId c : p.graph.consumers(copy)) last = std::max(last, at[c]);
+    const int cell = cell_of.at(op.name.substr(0, op.name.rfind('/')));
+    for (size_t i = at[id]; i <= last; ++i) live[i].push_back(cell);
+  }
+  size_t most = 0;
+  for (auto& cells : live) {
+    std::set<int> distinct(cells.begin(), cells.end());
+    most = std::max(most, distinct.size());
+  }
+  EXPECT_EQ(most, 2u);
+}
+
+// ---- prefetch order --------------------------------------------------------------------------------------------
+
+// The gathers of cell c_(k+1) are issued one cell ahead in each pass: after the last op of c_(k-1) in that pass and
+// before the first op of c_k, and each waits (a control dependency) for an op of c_(k-1), so that it overlaps c_k's
+// compute. Forward the cells run 0 (embedding), 1, 2 (layers), 3 (head); backward 3, 2, 1 (the embedding's backward
+// reads no weight).
+TEST(FsdpTest, NextLayersGathersAreIssuedBeforeThisLayersCompute) {
+  const int layers = 2;
+  const Step s = plan_step(hardware("[4, 1]") + transformer(layers, "sgd") + "strategy: {name: fsdp}\n");
+  const Program& p = s.plan.programs[0];
+  std::map<std::string, int> cell_of;
+  for (const TParam& tp : transformer_params(layers)) cell_of[tp.name] = tp.cell;
+  auto pass_of = [](Phase ph) { return ph == Phase::Backward ? 1 : 0; };
+  // First and last compute op of each cell per pass; the gathers of each cell per pass (the pass of their readers).
+  std::map<std::pair<int, int>, size_t> first, last;
+  std::map<std::pair<int, int>, std::vector<OpId>> gathers;
+  for (size_t i = 0; i < p.order.size(); ++i) {
+    const Op& op = p.graph.op(p.order[i]);
+    if (op.kind == OpKind::AllGather) {
+      const OpId reader = p.graph.consumers(op.outputs.front()).front();
+      gathers[{pass_of(p.graph.op(reader).phase), cell_of.at(op.name.substr(0, op.name.rfind('/')))}].push_back(p.order[i]);
+      continue;
+    }
+    if (is_communication(op.kind) || op.cell < 0 || op.phase == Phase::Optimizer) continue;
+    const std::pair<int, int> key{pass_of(op.phase), op.cell};
+    if (!first.count(key)) first[key] = i;
+    last[key] = i;
+  }
+  std::vector<size_t> at(p.graph.num_ops());
+  for (size_t i = 0; i < p.order.size(); ++i) at[p.order[i]] = i;
+  const std::vector<std::vector<int>> cells = {{0, 1, 2, 3}, {3, 2, 1}};
+  int checked = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    const std::vector<int>& seq = cells[pass];
+    ASSERT_EQ(gathers.count({pass, 0}), pass == 0 ? 1u : 0u);
+    for (size_t k = 0; k + 1 < seq.size(); ++k) {
+      SCOPED_TRACE("pass " + std::to_string(pass) + ", cell " + std::to_string(seq[k + 1]));
+      const std::vector<OpId>& g = gathers.at({pass, seq[k + 1]});
+      ASSERT_FALSE(g.empty());
+      for (OpId o : g) {
+        EXPECT_LT(at[o], first.at({pass, seq[k]}));
+        if (k == 0) continue;
+        EXPECT_GT(at[o], last.at({pass, seq[k - 1]}));
+        bool waits = false;
+        for (OpId q : p.graph.predecessors(o)) waits = waits || p.graph.op(q).cell == seq[k - 1];
+        EXPECT_TRUE(waits) << p.graph.op(o).name;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 20);
+  expect_reproduces_the_step(s);
+}
+
+// ---- errors ----------------------------------------------------------------------------------------------------
+
+TEST(FsdpTest, WeightUpdateShardingOnTopIsAnError) {
+  try {
+    plan_step(hardware("[4, 1]") + mlp("sgd") +
+              "strategy: {name: [data_parallel, fsdp], weight_update_sharding: true}\n"
+              "mesh: {axes: [data, fsdp], shape: [2, 2]}\n");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("weight-update sharding"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("fsdp.yaml:"), std::string::npos) << e.what();
+  }
+}
+
+// strategy.fsdp_algorithm names the algorithm of every gather and reduce-scatter fsdp causes; a name that is not an
+// algorithm for both is an error at its key, listing those that are.
+TEST(FsdpTest, AlgorithmOfTheGathersAndReduceScatters) {
+  const Step s = plan_step(hardware("[4, 1]") + mlp("sgd") + "strategy: {name: fsdp, fsdp_algorithm: ring}\n");
+  int named = 0;
+  const Program& p = s.plan.programs[0];
+  for (OpId id : p.order) {
+    const Op& op = p.graph.op(id);
+    if (op.kind != OpKind::AllGather && op.kind != OpKind::ReduceScatter) continue;
+    EXPECT_EQ(op.attrs.algorithm, "ring") << op.name;
+    ++named;
+  }
+  EXPECT_EQ(named, 6 + 2 + 6);  // 6 forward gathers, 2 backward, 6 reduce-scatters
+  try {
+    plan_step(hardware("[4, 1]") + mlp("sgd") + "strategy: {name: fsdp, fsdp_algorithm: direct}\n");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), Err::UnknownAlgorithm);
+    EXPECT_NE(e.message().find("valid: ring, torus"), std::string::npos) << e.message();
+    EXPECT_EQ(e.key_path(), "strategy.fsdp_algorithm");
+  }
+}
+// Inside pipeline stages ([pipeline, fsdp], GPipe with 2 micro-batches: units 0, 1 forward, 2, 3 backward), the
+// gathers are issued one unit ahead: on the last stage (fc1 and the output layer) the backward pass's gathers of
+// fc1.w and out.w come after unit 0's last op, wait for it (a control dependency), and precede unit 2's first op,
+// so they overlap unit 1; one gathered copy per pass serves both micro-batches. The first stage's backward reads
+// no weight (fc0's input is the batch).
+TEST(FsdpTest, PipelineStagesGatherOneUnitAhead) {
+  const Step s = plan_step(hardware("[4, 1]") + mlp("sgd") +
+                           "strategy: {name: [pipeline, fsdp], micro_batches: 2}\nmesh: {axes: [pipe, fsdp], shape: [2, 2]}\n");
+  ASSERT_EQ(s.plan.programs.size(), 2u);
+  const Program& p = s.plan.programs[1];
+  const std::vector<int32_t>& unit = s.plan.pipeline.unit_of_op.at(1);
+  size_t last0 = 0, first2 = p.order.size();
+  for (size_t i = 0; i < p.order.size(); ++i) {
+    if (unit[p.order[i]] == 0) last0 = i;
+    if (unit[p.order[i]] == 2) first2 = std::min(first2, i);
+  }
+  std::vector<std::string> backward;
+  for (size_t i = 0; i < p.order.size(); ++i) {
+    const Op& op = p.graph.op(p.order[i]);
+    if (op.kind != OpKind::AllGather) continue;
+    bool read_backward = false;
+    for (OpId c : p.graph.consumers(op.outputs.front())) read_backward = read_backward || p.graph.op(c).phase == Phase::Backward;
+    if (!read_backward) continue;
+    backward.push_back(op.name.substr(0, op.name.rfind('/')));
+    EXPECT_GT(i, last0) << op.name;
+    EXPECT_LT(i, first2) << op.name;
+    bool waits = false;
+    for (OpId q : p.graph.predecessors(p.order[i])) waits = waits || unit[q] == 0;
+    EXPECT_TRUE(waits) << op.name;
+  }
+  EXPECT_EQ(sorted(backward), sorted({"fc1.w", "out.w"}));
+  const Program& first = s.plan.programs[0];
+  EXPECT_EQ(std::count_if(first.order.begin(), first.order.end(),
+                          [&](OpId o) { return first.graph.op(o).kind == OpKind::AllGather; }),
+            2);  // fc0.w and fc0.b, forward only
+  expect_reproduces_the_step(s);
+}
+// strategy.fsdp_keep_gathered (FSDP's reshard_after_forward=False): one gather per parameter, its copy serving the
+// backward pass too. The peak is then at the loss, with every gathered copy the backward pass still reads live:
+// all the weight matrices and layer-norm gammas of every layer and the head, whole.
+TEST(FsdpTest, KeepGatheredGathersOncePerStep) {
+  const int layers = 3;
+  const Step s = plan_step(hardware("[4, 1]") + transformer(layers, "adam") +
+                           "strategy: {name: fsdp, fsdp_keep_gathered: true}\n");
+  std::vector<std::string> want;
+  double kept = 0;
+  for (const TParam& p : transformer_params(layers)) {
+    const double whole = static_cast<double>(p.elements) * F32;
+    want.push_back(ag(p.name, "fsdp", 0, whole / 4, whole));
+    want.push_back(rs(p.name + ".grad", "fsdp", 0, whole, whole / 4));
+    if (p.read_backward) kept += whole;
+  }
+  want.push_back(ar("loss", "fsdp", F32));
+  EXPECT_EQ(collectives(s.plan.programs[0]), sorted(want));
+  EXPECT_EQ(memory(s).at_peak.temporaries, kept);
+  expect_reproduces_the_step(s);
+}
