@@ -117,6 +117,10 @@ const Case kVariantCases[] = {
     {"DataTimesModel4", "[4, 1]", "strategy: {name: [data_parallel, spmd]}\nmesh: {axes: [data, model], shape: [2, 2]}\n"},
     {"TwoDimensional4", "[2, 2]",
      "strategy: {name: spmd, scheme: 2d, spmd_axes: [s0, s1]}\nmesh: {axes: [s0, s1], shape: [2, 2]}\n"},
+    // Sequence parallelism (docs/strategies.md): the residual stream split along S over model.
+    {"SequenceParallel4", "[4, 1]", "strategy: {name: spmd, sequence_parallel: true}\n"},
+    {"DataTimesModelSequenceParallel4", "[4, 1]",
+     "strategy: {name: [data_parallel, spmd], sequence_parallel: true}\nmesh: {axes: [data, model], shape: [2, 2]}\n"},
 };
 
 class VariantEquivalenceTest : public ::testing::TestWithParam<std::tuple<Variant, Case>> {};
@@ -144,6 +148,25 @@ TEST(StrategiesTest, DimensionsThatDoNotDivideArePadded) {
   const nlohmann::json s = summary(d);
   for (const auto& n : s["notes"]) noted = noted || n.get<std::string>().find("padded to 4") != std::string::npos;
   EXPECT_TRUE(noted) << s["notes"].dump();
+}
+
+// Sequence parallelism on 4 chips (vocabulary 50 padded to 52 over 4 model chips) and on 8 under pipeline x data
+// x model with weight-update sharding.
+TEST(StrategiesTest, SequenceParallel) {
+  expect_equivalent(kTransformer, "[4, 1]", "strategy: {name: spmd, sequence_parallel: true}\n", 100);
+}
+
+TEST(StrategiesTest, SequenceParallelPipelineDataModel) {
+  expect_equivalent(kTransformer, "[2, 4]",
+                    "strategy: {name: [pipeline, data_parallel, spmd], micro_batches: 2, weight_update_sharding: true, "
+                    "sequence_parallel: true}\nmesh: {axes: [pipe, data, model], shape: [2, 2, 2]}\n",
+                    100);
+}
+
+// The head kept whole (vocab_parallel: false) reproduces the step as the vocabulary-parallel one does (the
+// default, above and in the variants' TiedEmbeddings cases).
+TEST(StrategiesTest, VocabularyParallelOff) {
+  expect_equivalent(kTransformer, "[4, 1]", "strategy: {name: spmd, vocab_parallel: false}\n", 100);
 }
 
 TEST(StrategiesTest, PipelineGpipe) {
