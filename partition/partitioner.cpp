@@ -387,7 +387,7 @@ class Partitioner {
       TensorInfo li;
       li.name = s.name;
       li.shape = s.shape;
-      li.dtype = DType::F32;
+      li.dtype = s.dtype;
       li.role = TensorRole::Activation;
       slot.push_back(m_res.program.graph.add_tensor(li));
       m_res.local_logical.push_back(-1);

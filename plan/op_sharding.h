@@ -51,11 +51,12 @@ struct OpSharding {
   // When the shards need values from one another mid-way (a cross-entropy over classes split across devices
   // needs each row's max and sums from all of them, Megatron-LM's vocab-parallel cross-entropy), the rule gives
   // the local steps that replace the op, in order, and the local shapes and names of the scratch values between
-  // them (fp32 activations). Empty: the op runs as one local op with `attrs`.
+  // them (activations). Empty: the op runs as one local op with `attrs`.
   std::vector<LocalStep> steps;
   struct Scratch {
     std::string name;
     std::vector<int64_t> shape;
+    DType dtype = DType::F32;
   };
   std::vector<Scratch> scratch;
 };

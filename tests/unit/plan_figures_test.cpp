@@ -301,9 +301,8 @@ TEST(PlanFiguresTest, WeightUpdateShardingDividesGradientsAndOptimizerState) {
 
 // Megatron over 4 chips: per layer, the attention output and the FFN output are partial sums over `model` and are
 // all-reduced forward, and the gradients of the two layer norms' outputs (the FFN's input, q/k/v's input) backward:
-// 4 all-reduces of batch x S x D per layer. The vocabulary is split too: the embedding's lookup is a partial sum
-// (all-reduced before the first layer norm; the first residual sum adds the attention's partial output to that
-// partial lookup, so layer 0's one forward all-reduce after the attention is of the residual), the cross-entropy
+// 4 all-reduces of batch x S x D per layer. The vocabulary is split too: the embedding's lookup is a partial sum,
+// all-reduced once before the first layer, the cross-entropy
 // all-reduces three values per row (max, sum of exponentials, the label's logit: batch x S floats each, never the
 // logits), and the unembedding's input gradient is all-reduced backward. The batch is whole on every chip, so no
 // gradient is reduced. Weights: a quarter of the attention and FFN matrices, of b1, of the embedding and of the
@@ -313,12 +312,12 @@ TEST(PlanFiguresTest, MegatronAllReducesTwiceForwardAndTwiceBackwardPerLayer) {
   const Step s =
       plan_step(hardware("[4, 1]") + transformer(2, batch, "sgd") + "strategy: {name: spmd, scheme: megatron}\n");
   const double act = batch * S * D * F32, rows = batch * S * F32;
-  std::vector<std::string> want = {ar("embed", "model", act), ar("logits.dA", "model", act),
+  std::vector<std::string> want = {ar("embed.partial", "model", act), ar("logits.dA", "model", act),
                                    ar("loss.max", "model", rows), ar("loss.sumexp", "model", rows),
                                    ar("loss.target", "model", rows)};
   for (int l = 0; l < 2; ++l) {
     const std::string n = "layer" + std::to_string(l);
-    for (const char* t : {l == 0 ? ".attn.residual" : ".attn.o", ".ffn.down", ".ffn.up.dA", ".ln1.grad.sum2"})
+    for (const char* t : {".attn.o", ".ffn.down", ".ffn.up.dA", ".ln1.grad.sum2"})
       want.push_back(ar(n + t, "model", act));
   }
   EXPECT_EQ(collectives(s.plan.programs[0]), sorted(want));
@@ -554,8 +553,8 @@ TEST(PlanFiguresTest, SequenceParallelOnlyWithMegatronOnATransformer) {
 // ---- compositions ----------------------------------------------------------------------------------------------
 
 // [data_parallel, spmd] on data 2 x model 2 with weight-update sharding and Adam: Megatron's four all-reduces over
-// `model` on each replica's half batch (the first layer's forward one of its residual, the lookup's partial sum
-// with the attention's), the embedding's lookup and the unembedding's input gradient all-reduced over `model`, and
+// `model` on each replica's half batch, the embedding's lookup and the unembedding's input gradient all-reduced
+// over `model`, and
 // the cross-entropy's three values per row (max, sum of exponentials, the label's logit); every gradient reduce-scattered over `data` from its Megatron shard and
 // every updated parameter gathered back to it, each along the first dimension `model` does not split. FFN's b1 is
 // split over `model` on its only dimension, so `data` splits the same dimension further: still one reduce-scatter
@@ -566,10 +565,10 @@ TEST(PlanFiguresTest, DataTimesModelWithWeightUpdateSharding) {
                            "strategy: {name: [data_parallel, spmd], weight_update_sharding: true}\n"
                            "mesh: {axes: [data, model], shape: [2, 2]}\n");
   const double act = TB / 2 * S * D * F32, rows = TB / 2 * S * F32;
-  std::vector<std::string> want = {ar("embed", "model", act), ar("logits.dA", "model", act),
+  std::vector<std::string> want = {ar("embed.partial", "model", act), ar("logits.dA", "model", act),
                                    ar("loss.max", "model", rows), ar("loss.sumexp", "model", rows),
                                    ar("loss.target", "model", rows)};
-  for (const char* t : {"layer0.attn.residual", "layer0.ffn.down", "layer0.ffn.up.dA", "layer0.ln1.grad.sum2"})
+  for (const char* t : {"layer0.attn.o", "layer0.ffn.down", "layer0.ffn.up.dA", "layer0.ln1.grad.sum2"})
     want.push_back(ar(t, "model", act));
   double weights = 0;
   for (const TParam& p : transformer_params(1, 2)) {
