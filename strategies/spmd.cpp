@@ -136,20 +136,25 @@ std::vector<Rule> scheme_rules(const std::string& scheme, const std::string& wor
 // weight, so the partitioner all-gathers their input along S; the row-parallel ones (attn.o, ffn.down), whose
 // pending sums meet the split residual stream, are reduce-scattered into S instead of all-reduced. Backward, the
 // gradient of a row-parallel matmul's input is annotated likewise (its output gradient is all-gathered along S),
-// and the norms' input gradients are reduce-scattered. `mine` holds the scheme's specs (the weights'); adds to it.
-void sequence_parallel(const ModelGraph& g, const std::string& axis, std::map<TensorId, ShardSpec>& mine) {
-  const ShardSpec seq = ShardSpec::parse("[-, " + axis + ", -]");
+// and the norms' input gradients are reduce-scattered. `mine` holds the scheme's specs (the weights'); the specs
+// of the activations go to `out`, their batch dimension split over `batch` (the axes the other strategies split the
+// batch over: a value of a data-parallel step is a replica's rows).
+void sequence_parallel(const ModelGraph& g, const std::string& axis, const std::map<TensorId, ShardSpec>& mine,
+                       const std::vector<std::string>& batch, std::map<TensorId, ShardSpec>& out) {
+  ShardSpec seq = ShardSpec::parse("[-, " + axis + ", -]");
+  seq.dims[0] = batch;
   for (size_t t = 0; t < g.num_tensors(); ++t) {
     const TensorInfo& info = g.tensor(static_cast<TensorId>(t));
     if (info.shape.size() != 3) continue;
     for (const char* pattern : {"embed", "layer*.attn.residual", "layer*.ffn.residual", "layer*.moe.residual",
                                 "layer*.block.residual", "layer*.ffn.down.bias"})
-      if (fnmatch(pattern, info.name.c_str(), 0) == 0) mine[static_cast<TensorId>(t)] = seq;
+      if (fnmatch(pattern, info.name.c_str(), 0) == 0) out[static_cast<TensorId>(t)] = seq;
   }
   // The spec of an operand or result with `letters` of an einsum whose weight operand has letters `w` and spec
   // `ws`: the weight's split on the letters they share, nothing else split.
-  auto from_weight = [](const std::string& letters, const std::string& w, const ShardSpec& ws) {
+  auto from_weight = [&](const std::string& letters, const std::string& w, const ShardSpec& ws) {
     ShardSpec s = ShardSpec::replicated(letters.size());
+    s.dims[0] = batch;
     for (size_t i = 0; i < letters.size(); ++i) {
       const size_t k = w.find(letters[i]);
       if (k != std::string::npos) s.dims[i] = ws.dims[k];
@@ -164,21 +169,22 @@ void sequence_parallel(const ModelGraph& g, const std::string& axis, std::map<Te
     const std::string& eq = op.attrs.equation;
     const size_t comma = eq.find(','), arrow = eq.find("->");
     if (comma == std::string::npos || arrow == std::string::npos) continue;
-    const std::string lhs = eq.substr(0, comma), rhs = eq.substr(comma + 1, arrow - comma - 1), out = eq.substr(arrow + 2);
+    const std::string lhs = eq.substr(0, comma), rhs = eq.substr(comma + 1, arrow - comma - 1), res = eq.substr(arrow + 2);
     const ShardSpec ws = mine.count(w) ? mine.at(w) : ShardSpec::replicated(g.tensor(w).shape.size());
+    if (lhs.rfind("bs", 0) != 0) continue;  // not on the [B, S, ...] stream
     const OpId producer = g.producer(op.inputs[0]);
     const bool column = producer >= 0 && (g.op(producer).kind == OpKind::LayerNorm || g.op(producer).kind == OpKind::RmsNorm);
     if (column) {
-      mine[op.outputs[0]] = from_weight(out, rhs, ws);
+      out[op.outputs[0]] = from_weight(res, rhs, ws);
       continue;
     }
     // Row-parallel: the weight split on a contracted letter, the result on the residual stream.
     bool contracted_split = false;
     for (size_t k = 0; k < rhs.size(); ++k)
-      contracted_split = contracted_split || (!ws.dims[k].empty() && out.find(rhs[k]) == std::string::npos &&
+      contracted_split = contracted_split || (!ws.dims[k].empty() && res.find(rhs[k]) == std::string::npos &&
                                               lhs.find(rhs[k]) != std::string::npos);
     const TensorId dA = g.find_tensor(op.name + ".dA");
-    if (contracted_split && out.size() == 3 && dA >= 0) mine[dA] = from_weight(lhs, rhs, ws);
+    if (contracted_split && res.size() == 3 && dA >= 0) out[dA] = from_weight(lhs, rhs, ws);
   }
 }
 
@@ -267,7 +273,8 @@ class Spmd : public IStrategy {
 
   std::vector<std::string> axes(const ParamSet& p) const override { return p.strings("strategy.spmd_axes"); }
 
-  void annotate(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const override {
+  // The scheme's specs and the strategy.shard annotations.
+  std::map<TensorId, ShardSpec> own_specs(const ModelGraph& g, const Experiment& exp, const Mesh& mesh) const {
     const ParamSet& p = exp.params;
     const auto& axes = p.strings("strategy.spmd_axes");
     std::map<TensorId, ShardSpec> mine;
@@ -276,19 +283,6 @@ class Spmd : public IStrategy {
       for (size_t t = 0; t < g.num_tensors(); ++t)
         if (fnmatch(r.pattern.c_str(), g.tensor(static_cast<TensorId>(t)).name.c_str(), 0) == 0)
           mine[static_cast<TensorId>(t)] = ShardSpec::parse(substitute(r.spec, axes));
-    if (p.b("strategy.sequence_parallel")) {
-      if (exp.workload != "transformer")
-        throw Error(Err::StrategyMismatch, p.where("strategy.sequence_parallel"),
-                    "strategy.sequence_parallel splits a Transformer's residual stream along the sequence; the " +
-                        exp.workload + " workload has none (use workload.model: transformer, or leave it false)",
-                    "strategy.sequence_parallel");
-      if (mesh.axis_size(axes.at(0)) < 2)
-        throw Error(Err::StrategyMismatch, p.where("strategy.sequence_parallel"),
-                    "strategy.sequence_parallel splits the sequence over the model axis '" + axes.at(0) +
-                        "', which has 1 chip; give it 2 or more (mesh.shape) or leave sequence_parallel false",
-                    "strategy.sequence_parallel");
-      sequence_parallel(g, axes.at(0), mine);
-    }
     for (const std::string& entry : p.strings("strategy.shard")) {
       std::string pattern, spec;
       split_rule(entry, pattern, spec);
@@ -317,7 +311,35 @@ class Spmd : public IStrategy {
                         " step (names as in tensors/ and the trace, e.g. layer0.ffn.w1)",
                     "strategy.shard");
     }
-    for (const auto& [t, s] : mine) add_spec(specs, g, t, s);
+    return mine;
+  }
+
+  void annotate(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const override {
+    for (const auto& [t, s] : own_specs(g, exp, mesh)) add_spec(specs, g, t, s);
+  }
+
+  // Sequence parallelism, once every strategy has annotated the step: the activations it splits along S keep the
+  // batch split the others gave the step's ids (data_parallel's `data`, ...).
+  void refine(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const override {
+    const ParamSet& p = exp.params;
+    if (!p.b("strategy.sequence_parallel")) return;
+    const auto& axes = p.strings("strategy.spmd_axes");
+    if (exp.workload != "transformer")
+      throw Error(Err::StrategyMismatch, p.where("strategy.sequence_parallel"),
+                  "strategy.sequence_parallel splits a Transformer's residual stream along the sequence; the " +
+                      exp.workload + " workload has none (use workload.model: transformer, or leave it false)",
+                  "strategy.sequence_parallel");
+    if (mesh.axis_size(axes.at(0)) < 2)
+      throw Error(Err::StrategyMismatch, p.where("strategy.sequence_parallel"),
+                  "strategy.sequence_parallel splits the sequence over the model axis '" + axes.at(0) +
+                      "', which has 1 chip; give it 2 or more (mesh.shape) or leave sequence_parallel false",
+                  "strategy.sequence_parallel");
+    std::vector<std::string> batch;
+    const TensorId ids = g.find_tensor("tokens");
+    if (ids >= 0 && specs.count(ids)) batch = specs.at(ids).dims[0];
+    std::map<TensorId, ShardSpec> seq;
+    sequence_parallel(g, axes.at(0), own_specs(g, exp, mesh), batch, seq);
+    for (const auto& [t, s] : seq) add_spec(specs, g, t, s);
   }
 };
 

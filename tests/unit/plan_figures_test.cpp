@@ -521,6 +521,34 @@ TEST(PlanFiguresTest, SequenceParallelDividesTheResidualStreamByTheAxis) {
   }
 }
 
+// Sequence parallelism under data x model (2 x 2): the values it splits along S keep the replica's rows (b = TB / 2),
+// so nothing gathers the batch over `data`; per layer the same reduce-scatters and all-gathers over `model` as
+// alone, of b x S x D; the layer norms' and b2's gradients, partial over both axes, are all-reduced over both at
+// once.
+TEST(PlanFiguresTest, SequenceParallelKeepsTheDataSplit) {
+  const Step s = plan_step(hardware("[2, 2]") + transformer(1, TB, "sgd") +
+                           "strategy: {name: [data_parallel, spmd], sequence_parallel: true}\n"
+                           "mesh: {axes: [data, model], shape: [2, 2]}\n");
+  const double act = TB / 2 * S * D * F32;
+  std::vector<std::string> model, data;
+  for (const std::string& l : collectives(s.plan.programs[0])) {
+    if (l.find(" [model]") != std::string::npos) model.push_back(l);
+    else if (l.find(" [data]") != std::string::npos) data.push_back(l);
+  }
+  std::vector<std::string> want = {
+      rs("embed", "model", 1, act, act / 2),          ag("embed.grad.sum1", "model", 1, act / 2, act),
+      ag("final_ln", "model", 1, act / 2, act),       rs("logits.dA", "model", 1, act, act / 2),
+      ag("final_ln.dx", "model", 1, act / 2, act),    ag("layer0.attn.residual.grad.sum1", "model", 1, act / 2, act),
+      ag("layer0.ln1", "model", 1, act / 2, act),     ag("layer0.ln2", "model", 1, act / 2, act),
+      rs("layer0.attn.o", "model", 1, act, act / 2),  rs("layer0.ffn.down", "model", 1, act, act / 2),
+      rs("layer0.ffn.up.dA", "model", 1, act, act / 2), rs("layer0.ln1.grad.sum2", "model", 1, act, act / 2),
+      ar("loss.max", "model", TB / 2 * S * F32),      ar("loss.sumexp", "model", TB / 2 * S * F32),
+      ar("loss.target", "model", TB / 2 * S * F32)};
+  EXPECT_EQ(model, sorted(want));
+  for (const std::string& l : data) EXPECT_EQ(l.rfind("all_reduce ", 0), 0u) << l;  // gradients and the loss only
+  expect_reproduces_the_step(s);
+}
+
 // Sequence parallelism needs the megatron scheme and a Transformer; the error names the key and what would do.
 TEST(PlanFiguresTest, SequenceParallelOnlyWithMegatronOnATransformer) {
   try {
