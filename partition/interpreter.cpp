@@ -15,14 +15,15 @@ namespace podsim {
 namespace {
 
 // The result of a collective on member `rank` given every member's input (in rank order): sums accumulate in
-// rank order in fp32.
+// rank order in fp32 (a max all-reduce keeps the largest).
 Tensor collective_result(const Op& op, const std::vector<const Tensor*>& in, int64_t rank, const std::vector<int64_t>& out_shape) {
   const int64_t n = static_cast<int64_t>(in.size());
   const size_t dim = static_cast<size_t>(op.attrs.dim);
   auto sum = [&]() {
     Tensor s = *in.front();
     for (size_t k = 1; k < in.size(); ++k)
-      for (size_t i = 0; i < s.data.size(); ++i) s.data[i] += in[k]->data[i];
+      for (size_t i = 0; i < s.data.size(); ++i)
+        s.data[i] = op.attrs.reduce_max ? std::max(s.data[i], in[k]->data[i]) : s.data[i] + in[k]->data[i];
     return s;
   };
   switch (op.kind) {

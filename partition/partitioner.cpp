@@ -404,7 +404,8 @@ class Partitioner {
       TensorId t = op.outputs[j];
       local.outputs[j] = add_local(t, dec.out[j], m_g.tensor(t).name, m_g.tensor(t).role);
     }
-    emit(local);
+    if (dec.steps.empty()) emit(local);
+    else emit_steps(op, local, dec);
     for (size_t j = 0; j < op.outputs.size(); ++j) {
       TensorId t = op.outputs[j];
       m_versions[t].push_back({dec.out[j], local.outputs[j]});
@@ -414,6 +415,42 @@ class Partitioner {
         auto it = std::find_if(m_versions[t].begin(), m_versions[t].end(), [&](const Version& x) { return x.local == v; });
         std::iter_swap(m_versions[t].begin(), it);
       }
+    }
+  }
+
+  // An op the rule runs as several local steps (OpSharding::steps) on the local inputs and outputs of `local` and
+  // the rule's scratch values.
+  void emit_steps(const Op& op, const Op& local, const OpSharding& dec) {
+    std::vector<TensorId> slot = local.inputs;
+    slot.insert(slot.end(), local.outputs.begin(), local.outputs.end());
+    for (const OpSharding::Scratch& s : dec.scratch) {
+      TensorInfo li;
+      li.name = s.name;
+      li.shape = s.shape;
+      li.dtype = s.dtype;
+      li.role = TensorRole::Activation;
+      slot.push_back(m_res.program.graph.add_tensor(li));
+      m_res.local_logical.push_back(-1);
+      m_res.local_spec.push_back(ShardSpec{});
+    }
+    for (const LocalStep& st : dec.steps) {
+      Op o;
+      o.kind = st.kind;
+      o.cell = op.cell;
+      o.attrs = st.attrs;
+      for (int i : st.in) o.inputs.push_back(slot.at(static_cast<size_t>(i)));
+      for (int i : st.out) o.outputs.push_back(slot.at(static_cast<size_t>(i)));
+      if (is_communication(st.kind)) {
+        o.phase = Phase::Communication;
+        o.name = m_res.program.graph.tensor(o.inputs.front()).name + "/" + op_kind_name(st.kind) + "[" +
+                 axes_text(st.attrs.axes) + "]#" + std::to_string(m_counter++);
+        auto it = m_in.algorithms.find(op_kind_name(st.kind));
+        if (it != m_in.algorithms.end()) o.attrs.algorithm = it->second;
+      } else {
+        o.phase = op.phase;
+        o.name = st.name.empty() ? op.name : op.name + "/" + st.name;
+      }
+      emit(std::move(o));
     }
   }
 

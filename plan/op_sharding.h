@@ -33,10 +33,32 @@ struct OpShardingQuery {
   double flops_per_comm_byte = 300;
 };
 
+// One step of an op that runs as several local steps (OpSharding::steps). Slots number the op's inputs first, then
+// its outputs, then the rule's scratch values. A communication step (an all-reduce over attrs.axes) reduces one
+// slot into another.
+struct LocalStep {
+  // Appended to the op's name ("loss" -> "loss/max"; empty: the op's name); a collective is named after its input.
+  std::string name;
+  OpKind kind = OpKind::Add;
+  std::vector<int> in, out;
+  OpAttrs attrs;
+};
+
 struct OpSharding {
   std::vector<ShardSpec> in;
   std::vector<ShardSpec> out;
   OpAttrs attrs;
+  // When the shards need values from one another mid-way (a cross-entropy over classes split across devices
+  // needs each row's max and sums from all of them, Megatron-LM's vocab-parallel cross-entropy), the rule gives
+  // the local steps that replace the op, in order, and the local shapes and names of the scratch values between
+  // them (activations). Empty: the op runs as one local op with `attrs`.
+  std::vector<LocalStep> steps;
+  struct Scratch {
+    std::string name;
+    std::vector<int64_t> shape;
+    DType dtype = DType::F32;
+  };
+  std::vector<Scratch> scratch;
 };
 
 using PartitionRule = OpSharding (*)(const OpShardingQuery& q);

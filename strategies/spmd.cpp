@@ -9,12 +9,18 @@
 //  - scheme 2d (two axes s0, s1; GSPMD §4, lingvo's 2-D sharding): activations [B, S, M] as [B over s0, S, M over
 //    s1] (the FFN's output among them, so that its pending sum over s1 is reduce-scattered); FFN weights [M, H] as
 //    [M over s0, H over s1] and [H, M] as [H over s1, M over s0]; attention weights
-//    [M, H, E] as [M over s0, H over s1, -], [H, E, M] as [H over s1, -, M over s0]; embedding [V, M] as [-, M over
-//    s1]. The MLP: inputs over s0 and weights alternating [s0, s1] / [s1, s0].
+//    [M, H, E] as [M over s0, H over s1, -], [H, E, M] as [H over s1, -, M over s0]. The MLP: inputs over s0 and
+//    weights alternating [s0, s1] / [s1, s0].
+//  - both: the vocabulary split over the model axis (megatron's, 2d's s1; strategy.vocab_parallel, default true):
+//    embedding [V over model, D], unembedding [D, V over model], so the logits stay split into a parallel
+//    cross-entropy (workloads/ops/cross_entropy.cpp). With vocab_parallel false, 2d splits the table's M over s1.
+//  - strategy.sequence_parallel (megatron): the residual stream split along the sequence (sequence_parallel()).
 //  - scheme none: only the annotations.
 // strategy.shard lists annotations "PATTERN = SPEC": every tensor whose name matches the glob PATTERN gets SPEC
 // (plan/sharding.h), replacing the scheme's; e.g. "layer*.ffn.w1 = [-, model]".
 #include <fnmatch.h>
+
+#include <algorithm>
 
 #include "sim/common/error.h"
 #include "sim/common/text.h"
@@ -34,9 +40,17 @@ int64_t grouped_kv_heads(const ModelGraph& g) {
   return q >= 0 && g.tensor(q).shape.size() == 4 ? g.tensor(q).shape[1] : 0;
 }
 
-// `axis_a` is the size of the scheme's first axis.
-std::vector<Rule> scheme_rules(const std::string& scheme, const std::string& workload, const ModelGraph& g,
-                               int64_t axis_a) {
+// The vocabulary-parallel embedding and unembedding of a Transformer (Megatron-LM's VocabParallelEmbedding and
+// parallel cross-entropy): the table [V, D] and the unembedding [D, V] split V over `axis`, so the lookup gives a
+// partial sum over it and the logits [B, S, V] stay split for the cross-entropy (never gathered). A tied
+// unembedding is the table itself.
+std::vector<Rule> vocab_rules(const std::string& axis) {
+  return {{"embedding", "[" + axis + ", -]"}, {"unembed", "[-, " + axis + "]"}};
+}
+
+// The scheme's own rules; `axis_a` is the size of the scheme's first axis.
+std::vector<Rule> base_rules(const std::string& scheme, const std::string& workload, const ModelGraph& g,
+                             int64_t axis_a) {
   const int64_t kv = workload == "transformer" ? grouped_kv_heads(g) : 0;
   if (scheme == "megatron") {
     // Grouped-query attention: the key/value heads split when the axis divides them; otherwise every chip keeps
@@ -102,6 +116,78 @@ std::vector<Rule> scheme_rules(const std::string& scheme, const std::string& wor
   return {};
 }
 
+// The scheme's rules with, unless strategy.vocab_parallel is false, the vocabulary split over the scheme's model
+// axis (megatron: its one axis; 2d: s1, the axis that splits the heads and the FFN's hidden units).
+std::vector<Rule> scheme_rules(const std::string& scheme, const std::string& workload, const ModelGraph& g,
+                               int64_t axis_a, bool vocab_parallel) {
+  std::vector<Rule> r = base_rules(scheme, workload, g, axis_a);
+  if (workload != "transformer" || !vocab_parallel) return r;
+  const std::string axis = scheme == "megatron" ? "A" : scheme == "2d" ? "B" : "";
+  if (axis.empty()) return r;
+  r.erase(std::remove_if(r.begin(), r.end(), [](const Rule& x) { return x.pattern == "embedding"; }), r.end());
+  for (const Rule& v : vocab_rules(axis)) r.push_back(v);
+  return r;
+}
+
+// Sequence parallelism (Korthikanti et al. 2022) over the megatron scheme's axis: the residual stream [B, S, D]
+// (the embedding's output, every residual sum, the FFN's output bias) is split along S, so the layer norms and the
+// dropout-free elementwise ops run on S / n rows. The column-parallel matmuls (q, k, v, the FFN's up and gate, the
+// unembedding: those that read a norm's output) have their outputs annotated with S whole and split as their
+// weight, so the partitioner all-gathers their input along S; the row-parallel ones (attn.o, ffn.down), whose
+// pending sums meet the split residual stream, are reduce-scattered into S instead of all-reduced. Backward, the
+// gradient of a row-parallel matmul's input is annotated likewise (its output gradient is all-gathered along S),
+// and the norms' input gradients are reduce-scattered. `mine` holds the scheme's specs (the weights'); the specs
+// of the activations go to `out`, their batch dimension split over `batch` (the axes the other strategies split the
+// batch over: a value of a data-parallel step is a replica's rows).
+void sequence_parallel(const ModelGraph& g, const std::string& axis, const std::map<TensorId, ShardSpec>& mine,
+                       const std::vector<std::string>& batch, std::map<TensorId, ShardSpec>& out) {
+  ShardSpec seq = ShardSpec::parse("[-, " + axis + ", -]");
+  seq.dims[0] = batch;
+  for (size_t t = 0; t < g.num_tensors(); ++t) {
+    const TensorInfo& info = g.tensor(static_cast<TensorId>(t));
+    if (info.shape.size() != 3) continue;
+    for (const char* pattern : {"embed", "layer*.attn.residual", "layer*.ffn.residual", "layer*.moe.residual",
+                                "layer*.block.residual", "layer*.ffn.down.bias"})
+      if (fnmatch(pattern, info.name.c_str(), 0) == 0) out[static_cast<TensorId>(t)] = seq;
+  }
+  // The spec of an operand or result with `letters` of an einsum whose weight operand has letters `w` and spec
+  // `ws`: the weight's split on the letters they share, nothing else split.
+  auto from_weight = [&](const std::string& letters, const std::string& w, const ShardSpec& ws) {
+    ShardSpec s = ShardSpec::replicated(letters.size());
+    s.dims[0] = batch;
+    for (size_t i = 0; i < letters.size(); ++i) {
+      const size_t k = w.find(letters[i]);
+      if (k != std::string::npos) s.dims[i] = ws.dims[k];
+    }
+    return s;
+  };
+  for (OpId id : g.topological_order()) {
+    const Op& op = g.op(id);
+    if (op.kind != OpKind::MatMul || op.phase != Phase::Forward) continue;
+    const TensorId w = op.inputs[1];
+    if (g.tensor(w).role != TensorRole::Parameter) continue;
+    const std::string& eq = op.attrs.equation;
+    const size_t comma = eq.find(','), arrow = eq.find("->");
+    if (comma == std::string::npos || arrow == std::string::npos) continue;
+    const std::string lhs = eq.substr(0, comma), rhs = eq.substr(comma + 1, arrow - comma - 1), res = eq.substr(arrow + 2);
+    const ShardSpec ws = mine.count(w) ? mine.at(w) : ShardSpec::replicated(g.tensor(w).shape.size());
+    if (lhs.rfind("bs", 0) != 0) continue;  // not on the [B, S, ...] stream
+    const OpId producer = g.producer(op.inputs[0]);
+    const bool column = producer >= 0 && (g.op(producer).kind == OpKind::LayerNorm || g.op(producer).kind == OpKind::RmsNorm);
+    if (column) {
+      out[op.outputs[0]] = from_weight(res, rhs, ws);
+      continue;
+    }
+    // Row-parallel: the weight split on a contracted letter, the result on the residual stream.
+    bool contracted_split = false;
+    for (size_t k = 0; k < rhs.size(); ++k)
+      contracted_split = contracted_split || (!ws.dims[k].empty() && res.find(rhs[k]) == std::string::npos &&
+                                              lhs.find(rhs[k]) != std::string::npos);
+    const TensorId dA = g.find_tensor(op.name + ".dA");
+    if (contracted_split && res.size() == 3 && dA >= 0) out[dA] = from_weight(lhs, rhs, ws);
+  }
+}
+
 std::string substitute(std::string spec, const std::vector<std::string>& axes) {
   std::string out;
   for (char c : spec) {
@@ -136,6 +222,18 @@ class Spmd : public IStrategy {
         ParamSpec::text_list("strategy.spmd_axes", "spmd: the mesh axes it owns; megatron uses one, 2d two (s0, s1).")
             .length(1, 2)
             .def("[model]"),
+        ParamSpec::boolean("strategy.vocab_parallel",
+                           "spmd: split a Transformer's vocabulary over the model axis (megatron: its axis; 2d: s1): "
+                           "embedding [V, D] and unembedding [D, V] by V, logits [B, S, V] by V into a parallel "
+                           "cross-entropy, never gathered (Megatron-LM's vocab-parallel embedding and "
+                           "cross-entropy); false keeps both whole (2d: the table's D over s1).")
+            .def("true"),
+        ParamSpec::boolean("strategy.sequence_parallel",
+                           "spmd (scheme megatron, Transformer): sequence parallelism (Korthikanti et al. 2022): the "
+                           "residual stream, layer norms and dropout-free elementwise ops split along the sequence "
+                           "over the model axis; each all-reduce of a layer becomes a reduce-scatter and an "
+                           "all-gather.")
+            .def("false"),
         ParamSpec::text_list("strategy.shard",
                              "spmd: per-tensor annotations \"PATTERN = SPEC\": tensors whose name matches the glob "
                              "get SPEC, e.g. \"layer*.ffn.w1 = [-, model]\" (docs/strategies.md).")
@@ -153,6 +251,11 @@ class Spmd : public IStrategy {
                   "strategy.scheme " + scheme + " shards over " + std::to_string(need) + " mesh axes, but "
                   "strategy.spmd_axes names " + std::to_string(axes.size()),
                   "strategy.spmd_axes");
+    if (p.b("strategy.sequence_parallel") && scheme != "megatron")
+      throw Error(Err::StrategyMismatch, p.where("strategy.sequence_parallel"),
+                  "strategy.sequence_parallel splits the sequence over the megatron scheme's model axis, but "
+                  "strategy.scheme is " + scheme + "; use scheme: megatron or leave sequence_parallel false",
+                  "strategy.sequence_parallel");
     for (const std::string& entry : p.strings("strategy.shard")) {
       std::string pattern, spec;
       if (!split_rule(entry, pattern, spec))
@@ -170,11 +273,13 @@ class Spmd : public IStrategy {
 
   std::vector<std::string> axes(const ParamSet& p) const override { return p.strings("strategy.spmd_axes"); }
 
-  void annotate(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const override {
+  // The scheme's specs and the strategy.shard annotations.
+  std::map<TensorId, ShardSpec> own_specs(const ModelGraph& g, const Experiment& exp, const Mesh& mesh) const {
     const ParamSet& p = exp.params;
     const auto& axes = p.strings("strategy.spmd_axes");
     std::map<TensorId, ShardSpec> mine;
-    for (const Rule& r : scheme_rules(p.s("strategy.scheme"), exp.workload, g, mesh.axis_size(axes.at(0))))
+    for (const Rule& r : scheme_rules(p.s("strategy.scheme"), exp.workload, g, mesh.axis_size(axes.at(0)),
+                                      p.b("strategy.vocab_parallel")))
       for (size_t t = 0; t < g.num_tensors(); ++t)
         if (fnmatch(r.pattern.c_str(), g.tensor(static_cast<TensorId>(t)).name.c_str(), 0) == 0)
           mine[static_cast<TensorId>(t)] = ShardSpec::parse(substitute(r.spec, axes));
@@ -206,7 +311,35 @@ class Spmd : public IStrategy {
                         " step (names as in tensors/ and the trace, e.g. layer0.ffn.w1)",
                     "strategy.shard");
     }
-    for (const auto& [t, s] : mine) add_spec(specs, g, t, s);
+    return mine;
+  }
+
+  void annotate(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const override {
+    for (const auto& [t, s] : own_specs(g, exp, mesh)) add_spec(specs, g, t, s);
+  }
+
+  // Sequence parallelism, once every strategy has annotated the step: the activations it splits along S keep the
+  // batch split the others gave the step's ids (data_parallel's `data`, ...).
+  void refine(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const override {
+    const ParamSet& p = exp.params;
+    if (!p.b("strategy.sequence_parallel")) return;
+    const auto& axes = p.strings("strategy.spmd_axes");
+    if (exp.workload != "transformer")
+      throw Error(Err::StrategyMismatch, p.where("strategy.sequence_parallel"),
+                  "strategy.sequence_parallel splits a Transformer's residual stream along the sequence; the " +
+                      exp.workload + " workload has none (use workload.model: transformer, or leave it false)",
+                  "strategy.sequence_parallel");
+    if (mesh.axis_size(axes.at(0)) < 2)
+      throw Error(Err::StrategyMismatch, p.where("strategy.sequence_parallel"),
+                  "strategy.sequence_parallel splits the sequence over the model axis '" + axes.at(0) +
+                      "', which has 1 chip; give it 2 or more (mesh.shape) or leave sequence_parallel false",
+                  "strategy.sequence_parallel");
+    std::vector<std::string> batch;
+    const TensorId ids = g.find_tensor("tokens");
+    if (ids >= 0 && specs.count(ids)) batch = specs.at(ids).dims[0];
+    std::map<TensorId, ShardSpec> seq;
+    sequence_parallel(g, axes.at(0), own_specs(g, exp, mesh), batch, seq);
+    for (const auto& [t, s] : seq) add_spec(specs, g, t, s);
   }
 };
 

@@ -46,6 +46,13 @@ enum class OpKind : uint8_t {
   // Loss.
   SoftmaxCrossEntropy,      // inputs (logits[T, V], labels[T]) -> (loss[1], probs[T, V]); mean over T
   SoftmaxCrossEntropyGrad,  // inputs (probs, labels) -> dlogits = (probs - onehot) / T
+  // The local steps of a cross-entropy over classes split across devices (its partition rule; never in a logical
+  // step): each row's max over the local classes; with the global max M, the local sum of exp(x - M) and the
+  // label's logit (0 when another device holds the label's class); with the global sums, the loss and the local
+  // probabilities.
+  CrossEntropyMax,     // inputs (logits[T, v]) -> max[T]
+  CrossEntropySums,    // inputs (logits, labels, max) -> (sumexp[T], target[T])
+  CrossEntropyFinish,  // inputs (logits, max, sumexp, target) -> (loss[1], probs[T, v])
   // Optimizer updates, one op per parameter.
   SgdUpdate,   // inputs (w, g) -> w' = w - lr * g; attrs: alpha = lr
   AdamUpdate,  // inputs (w, g, m, v) -> (w', m', v'); attrs: alpha = lr, beta1, beta2, eps, step
@@ -85,6 +92,8 @@ struct OpAttrs {
   int64_t shift = 1;
   int64_t root = 0;
   int64_t peer = -1;
+  // AllReduce: combine by maximum instead of sum (a cross-entropy over split classes needs each row's global max).
+  bool reduce_max = false;
   int64_t tag = 0;
   // Means over rows (cross-entropy): the global row count to divide by (0: the rows the op sees), and the
   // dimensions of the first input a partitioned op holds padded shards of (rows at or past `global` are padding).

@@ -79,6 +79,7 @@ class Dma : public sc_core::sc_module {
     size_t finished = 0;
     std::vector<float> buf[3];  // Input, Output, Scratch (numeric)
     bool bf16 = false;          // the buffers hold bf16 values: every value written is rounded
+    bool max = false;           // a max all-reduce: reductions keep the larger value
     size_t awaiting = 0;  // receives in kAwaiting
     // Point to point: the transfer's key, the peer chip, and (Recv) the chunks still to land
     MsgKey p2p_key;

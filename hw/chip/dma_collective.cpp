@@ -20,6 +20,7 @@ void Dma::start_collective(Running& r, const Op& op) {
   r.req.elements = in.elements();
   r.req.elem_bytes = dtype_bytes(in.dtype);
   r.bf16 = in.dtype == DType::BF16;
+  r.max = op.kind == OpKind::AllReduce && op.attrs.reduce_max;
   r.req.chunk_elements = std::max<int64_t>(1, static_cast<int64_t>(m_ctx.exp->hardware.ici.chunk) / r.req.elem_bytes);
   r.req.shift = op.attrs.shift;
   r.req.root = op.attrs.root;
@@ -96,7 +97,7 @@ void Dma::ready(Running& r, int32_t i) {
         const Task& tt = rr.tasks[i];
         if (m_ctx.numeric)
           land_region(rr.buf[static_cast<int>(tt.dst_buf)], tt.dst,
-                      gather_region(rr.buf[static_cast<int>(tt.src_buf)], tt.src), tt.combine, rr.bf16);
+                      gather_region(rr.buf[static_cast<int>(tt.src_buf)], tt.src), tt.combine, rr.bf16, rr.max);
         finish_task(op, i);
       };
       if (t.combine == Task::Combine::Add) {
@@ -142,7 +143,7 @@ void Dma::land(uint32_t slot) {
   if (it == m_running.end()) return;
   Running& r = it->second;
   const Task& t = r.tasks[i];
-  if (m_ctx.numeric && m.payload) land_region(r.buf[static_cast<int>(t.dst_buf)], t.dst, *m.payload, t.combine, r.bf16);
+  if (m_ctx.numeric && m.payload) land_region(r.buf[static_cast<int>(t.dst_buf)], t.dst, *m.payload, t.combine, r.bf16, r.max);
   finish_task(op, i);
 }
 

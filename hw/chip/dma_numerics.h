@@ -14,9 +14,9 @@ namespace podsim {
 // The elements of `region` of `buf`, block after block.
 std::vector<float> gather_region(const std::vector<float>& buf, const Region& region);
 
-// Writes `data` into `region` of `buf` (Overwrite) or adds it to what is there (Add); with `bf16`, every value
-// written is rounded to bf16.
+// Writes `data` into `region` of `buf` (Overwrite) or adds it to what is there (Add; with `max`, keeps the larger
+// of the two instead: a max all-reduce runs the sum's schedule); with `bf16`, every value written is rounded to bf16.
 void land_region(std::vector<float>& buf, const Region& region, const std::vector<float>& data, Task::Combine combine,
-                 bool bf16);
+                 bool bf16, bool max = false);
 
 }  // namespace podsim

@@ -20,6 +20,7 @@
 #include "hw/compiler/memory_plan.h"
 #include "partition/interpreter.h"
 #include "plan/shard_data.h"
+#include "sim/common/error.h"
 #include "sim/config/loader.h"
 #include "strategies/planner.h"
 #include "workloads/i_workload.h"
@@ -179,7 +180,7 @@ struct TParam {
 };
 
 std::vector<TParam> transformer_params(int layers, int64_t model) {
-  std::vector<TParam> p = {{"embedding", V * D, 1, 0}};
+  std::vector<TParam> p = {{"embedding", V * D, model, 1}};  // [V, D], V split (vocabulary-parallel)
   for (int l = 0; l < layers; ++l) {
     const std::string n = "layer" + std::to_string(l);
     p.push_back({n + ".ln1.gamma", D, 1, 0});
@@ -195,7 +196,7 @@ std::vector<TParam> transformer_params(int layers, int64_t model) {
   }
   p.push_back({"final_ln.gamma", D, 1, 0});
   p.push_back({"final_ln.beta", D, 1, 0});
-  p.push_back({"unembed", D * V, 1, 0});
+  p.push_back({"unembed", D * V, model, 0});  // [D, V], V split
   return p;
 }
 
@@ -300,17 +301,24 @@ TEST(PlanFiguresTest, WeightUpdateShardingDividesGradientsAndOptimizerState) {
 
 // Megatron over 4 chips: per layer, the attention output and the FFN output are partial sums over `model` and are
 // all-reduced forward, and the gradients of the two layer norms' outputs (the FFN's input, q/k/v's input) backward:
-// 4 all-reduces of batch x S x D per layer. The batch is whole on every chip, so no gradient is reduced. Weights:
-// a quarter of the attention and FFN matrices and of b1, the rest whole.
+// 4 all-reduces of batch x S x D per layer. The vocabulary is split too: the embedding's lookup is a partial sum,
+// all-reduced once before the first layer, the cross-entropy
+// all-reduces three values per row (max, sum of exponentials, the label's logit: batch x S floats each, never the
+// logits), and the unembedding's input gradient is all-reduced backward. The batch is whole on every chip, so no
+// gradient is reduced. Weights: a quarter of the attention and FFN matrices, of b1, of the embedding and of the
+// unembedding; the rest whole.
 TEST(PlanFiguresTest, MegatronAllReducesTwiceForwardAndTwiceBackwardPerLayer) {
   const int64_t batch = 2;
   const Step s =
       plan_step(hardware("[4, 1]") + transformer(2, batch, "sgd") + "strategy: {name: spmd, scheme: megatron}\n");
-  const double act = batch * S * D * F32;
-  std::vector<std::string> want;
+  const double act = batch * S * D * F32, rows = batch * S * F32;
+  std::vector<std::string> want = {ar("embed.partial", "model", act), ar("logits.dA", "model", act),
+                                   ar("loss.max", "model", rows), ar("loss.sumexp", "model", rows),
+                                   ar("loss.target", "model", rows)};
   for (int l = 0; l < 2; ++l) {
     const std::string n = "layer" + std::to_string(l);
-    for (const char* t : {".attn.o", ".ffn.down", ".ffn.up.dA", ".ln1.grad.sum2"}) want.push_back(ar(n + t, "model", act));
+    for (const char* t : {".attn.o", ".ffn.down", ".ffn.up.dA", ".ln1.grad.sum2"})
+      want.push_back(ar(n + t, "model", act));
   }
   EXPECT_EQ(collectives(s.plan.programs[0]), sorted(want));
   double weights = 0;
@@ -343,7 +351,9 @@ TEST(PlanFiguresTest, MegatronMlpFigures) {
 // the attention and FFN outputs, partial over s1, are reduce-scattered into D. Backward: the layer norms' input
 // gradients, partial over s1, are all-reduced (a layer norm needs D whole); the weight gradients, partial over s0
 // (the batch), are reduce-scattered back into their s0 split; the replicated parameters' gradients and the
-// embedding's columns are all-reduced over s0; so is the loss.
+// embedding's and unembedding's halves of the vocabulary are all-reduced over s0; so is the loss. The vocabulary
+// over s1: the lookup (partial over s1) is reduce-scattered into D, the cross-entropy all-reduces three values per
+// row over s1 and the unembedding's input gradient is all-reduced over s1.
 TEST(PlanFiguresTest, TwoDimensionalShardingMovesWhatGspmdMoves) {
   const Step s = plan_step(hardware("[2, 2]") + transformer(1, TB, "sgd") +
                            "strategy: {name: spmd, scheme: 2d, spmd_axes: [s0, s1]}\nmesh: {axes: [s0, s1], shape: [2, 2]}\n");
@@ -351,7 +361,7 @@ TEST(PlanFiguresTest, TwoDimensionalShardingMovesWhatGspmdMoves) {
   const double qkv = D * NH * E * F32 / 4;        // [D / 2, H / 2, E]
   const double ffn = D * F * F32 / 4;             // [D / 2, F / 2]
   std::vector<std::string> want = {
-      ag("embed", "s1", 2, act / 2, act),
+      rs("embed", "s1", 2, act, act / 2), ag("embed", "s1", 2, act / 2, act),
       ag("layer0.attn.q.w", "s0", 0, qkv, 2 * qkv), ag("layer0.attn.k.w", "s0", 0, qkv, 2 * qkv),
       ag("layer0.attn.v.w", "s0", 0, qkv, 2 * qkv), ag("layer0.attn.o.w", "s0", 2, qkv, 2 * qkv),
       rs("layer0.attn.o", "s1", 2, act, act / 2),
@@ -363,10 +373,12 @@ TEST(PlanFiguresTest, TwoDimensionalShardingMovesWhatGspmdMoves) {
       rs("layer0.attn.q.w.grad", "s0", 0, 2 * qkv, qkv), rs("layer0.attn.k.w.grad", "s0", 0, 2 * qkv, qkv),
       rs("layer0.attn.v.w.grad", "s0", 0, 2 * qkv, qkv), rs("layer0.attn.o.w.grad", "s0", 2, 2 * qkv, qkv),
       rs("layer0.ffn.w1.grad", "s0", 0, 2 * ffn, ffn), rs("layer0.ffn.w2.grad", "s0", 1, 2 * ffn, ffn),
-      ar("embedding.grad", "s0", V * D / 2 * F32),  // the table's columns on s1: [V, D / 2]
+      ar("embedding.grad", "s0", V * D / 2 * F32),  // the table's rows on s1: [V / 2, D]
       ar("layer0.ffn.b1.grad", "s0", F / 2 * F32),  // b1 split over s1
-      ar("unembed.grad", "s0", D * V * F32),        // replicated
-      ar("loss", "s0", F32)};
+      ar("unembed.grad", "s0", D * V / 2 * F32),    // [D, V / 2]
+      ar("loss", "s0", F32),
+      ar("logits.dA", "s1", act), ar("loss.max", "s1", TB / 2 * S * F32), ar("loss.sumexp", "s1", TB / 2 * S * F32),
+      ar("loss.target", "s1", TB / 2 * S * F32)};
   for (const char* p : {"layer0.ln1.gamma", "layer0.ln1.beta", "layer0.ln2.gamma", "layer0.ln2.beta", "layer0.ffn.b2",
                         "final_ln.gamma", "final_ln.beta"})
     want.push_back(ar(std::string(p) + ".grad", "s0", D * F32));
@@ -374,10 +386,204 @@ TEST(PlanFiguresTest, TwoDimensionalShardingMovesWhatGspmdMoves) {
   expect_reproduces_the_step(s);
 }
 
+// ---- Megatron-LM's vocabulary-parallel head and sequence parallelism ---------------------------------------
+
+namespace {
+
+// The local tensor of program `p` named `name` (the partitioner names an op's output as its logical tensor).
+const TensorInfo* local_tensor(const Program& p, const std::string& name) {
+  for (size_t t = 0; t < p.graph.num_tensors(); ++t)
+    if (p.graph.tensor(static_cast<TensorId>(t)).name == name) return &p.graph.tensor(static_cast<TensorId>(t));
+  return nullptr;
+}
+
+std::string transformer_vocab(int64_t vocab, bool tied) {
+  std::string w = transformer(1, 2, "sgd");
+  w.replace(w.find("vocab: " + std::to_string(V)), 7 + std::to_string(V).size(), "vocab: " + std::to_string(vocab));
+  if (tied) w.replace(w.find("optimizer:"), 10, "tie_embeddings: true, optimizer:");
+  return w;
+}
+
+}  // namespace
+
+// Megatron over 4 chips with a vocabulary split over `model` (the default), a vocabulary of 24 (4 divides it) and
+// of 26 (padded to 28: 7 classes per chip, the last chip's last 1 padding), separate and tied embeddings. Each chip
+// holds ceil(V / 4) rows of the table and columns of the unembedding; its logits are [b, S, ceil(V / 4)] and are
+// never gathered (no all-gather in the step); the cross-entropy's collectives are three all-reduces over `model`
+// of one float per row (b x S): the max (by maximum), the sum of exponentials and the label's logit (by sum).
+TEST(PlanFiguresTest, VocabularyParallelHeadMovesOneFloatPerRow) {
+  for (int64_t vocab : {24, 26})
+    for (bool tied : {false, true}) {
+      SCOPED_TRACE("vocab " + std::to_string(vocab) + (tied ? " tied" : ""));
+      const Step s = plan_step(hardware("[4, 1]") + transformer_vocab(vocab, tied) + "strategy: {name: spmd}\n");
+      const Program& p = s.plan.programs[0];
+      const int64_t local_v = (vocab + 3) / 4, batch = 2;
+      const double rows = batch * S * F32;
+      std::vector<std::string> head;
+      for (const std::string& l : collectives(p))
+        if (l.rfind("all_reduce loss.", 0) == 0) head.push_back(l);
+      EXPECT_EQ(head, sorted({ar("loss.max", "model", rows), ar("loss.sumexp", "model", rows),
+                              ar("loss.target", "model", rows)}));
+      for (OpId id : p.order) {
+        const Op& op = p.graph.op(id);
+        EXPECT_NE(op.kind, OpKind::AllGather) << op.name;
+        if (op.kind == OpKind::AllReduce) EXPECT_EQ(op.attrs.reduce_max, op.name.rfind("loss.max/", 0) == 0) << op.name;
+      }
+      ASSERT_NE(local_tensor(p, "logits"), nullptr);
+      EXPECT_EQ(local_tensor(p, "logits")->shape, (std::vector<int64_t>{batch, S, local_v}));
+      EXPECT_EQ(local_tensor(p, "embedding")->bytes(), local_v * D * F32);
+      if (!tied) EXPECT_EQ(local_tensor(p, "unembed")->bytes(), D * local_v * F32);
+      EXPECT_EQ(local_tensor(p, "unembed") == nullptr, tied);
+      expect_reproduces_the_step(s);
+    }
+}
+
+// The same step with strategy.vocab_parallel: false keeps the table and the unembedding whole and gathers nothing
+// either (the logits are computed whole on every chip): no collective of the cross-entropy.
+TEST(PlanFiguresTest, VocabularyParallelOffKeepsTheHeadWhole) {
+  const Step s = plan_step(hardware("[4, 1]") + transformer(1, 2, "sgd") +
+                           "strategy: {name: spmd, vocab_parallel: false}\n");
+  const Program& p = s.plan.programs[0];
+  EXPECT_EQ(local_tensor(p, "embedding")->bytes(), V * D * F32);
+  EXPECT_EQ(local_tensor(p, "unembed")->bytes(), D * V * F32);
+  EXPECT_EQ(local_tensor(p, "logits")->shape, (std::vector<int64_t>{2, S, V}));
+  for (const std::string& l : collectives(p)) EXPECT_EQ(l.find("loss"), std::string::npos) << l;
+}
+
+// Sequence parallelism (Korthikanti et al. 2022) over 4 chips, 2 layers, batch 2: per layer, forward, the attention
+// output and the FFN output are reduce-scattered into the sequence split (batch x S x D in, a quarter out) and the
+// two layer norms' outputs all-gathered along S before q/k/v and the FFN's up projection (a quarter in, whole out):
+// 2 reduce-scatters and 2 all-gathers instead of Megatron's 2 all-reduces. Backward, the row-parallel matmuls'
+// output gradients (the residual gradients) are all-gathered and the layer norms' output gradients
+// reduce-scattered: again 2 + 2 instead of 2 all-reduces. Around the layers: the lookup is reduce-scattered into S
+// and its gradient gathered back; the final norm's output is gathered before the unembedding and the unembedding's
+// input gradient reduce-scattered; the cross-entropy's three values per row as without. The layer norms' gamma and
+// beta and the FFN's b2 now sum their gradients over the sequence shards: an all-reduce of D floats each.
+TEST(PlanFiguresTest, SequenceParallelTurnsEachAllReduceIntoReduceScatterAndAllGather) {
+  const int64_t batch = 2;
+  const Step s = plan_step(hardware("[4, 1]") + transformer(2, batch, "sgd") +
+                           "strategy: {name: spmd, sequence_parallel: true}\n");
+  const double act = batch * S * D * F32, rows = batch * S * F32;
+  std::vector<std::string> want = {
+      rs("embed", "model", 1, act, act / 4),      ag("embed.grad.sum1", "model", 1, act / 4, act),
+      ag("final_ln", "model", 1, act / 4, act),   rs("logits.dA", "model", 1, act, act / 4),
+      ag("final_ln.dx", "model", 1, act / 4, act),  // layer 1's FFN output gradient
+      ar("loss.max", "model", rows),              ar("loss.sumexp", "model", rows),
+      ar("loss.target", "model", rows),           ar("final_ln.gamma.grad", "model", D * F32),
+      ar("final_ln.beta.grad", "model", D * F32)};
+  for (int l = 0; l < 2; ++l) {
+    const std::string n = "layer" + std::to_string(l);
+    for (const char* t : {".ln1", ".ln2"}) want.push_back(ag(n + t, "model", 1, act / 4, act));
+    for (const char* t : {".attn.o", ".ffn.down", ".ffn.up.dA", ".ln1.grad.sum2"})
+      want.push_back(rs(n + t, "model", 1, act, act / 4));
+    want.push_back(ag(n + ".attn.residual.grad.sum1", "model", 1, act / 4, act));  // the attention output's gradient
+    for (const char* t : {".ln1.gamma", ".ln1.beta", ".ln2.gamma", ".ln2.beta", ".ffn.b2"})
+      want.push_back(ar(n + t + ".grad", "model", D * F32));
+  }
+  want.push_back(ag("layer0.ffn.residual.grad.sum1", "model", 1, act / 4, act));  // layer 0's FFN output gradient
+  EXPECT_EQ(collectives(s.plan.programs[0]), sorted(want));
+  expect_reproduces_the_step(s);
+}
+
+// Activation memory of the sequence-parallel regions: the lookup, every layer norm's input (the residual sums) and
+// output, the FFN's output bias and the final norm, each batch x S x D whole on every chip under Megatron, and a
+// quarter of it with sequence parallelism over 4 chips; the norms' statistics (batch x S) likewise. The gathered
+// copies of the norms' outputs that q/k/v and the FFN read stay whole (kept for the weight gradients).
+TEST(PlanFiguresTest, SequenceParallelDividesTheResidualStreamByTheAxis) {
+  const int64_t batch = 2;
+  const std::string w = transformer(2, batch, "sgd");
+  const Step plain = plan_step(hardware("[4, 1]") + w + "strategy: {name: spmd}\n");
+  const Step sp = plan_step(hardware("[4, 1]") + w + "strategy: {name: spmd, sequence_parallel: true}\n");
+  std::vector<std::string> names = {"final_ln"};
+  for (int l = 0; l < 2; ++l)
+    for (const char* t : {".ln1", ".ln2", ".attn.residual", ".ffn.residual", ".ffn.down.bias"})
+      names.push_back("layer" + std::to_string(l) + t);
+  double whole = 0, split = 0;
+  for (const std::string& n : names) {
+    SCOPED_TRACE(n);
+    const TensorInfo* a = local_tensor(plain.plan.programs[0], n);
+    const TensorInfo* b = local_tensor(sp.plan.programs[0], n);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(a->bytes(), batch * S * D * F32);
+    EXPECT_EQ(b->bytes(), batch * S * D * F32 / 4);
+    whole += a->bytes();
+    split += b->bytes();
+  }
+  EXPECT_EQ(split, whole / 4);
+  // embed: the lookup's reduce-scattered version.
+  EXPECT_NE(local_tensor(sp.plan.programs[0], "embed@[-, model, -]"), nullptr);
+  EXPECT_EQ(local_tensor(sp.plan.programs[0], "embed@[-, model, -]")->bytes(), batch * S * D * F32 / 4);
+  for (const char* stat : {"layer0.ln1.mean", "layer0.ln1.rstd"}) {
+    SCOPED_TRACE(stat);
+    ASSERT_NE(local_tensor(sp.plan.programs[0], stat), nullptr);
+    EXPECT_EQ(local_tensor(sp.plan.programs[0], stat)->bytes(), batch * S * F32 / 4);
+    EXPECT_EQ(local_tensor(plain.plan.programs[0], stat)->bytes(), batch * S * F32);
+  }
+}
+
+// Sequence parallelism under data x model (2 x 2): the values it splits along S keep the replica's rows (b = TB / 2),
+// so nothing gathers the batch over `data`; per layer the same reduce-scatters and all-gathers over `model` as
+// alone, of b x S x D; the layer norms' and b2's gradients, partial over both axes, are all-reduced over both at
+// once.
+TEST(PlanFiguresTest, SequenceParallelKeepsTheDataSplit) {
+  const Step s = plan_step(hardware("[2, 2]") + transformer(1, TB, "sgd") +
+                           "strategy: {name: [data_parallel, spmd], sequence_parallel: true}\n"
+                           "mesh: {axes: [data, model], shape: [2, 2]}\n");
+  const double act = TB / 2 * S * D * F32;
+  std::vector<std::string> model, data;
+  for (const std::string& l : collectives(s.plan.programs[0])) {
+    if (l.find(" [model]") != std::string::npos) model.push_back(l);
+    else if (l.find(" [data]") != std::string::npos) data.push_back(l);
+  }
+  std::vector<std::string> want = {
+      rs("embed", "model", 1, act, act / 2),          ag("embed.grad.sum1", "model", 1, act / 2, act),
+      ag("final_ln", "model", 1, act / 2, act),       rs("logits.dA", "model", 1, act, act / 2),
+      ag("final_ln.dx", "model", 1, act / 2, act),    ag("layer0.attn.residual.grad.sum1", "model", 1, act / 2, act),
+      ag("layer0.ln1", "model", 1, act / 2, act),     ag("layer0.ln2", "model", 1, act / 2, act),
+      rs("layer0.attn.o", "model", 1, act, act / 2),  rs("layer0.ffn.down", "model", 1, act, act / 2),
+      rs("layer0.ffn.up.dA", "model", 1, act, act / 2), rs("layer0.ln1.grad.sum2", "model", 1, act, act / 2),
+      ar("loss.max", "model", TB / 2 * S * F32),      ar("loss.sumexp", "model", TB / 2 * S * F32),
+      ar("loss.target", "model", TB / 2 * S * F32)};
+  EXPECT_EQ(model, sorted(want));
+  for (const std::string& l : data) EXPECT_EQ(l.rfind("all_reduce ", 0), 0u) << l;  // gradients and the loss only
+  expect_reproduces_the_step(s);
+}
+
+// Sequence parallelism needs the megatron scheme and a Transformer; the error names the key and what would do.
+TEST(PlanFiguresTest, SequenceParallelOnlyWithMegatronOnATransformer) {
+  try {
+    plan_step(hardware("[2, 2]") + transformer(1, TB, "sgd") +
+              "strategy: {name: spmd, scheme: 2d, spmd_axes: [s0, s1], sequence_parallel: true}\n"
+              "mesh: {axes: [s0, s1], shape: [2, 2]}\n");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), Err::StrategyMismatch);
+    EXPECT_NE(e.message().find("strategy.scheme is 2d; use scheme: megatron"), std::string::npos) << e.message();
+    EXPECT_EQ(e.where().str().rfind("figures.yaml:", 0), 0u) << e.where().str();
+  }
+  try {
+    plan_step(hardware("[4, 1]") + mlp("sgd") + "strategy: {name: spmd, sequence_parallel: true}\n");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), Err::StrategyMismatch);
+    EXPECT_NE(e.message().find("the mlp workload has none"), std::string::npos) << e.message();
+  }
+  try {
+    plan_step(hardware("[4, 1]") + transformer(1, TB, "sgd") +
+              "strategy: {name: [data_parallel, spmd], sequence_parallel: true}\nmesh: {axes: [data, model], shape: [4, 1]}\n");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), Err::StrategyMismatch);
+    EXPECT_NE(e.message().find("which has 1 chip"), std::string::npos) << e.message();
+  }
+}
+
 // ---- compositions ----------------------------------------------------------------------------------------------
 
 // [data_parallel, spmd] on data 2 x model 2 with weight-update sharding and Adam: Megatron's four all-reduces over
-// `model` on each replica's half batch; every gradient reduce-scattered over `data` from its Megatron shard and
+// `model` on each replica's half batch, the embedding's lookup and the unembedding's input gradient all-reduced
+// over `model`, and
+// the cross-entropy's three values per row (max, sum of exponentials, the label's logit); every gradient reduce-scattered over `data` from its Megatron shard and
 // every updated parameter gathered back to it, each along the first dimension `model` does not split. FFN's b1 is
 // split over `model` on its only dimension, so `data` splits the same dimension further: still one reduce-scatter
 // and one all-gather, of its half. Optimizer state: a quarter of Adam's m and v for the split weights, a half for
@@ -386,8 +592,10 @@ TEST(PlanFiguresTest, DataTimesModelWithWeightUpdateSharding) {
   const Step s = plan_step(hardware("[2, 2]") + transformer(1, TB, "adam") +
                            "strategy: {name: [data_parallel, spmd], weight_update_sharding: true}\n"
                            "mesh: {axes: [data, model], shape: [2, 2]}\n");
-  const double act = TB / 2 * S * D * F32;
-  std::vector<std::string> want;
+  const double act = TB / 2 * S * D * F32, rows = TB / 2 * S * F32;
+  std::vector<std::string> want = {ar("embed.partial", "model", act), ar("logits.dA", "model", act),
+                                   ar("loss.max", "model", rows), ar("loss.sumexp", "model", rows),
+                                   ar("loss.target", "model", rows)};
   for (const char* t : {"layer0.attn.o", "layer0.ffn.down", "layer0.ffn.up.dA", "layer0.ln1.grad.sum2"})
     want.push_back(ar(t, "model", act));
   double weights = 0;

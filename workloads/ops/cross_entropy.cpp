@@ -2,6 +2,14 @@
 // The forward op also outputs the softmax probabilities (fp32); the gradient is (probs - onehot(labels)) / T.
 // T is attrs.count, the step's global row count: a device holding a shard of the rows adds its rows' terms
 // divided by the global T (the partial losses sum to the mean), and rows of a padded shard count for nothing.
+//
+// Classes split across devices (logits [T, V / n], as a vocabulary-parallel unembedding leaves them: Megatron-LM's
+// vocab_parallel_cross_entropy) are never gathered. The op runs as three local steps with collectives of one
+// value per row between them: each row's max over the local classes, all-reduced by maximum; the local sum of
+// exp(x - max) and the label's logit (0 on the devices that do not hold the label's class), each all-reduced by
+// sum; then loss = log(sum) + max - target and probs = exp(x - max) / sum on the local classes (padding classes of
+// a vocabulary the axes do not divide get 0). The gradient needs no communication: each device subtracts the
+// one-hot on its own classes.
 #include <limits>
 
 #include "workloads/ops/kernel_util.h"
@@ -20,12 +28,26 @@ std::vector<uint8_t> real_rows(const Op& op, const std::vector<int64_t>& shape, 
   for (size_t d = 0; d < lead; ++d) rows *= shape[d];
   std::vector<uint8_t> real(static_cast<size_t>(rows), 1);
   for (const OpAttrs::Padded& p : op.attrs.padded) {
+    if (static_cast<size_t>(p.dim) >= lead) continue;  // the classes (real_classes)
     const int64_t local = shape[p.dim];
     const int64_t offset = s.device_index(p.axes) * local;
     int64_t inner = 1;
     for (size_t d = p.dim + 1; d < lead; ++d) inner *= shape[d];
     for (int64_t r = 0; r < rows; ++r)
       if ((r / inner) % local + offset >= p.global) real[r] = 0;
+  }
+  return real;
+}
+
+// For each local class: whether it is a real class (not padding of a vocabulary the class axes do not divide).
+std::vector<uint8_t> real_classes(const Op& op, const std::vector<int64_t>& shape, const TensorStore& s) {
+  const size_t last = shape.size() - 1;
+  std::vector<uint8_t> real(static_cast<size_t>(shape[last]), 1);
+  for (const OpAttrs::Padded& p : op.attrs.padded) {
+    if (static_cast<size_t>(p.dim) != last) continue;
+    const int64_t offset = s.device_index(p.axes) * shape[last];
+    for (int64_t j = 0; j < shape[last]; ++j)
+      if (offset + j >= p.global) real[static_cast<size_t>(j)] = 0;
   }
   return real;
 }
@@ -75,17 +97,119 @@ void ce_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   Tensor d = ops::out_like(g, op);
   const std::vector<uint8_t> real = real_rows(op, probs.shape, s);
   const float inv = static_cast<float>(1.0 / row_count(op, rows));
+  // Classes split over attrs.axes: this device holds classes [offset, offset + v).
+  const int64_t offset = s.device_index(op.attrs.axes) * v;
   for (int64_t r = 0; r < rows; ++r) {
     if (!real[r]) continue;  // padding: no gradient
     for (int64_t j = 0; j < v; ++j) d.data[r * v + j] = probs.data[r * v + j] * inv;
-    d.data[r * v + static_cast<int64_t>(labels.data[r])] -= inv;
+    const int64_t label = static_cast<int64_t>(labels.data[r]) - offset;
+    if (label >= 0 && label < v) d.data[r * v + label] -= inv;
   }
   ops::put(g, op, s, std::move(d));
 }
 
+// ---- the local steps of a cross-entropy over split classes ----
+OpCost ce_max_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 0, 0, 0, 1)); }
+
+void ce_max_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
+  const Tensor& logits = in(s, op, 0);
+  const int64_t v = logits.shape.back(), rows = logits.elements() / v;
+  const std::vector<uint8_t> cls = real_classes(op, logits.shape, s);
+  Tensor mx = ops::out_like(g, op);
+  for (int64_t r = 0; r < rows; ++r) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < v; ++j)
+      if (cls[j]) m = std::max(m, logits.data[r * v + j]);
+    mx.data[r] = m;
+  }
+  ops::put(g, op, s, std::move(mx));
+}
+
+// sub, exp, sum; the label's logit picked (a compare and a select per element, summed).
+OpCost ce_sums_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 2, 1, 0, 2)); }
+
+void ce_sums_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
+  const Tensor& logits = in(s, op, 0);
+  const Tensor& labels = in(s, op, 1);
+  const Tensor& mx = in(s, op, 2);
+  const int64_t v = logits.shape.back(), rows = logits.elements() / v;
+  const std::vector<uint8_t> real = real_rows(op, logits.shape, s), cls = real_classes(op, logits.shape, s);
+  const int64_t offset = s.device_index(op.attrs.axes) * v;
+  Tensor sum = ops::out_like(g, op, 0), target = ops::out_like(g, op, 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    double acc = 0;
+    for (int64_t j = 0; j < v; ++j)
+      if (cls[j]) acc += std::exp(static_cast<double>(logits.data[r * v + j]) - mx.data[r]);
+    sum.data[r] = static_cast<float>(acc);
+    if (!real[r]) continue;
+    const int64_t label = static_cast<int64_t>(labels.data[r]);
+    ops::check(label >= 0, op, "label " + std::to_string(label) + " outside the classes");
+    if (label - offset >= 0 && label - offset < v) target.data[r] = logits.data[r * v + label - offset];
+  }
+  ops::put(g, op, s, std::move(sum), 0);
+  ops::put(g, op, s, std::move(target), 1);
+}
+
+// sub, exp and divide per element for the probabilities; the loss's log and sum per row.
+OpCost ce_finish_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 1, 1, 1, 0)); }
+
+void ce_finish_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
+  const Tensor& logits = in(s, op, 0);
+  const Tensor& mx = in(s, op, 1);
+  const Tensor& sum = in(s, op, 2);
+  const Tensor& target = in(s, op, 3);
+  const int64_t v = logits.shape.back(), rows = logits.elements() / v;
+  const std::vector<uint8_t> real = real_rows(op, logits.shape, s), cls = real_classes(op, logits.shape, s);
+  Tensor loss = ops::out_like(g, op, 0), probs = ops::out_like(g, op, 1);
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double m = mx.data[r], z = sum.data[r];
+    for (int64_t j = 0; j < v; ++j)
+      if (cls[j]) probs.data[r * v + j] = static_cast<float>(std::exp(logits.data[r * v + j] - m) / z);
+    if (real[r]) total += std::log(z) + m - target.data[r];
+  }
+  loss.data[0] = static_cast<float>(total / row_count(op, rows));
+  ops::put(g, op, s, std::move(loss), 0);
+  ops::put(g, op, s, std::move(probs), 1);
+}
+
 // ---- partitioning: rows may be split (each device adds its rows' terms over the global count, so the loss is
-// partial over the row axes); the classes stay whole ----
+// partial over the row axes). Classes split over some axes stay split and the op runs as the steps above, with
+// an all-reduce by maximum and two by sum over those axes, of one value per local row each. ----
+OpSharding ce_split_classes(const OpShardingQuery& q, const ShardSpec& x) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  const TensorInfo& logits = q.g.tensor(q.op.inputs[0]);
+  ShardSpec rows = x;
+  rows.dims.pop_back();
+  std::vector<size_t> lead;
+  for (size_t d = 0; d + 1 < x.rank(); ++d) lead.push_back(d);
+  ShardSpec loss = ShardSpec::replicated(1);
+  loss.partial = sharding::reduced_axes(rows, lead);
+  r.attrs.padded = sharding::padding(logits.shape, x, q.mesh, x.rank());
+  r.attrs.axes = x.dims.back();
+  r.in = {x, rows};
+  r.out = {loss, x};
+  std::vector<int64_t> global_rows(logits.shape.begin(), logits.shape.end() - 1);
+  const std::vector<int64_t> local_rows = local_shape(global_rows, rows, q.mesh);
+  // Slots: 0 logits, 1 labels, 2 loss, 3 probs, then the scratch values 4.. below.
+  const std::string& n = q.op.name;
+  r.scratch = {{n + ".max", local_rows},    {n + ".max.global", local_rows},    {n + ".sumexp", local_rows},
+               {n + ".sumexp.global", local_rows}, {n + ".target", local_rows}, {n + ".target.global", local_rows}};
+  OpAttrs max_reduce, sum_reduce;
+  max_reduce.axes = sum_reduce.axes = x.dims.back();
+  max_reduce.reduce_max = true;
+  r.steps = {{"max", OpKind::CrossEntropyMax, {0}, {4}, r.attrs},
+             {"", OpKind::AllReduce, {4}, {5}, max_reduce},
+             {"sums", OpKind::CrossEntropySums, {0, 1, 5}, {6, 8}, r.attrs},
+             {"", OpKind::AllReduce, {6}, {7}, sum_reduce},
+             {"", OpKind::AllReduce, {8}, {9}, sum_reduce},
+             {"", OpKind::CrossEntropyFinish, {0, 5, 7, 9}, {2, 3}, r.attrs}};
+  return r;
+}
+
 OpSharding ce_rule(const OpShardingQuery& q) {
+  if (!q.in[0].dims.back().empty()) return ce_split_classes(q, sharding::settled(q.in[0]));
   OpSharding r;
   r.attrs = q.op.attrs;
   const TensorInfo& logits = q.g.tensor(q.op.inputs[0]);
@@ -106,9 +230,12 @@ OpSharding ce_grad_rule(const OpShardingQuery& q) {
   OpSharding r;
   r.attrs = q.op.attrs;
   const TensorInfo& probs = q.g.tensor(q.op.inputs[0]);
-  ShardSpec x = sharding::unsplit_last(q.in[0], 1);
+  // Classes split (the probabilities of a cross-entropy over split classes) stay split: each device subtracts
+  // the one-hot of the labels on its own classes.
+  ShardSpec x = sharding::settled(q.in[0]);
   ShardSpec rows = x;
   rows.dims.pop_back();
+  r.attrs.axes = x.dims.back();
   r.attrs.padded = sharding::padding(probs.shape, x, q.mesh, x.rank() - 1);
   r.in = {x, rows};
   r.out = {x};
@@ -118,7 +245,13 @@ OpSharding ce_grad_rule(const OpShardingQuery& q) {
 const bool registered = register_op_kind({OpKind::SoftmaxCrossEntropy, "softmax_cross_entropy", Unit::Vpu, ce_cost,
                                           ce_kernel, ce_grad, ce_rule}) &&
                         register_op_kind({OpKind::SoftmaxCrossEntropyGrad, "softmax_cross_entropy_grad", Unit::Vpu,
-                                          ce_grad_cost, ce_grad_kernel, nullptr, ce_grad_rule});
+                                          ce_grad_cost, ce_grad_kernel, nullptr, ce_grad_rule}) &&
+                        register_op_kind({OpKind::CrossEntropyMax, "softmax_cross_entropy_max", Unit::Vpu,
+                                          ce_max_cost, ce_max_kernel, nullptr}) &&
+                        register_op_kind({OpKind::CrossEntropySums, "softmax_cross_entropy_sums", Unit::Vpu,
+                                          ce_sums_cost, ce_sums_kernel, nullptr}) &&
+                        register_op_kind({OpKind::CrossEntropyFinish, "softmax_cross_entropy_finish", Unit::Vpu,
+                                          ce_finish_cost, ce_finish_kernel, nullptr});
 
 }  // namespace
 }  // namespace podsim

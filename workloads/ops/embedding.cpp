@@ -74,7 +74,10 @@ void emb_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
 // ---- partitioning ----
 // The output takes the ids' splits and the table's split of D. A table split over vocabulary rows (V) looks up
 // only its own rows, so the output is partial over those axes (Megatron's vocabulary-parallel embedding). Axes the
-// ids already use cannot split the table as well: the table is gathered along them.
+// ids already use cannot split the table as well: the table is gathered along them. When nothing asks for the
+// output in some spec (an annotation would have the partial sum reduce-scattered into it), the op all-reduces its
+// partial lookup itself, as Megatron-LM's VocabParallelEmbedding does, so that the step carries the whole lookup
+// (not a pending sum into the first residual sum).
 OpSharding emb_rule(const OpShardingQuery& q) {
   OpSharding r;
   r.attrs = q.op.attrs;
@@ -89,6 +92,15 @@ OpSharding emb_rule(const OpShardingQuery& q) {
   r.attrs.axes = table.dims[0];
   r.in = {table, ids};
   r.out = {out};
+  if (!out.partial.empty() && (q.want.empty() || !q.want[0])) {
+    const TensorInfo& info = q.g.tensor(q.op.outputs[0]);
+    r.out[0].partial.clear();
+    // Slots: 0 table, 1 ids, 2 the output, 3 the partial lookup.
+    r.scratch = {{info.name + ".partial", local_shape(info.shape, r.out[0], q.mesh), info.dtype}};
+    OpAttrs reduce;
+    reduce.axes = out.partial;
+    r.steps = {{"", OpKind::Embedding, {0, 1}, {3}, r.attrs}, {"", OpKind::AllReduce, {3}, {2}, reduce}};
+  }
   return r;
 }
 
