@@ -96,22 +96,27 @@ std::vector<TensorStore> interpret_plan(const Plan& plan, const ModelGraph& logi
         const std::vector<int64_t> members = plan.mesh.members(c, op.attrs.axes);
         // Every sweep visits each chip once, so each waiting member counts once per sweep; the last to arrive runs it.
         if (++arrived[{op.name, members.front()}] < static_cast<int64_t>(members.size())) break;
-        std::vector<const Tensor*> in;
-        for (int64_t m : members) {
+        for (int64_t m : members)
           if (role(m) != role(c)) throw Error(Err::Internal, "collective '" + op.name + "' spans chips of different roles");
-          in.push_back(&stores[m].get(op.inputs.front()));
+        // A combined collective (partition/combine.h) carries several tensors: each is reduced as on its own.
+        if (op.inputs.size() != op.outputs.size())
+          throw Error(Err::Internal, "collective '" + op.name + "' has " + std::to_string(op.inputs.size()) +
+                                         " inputs for " + std::to_string(op.outputs.size()) + " outputs");
+        for (size_t k = 0; k < op.inputs.size(); ++k) {
+          std::vector<const Tensor*> in;
+          for (int64_t m : members) in.push_back(&stores[m].get(op.inputs[k]));
+          const std::vector<int64_t>& shape = p.graph.tensor(op.outputs[k]).shape;
+          std::vector<Tensor> out;
+          for (size_t r = 0; r < members.size(); ++r)
+            out.push_back(collective_result(op, in, static_cast<int64_t>(r), shape));
+          for (size_t r = 0; r < members.size(); ++r) {
+            if (out[r].shape != shape)
+              throw Error(Err::Internal, "collective '" + op.name + "' produced " +
+                                             std::to_string(out[r].elements()) + " elements of the wrong shape");
+            stores[members[r]].put(op.outputs[k], std::move(out[r]));
+          }
         }
-        std::vector<Tensor> out;
-        for (size_t r = 0; r < members.size(); ++r)
-          out.push_back(collective_result(op, in, static_cast<int64_t>(r), p.graph.tensor(op.outputs.front()).shape));
-        for (size_t r = 0; r < members.size(); ++r) {
-          const int64_t m = members[r];
-          if (out[r].shape != p.graph.tensor(op.outputs.front()).shape)
-            throw Error(Err::Internal, "collective '" + op.name + "' produced " +
-                                           std::to_string(out[r].elements()) + " elements of the wrong shape");
-          stores[m].put(op.outputs.front(), std::move(out[r]));
-          ++pc[m];
-        }
+        for (int64_t m : members) ++pc[m];
         progress = true;
       }
       all_done = all_done && done(c);

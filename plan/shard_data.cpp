@@ -1,5 +1,6 @@
 #include "plan/shard_data.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "sim/common/error.h"
@@ -144,6 +145,56 @@ Tensor unpack_collective(const Op& op, std::vector<float> flat, const std::vecto
     ptrs.push_back(&parts[r]);
   }
   return concat(ptrs, join);
+}
+
+std::vector<float> pack_collective(const Op& op, const std::vector<const Tensor*>& inputs, int64_t n) {
+  if (inputs.size() == 1) return pack_collective(op, *inputs.front(), n);
+  if (op.kind != OpKind::AllReduce && op.kind != OpKind::ReduceScatter)
+    throw Error(Err::Internal, std::string("a combined ") + op_kind_name(op.kind) + " ('" + op.name +
+                                   "'): only all-reduce and reduce-scatter carry several tensors");
+  std::vector<std::vector<float>> packed;
+  size_t total = 0;
+  for (const Tensor* t : inputs) {
+    packed.push_back(pack_collective(op, *t, n));
+    total += packed.back().size();
+  }
+  // An all-reduce is elementwise: its blocks need not line up, the inputs go one after another.
+  const int64_t blocks = op.kind == OpKind::ReduceScatter ? std::max<int64_t>(1, n) : 1;
+  std::vector<float> out;
+  out.reserve(total);
+  for (int64_t r = 0; r < blocks; ++r)
+    for (const auto& p : packed) {
+      if (p.size() % static_cast<size_t>(blocks) != 0)
+        throw Error(Err::Internal, "combined reduce-scatter '" + op.name + "': an input of " +
+                                       std::to_string(p.size()) + " elements is not " + std::to_string(blocks) +
+                                       " equal blocks");
+      const size_t per = p.size() / static_cast<size_t>(blocks);
+      out.insert(out.end(), p.begin() + static_cast<std::ptrdiff_t>(r * per),
+                 p.begin() + static_cast<std::ptrdiff_t>((r + 1) * per));
+    }
+  return out;
+}
+
+std::vector<Tensor> unpack_collective(const Op& op, std::vector<float> flat,
+                                      const std::vector<std::vector<int64_t>>& out_shapes, int64_t n) {
+  std::vector<Tensor> out;
+  if (out_shapes.size() == 1) {
+    out.push_back(unpack_collective(op, std::move(flat), out_shapes.front(), n));
+    return out;
+  }
+  size_t at = 0;
+  for (const auto& shape : out_shapes) {
+    Tensor t(shape);
+    const size_t k = t.data.size();
+    if (at + k > flat.size())
+      throw Error(Err::Internal, "combined collective '" + op.name + "' produced " + std::to_string(flat.size()) +
+                                     " elements for larger outputs");
+    std::copy(flat.begin() + static_cast<std::ptrdiff_t>(at), flat.begin() + static_cast<std::ptrdiff_t>(at + k),
+              t.data.begin());
+    at += k;
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 void bind_inputs(const Plan& plan, const ModelGraph& logical, const TensorStore& logical_values, int64_t chip,

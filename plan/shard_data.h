@@ -42,6 +42,13 @@ void assemble_results(const Plan& plan, const ModelGraph& logical,
 // output tensor of shape `out_shape`. Identity for dimension 0 and for all-reduce.
 std::vector<float> pack_collective(const Op& op, const Tensor& input, int64_t group);
 Tensor unpack_collective(const Op& op, std::vector<float> flat, const std::vector<int64_t>& out_shape, int64_t group);
+// A combined collective (several tensors in one op, partition/combine.h; all-reduce and reduce-scatter): the
+// inputs' packed buffers joined so that block r of the result is every input's block r in turn (each input's
+// parts for rank r side by side), and the flat result split back into the outputs, one after another. One input:
+// as above.
+std::vector<float> pack_collective(const Op& op, const std::vector<const Tensor*>& inputs, int64_t group);
+std::vector<Tensor> unpack_collective(const Op& op, std::vector<float> flat,
+                                      const std::vector<std::vector<int64_t>>& out_shapes, int64_t group);
 
 // A device's index along mesh axes, for the kernels of a partitioned program (workloads/tensor.h).
 class MeshDevice : public DeviceIndex {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "partition/combine.h"
 #include "partition/partitioner.h"
 #include "sim/common/error.h"
 #include "sim/common/text.h"
@@ -129,6 +130,27 @@ void add_spec(Annotations& specs, const ModelGraph& g, TensorId t, const ShardSp
   it->second = merged;
 }
 
+namespace {
+
+// Gradient bucketing over every program of a partitioned plan (partition/combine.h), noted in the plan.
+void combine_reductions(Plan& plan, const Experiment& exp) {
+  const double threshold = exp.run.combine_threshold;
+  CombineStats total;
+  for (size_t k = 0; k < plan.programs.size(); ++k) {
+    std::vector<int32_t>* units = k < plan.pipeline.unit_of_op.size() ? &plan.pipeline.unit_of_op[k] : nullptr;
+    CombineStats s = combine_gradient_reductions(plan.programs[k], threshold, units);
+    total.collectives += s.collectives;
+    total.members += s.members;
+  }
+  if (total.collectives > 0)
+    plan.notes.push_back(strprintf("gradient reductions: %lld combined into %lld collectives of at most %s "
+                                   "(run.combine_threshold)",
+                                   static_cast<long long>(total.members), static_cast<long long>(total.collectives),
+                                   format_bytes(threshold).c_str()));
+}
+
+}  // namespace
+
 Mesh plan_mesh(const Experiment& exp) { return layout_mesh(exp, make_strategies(exp)); }
 
 Plan make_plan(const ModelGraph& g, const Experiment& exp) {
@@ -173,6 +195,7 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
     plan.notes.insert(plan.notes.begin(), "mesh: " + plan.mesh.describe());
     plan.pipeline = {plan.mesh.axis_size(po->axis), po->micro_batches, po->schedule, po->remat, r.cells,
                      r.stage_seconds, r.units, r.unit_of_op};
+    combine_reductions(plan, exp);
     return plan;
   }
   PartitionResult r = partition_step(in);
@@ -180,6 +203,7 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
   plan.role_of_chip.assign(static_cast<size_t>(chips), 0);
   plan.notes = r.notes;
   plan.notes.insert(plan.notes.begin(), "mesh: " + plan.mesh.describe());
+  combine_reductions(plan, exp);
   return plan;
 }
 

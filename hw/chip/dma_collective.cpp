@@ -17,7 +17,9 @@ void Dma::start_collective(Running& r, const Op& op) {
   r.group = m_ctx.group(m_chip, op.attrs.axes);
   r.req.kind = collective_of(op.kind);
   r.req.group = r.group.shape;
-  r.req.elements = in.elements();
+  // A combined collective (partition/combine.h) moves its tensors as one buffer.
+  r.req.elements = 0;
+  for (TensorId t : op.inputs) r.req.elements += m_graph->tensor(t).elements();
   r.req.elem_bytes = dtype_bytes(in.dtype);
   r.bf16 = in.dtype == DType::BF16;
   r.max = op.kind == OpKind::AllReduce && op.attrs.reduce_max;
@@ -38,7 +40,8 @@ void Dma::start_collective(Running& r, const Op& op) {
   r.state.assign(n, kPending);
   for (size_t i = 0; i < n; ++i) r.deps_left[i] = r.tasks[i].dep_count;
   if (m_ctx.numeric) {
-    const Tensor& data = m_store.get(op.inputs.front());
+    std::vector<const Tensor*> data;
+    for (TensorId t : op.inputs) data.push_back(&m_store.get(t));
     r.buf[0] = pack_collective(op, data, r.req.group.size());  // a dimension's parts outermost (plan/shard_data.h)
     r.buf[0].resize(static_cast<size_t>(r.req.elements), 0.0f);
     int64_t out = sched.output_elements;

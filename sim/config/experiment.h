@@ -112,6 +112,8 @@ struct RunConfig {
   StallOptions stall;
   std::string fusion = "xla";  // xla | none (hw/compiler/fusion.h)
   std::string symmetry = "auto";  // auto | off (hw/pod/symmetry.h)
+  // Gradient reductions are combined into collectives of up to this many bytes (partition/combine.h); 0: never.
+  double combine_threshold = 30.0 * 1024 * 1024;
 };
 
 struct Experiment {

@@ -201,6 +201,7 @@ void build_typed(Experiment& e, const ParamSet& p) {
   r.trace.to = p.has("run.trace.to") ? p.f("run.trace.to") : -1;
   r.trace.max_chips = p.i("run.trace.max_chips");
   r.trace.warn_events = p.i("run.trace.warn_events");
+  r.combine_threshold = p.f("run.combine_threshold");
   r.stall.probability = p.f("run.stall.probability");
   r.stall.max = p.f("run.stall.max");
 }

@@ -216,6 +216,15 @@ std::vector<ParamSpec> run_param_specs() {
                 "only inside the simulated box) and gives every chip its representative's figures; off simulates "
                 "every chip (docs/performance.md).")
           .def("auto"),
+      P::quantity("run.combine_threshold", Q::Size,
+                  "Gradient bucketing: the all-reduces and reduce-scatters of parameter gradients over the same mesh "
+                  "axes and algorithm are combined into collectives of up to this many bytes, each issued when its "
+                  "last gradient is ready, as XLA's AllReduceCombiner and ReduceScatterCombiner do; the default is "
+                  "theirs (XLA's debug options xla_gpu_all_reduce_combine_threshold_bytes and "
+                  "xla_gpu_reduce_scatter_combine_threshold_bytes: 30MiB). 0 turns combining off (one collective "
+                  "per gradient). partition/combine.h; docs/strategies.md.")
+          .range(0, 1e15)
+          .def("30MiB"),
       P::real("run.stall.probability", "Probability that an HBM request or ICI chunk gets a random extra delay "
                                        "(testing for hidden timing assumptions).")
           .range(0, 1)

@@ -90,6 +90,7 @@ QuantityParse parse_quantity(Quantity kind, std::string_view text_in) {
   if (end == begin) return {std::nullopt, "'" + text + "' does not start with a number"};
   std::string unit = trim(std::string_view(end));
   if (!std::isfinite(number)) return {std::nullopt, "'" + text + "' is not a finite number"};
+  if (unit.empty() && number == 0) return {0.0, {}};  // zero is zero in every unit
   if (unit.empty())
     return {std::nullopt, "'" + text + "' has no unit; write the " + std::string(quantity_name(kind)) +
                               " with one of: " + join(units_of(kind), ", ")};

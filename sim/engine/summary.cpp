@@ -335,14 +335,22 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
     const ExecProgram& ep = p.ctx->programs[rc.role()];
     const ModelGraph& g = p.plan.programs[rc.role()].graph;
     J comms = J::array();
+    int64_t combined = 0, combined_tensors = 0;
     for (size_t i = 0; i < ep.ops.size(); ++i) {
       if (ep.ops[i].unit != Unit::Ici) continue;
       const Op& op = g.op(ep.ops[i].members.front());
       if (op.kind == OpKind::Traffic) continue;
       const OpRecord& r = rc.log().ops[i];
-      // A receive has no input: its bytes are those it brings in.
+      // A receive has no input: its bytes are those it brings in. A combined collective (partition/combine.h)
+      // moves all its tensors as one buffer.
       const TensorInfo& moved = g.tensor(op.inputs.empty() ? op.outputs.front() : op.inputs.front());
-      double bytes = moved.bytes();
+      double bytes = 0;
+      std::vector<std::string> carried;
+      for (TensorId t : op.inputs) {
+        bytes += g.tensor(t).bytes();
+        carried.push_back(g.tensor(t).name);
+      }
+      if (op.inputs.empty()) bytes = moved.bytes();
       double t = r.end - r.start;
       // The chips it spans: its group on the mesh, or a point-to-point transfer's peer.
       const bool p2p = op.kind == OpKind::Send || op.kind == OpKind::Recv;
@@ -350,18 +358,30 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
       const std::string group = p2p ? (op.kind == OpKind::Send ? "to chip " : "from chip ") +
                                           std::to_string(p.ctx->p2p_peer(rc.id(), op))
                                     : grp.describe();
-      comms.push_back({{"name", op.name},
-                       {"kind", op_kind_name(op.kind)},
-                       {"algorithm", comm_algorithm(op)},
-                       {"axes", op.attrs.axes},
-                       {"tensor", moved.name},
-                       {"group", group},
-                       {"group_size", p2p ? 2 : grp.shape.size()},
-                       {"bytes_per_chip", bytes},
-                       {"time_s", t},
-                       {"algorithm_bandwidth_Bps", t > 0 ? r6(bytes / t) : 0.0}});
+      J row = {{"name", op.name},
+               {"kind", op_kind_name(op.kind)},
+               {"algorithm", comm_algorithm(op)},
+               {"axes", op.attrs.axes},
+               {"tensor", carried.size() > 1 ? std::to_string(carried.size()) + " tensors" : moved.name},
+               {"group", group},
+               {"group_size", p2p ? 2 : grp.shape.size()},
+               {"bytes_per_chip", bytes},
+               {"time_s", t},
+               {"algorithm_bandwidth_Bps", t > 0 ? r6(bytes / t) : 0.0}};
+      if (carried.size() > 1) {
+        row["tensors"] = carried;
+        ++combined;
+        combined_tensors += static_cast<int64_t>(carried.size());
+      }
+      comms.push_back(std::move(row));
     }
-    if (!comms.empty()) j["collectives"] = comms;
+    if (!comms.empty()) {
+      j["collectives"] = comms;
+      // Gradient bucketing (run.combine_threshold): the combined collectives of the result chip's program.
+      j["combined_collectives"] = {{"threshold_bytes", e.run.combine_threshold},
+                                   {"collectives", combined},
+                                   {"tensors", combined_tensors}};
+    }
   }
 
   // Synthetic traffic: offered load, accepted throughput, latency.

@@ -186,6 +186,13 @@ void print_report(const std::string& dir, std::ostream& out) {
                        format_bandwidth(c.value("algorithm_bandwidth_Bps", 0.0)).c_str(),
                        c.value("group", std::string("-")).c_str());
     }
+    if (j.contains("combined_collectives") && j["combined_collectives"].value("collectives", 0) > 0) {
+      const auto& k = j["combined_collectives"];
+      out << strprintf("  gradient bucketing: %lld collectives carry %lld gradient reductions (run.combine_threshold "
+                       "%s)\n",
+                       static_cast<long long>(k.value("collectives", 0)), static_cast<long long>(k.value("tensors", 0)),
+                       format_bytes(k.value("threshold_bytes", 0.0)).c_str());
+    }
   }
   if (j.contains("traffic")) {
     const auto& t = j["traffic"];

@@ -34,7 +34,11 @@ std::string mlp(int layers) {
 // already reduce-scattered, fc1's two input-side gradients (b x H), and the batch shard, the loss and fc0's
 // pre-activation and ReLU output (b x H each).
 TEST(MemoryFiguresTest, WeightUpdateShardingByCategory) {
-  const json s = memory_only("wus", "hardware: {preset: tpu-v3, pod: {dims: [4, 1]}}\n" + mlp(2) +
+  // One reduce-scatter per gradient (run.combine_threshold: 0): each gradient's partial sum is freed when its own
+  // reduction is done.
+  std::string w = mlp(2);
+  w.replace(w.find("fusion: none"), 12, "fusion: none, combine_threshold: 0");
+  const json s = memory_only("wus", "hardware: {preset: tpu-v3, pod: {dims: [4, 1]}}\n" + w +
                                         "strategy: {name: data_parallel, weight_update_sharding: true}\n");
   const double b = B / 4, params = I * H + H + H * H + H + H * C + C;
   const json& m = s["roles"][0]["memory_at_peak"];

@@ -39,6 +39,7 @@ struct Step {
 
 Step plan_step(const std::string& yaml) {
   Experiment e = load_experiment_text(yaml, "figures.yaml");
+  e.run.combine_threshold = 0;  // the partitioner's collectives, one per gradient (bucketing: combine_test.cpp)
   ModelGraph g = WorkloadRegistry::instance().make(e.workload)->build(e.params);
   Plan p = make_plan(g, e);
   validate_plan(p, g, e.hardware.pod.chips());

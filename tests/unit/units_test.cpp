@@ -50,6 +50,13 @@ TEST(UnitsTest, MissingUnitIsRefused) {
   EXPECT_NE(r.problem.find("MHz"), std::string::npos) << r.problem;
 }
 
+// Zero is zero in every unit: `run.combine_threshold: 0` needs none.
+TEST(UnitsTest, ZeroNeedsNoUnit) {
+  EXPECT_EQ(q(Quantity::Size, "0"), 0.0);
+  EXPECT_EQ(q(Quantity::Time, "0"), 0.0);
+  EXPECT_FALSE(parse_quantity(Quantity::Size, "5").value);
+}
+
 TEST(UnitsTest, WrongKindOfUnitSuggestsNearest) {
   auto r = parse_quantity(Quantity::Frequency, "940MHZ");
   EXPECT_FALSE(r.value);
