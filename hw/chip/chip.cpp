@@ -86,7 +86,7 @@ void Chip::dispatch(int32_t op) {
   m_state[op] = 1;
   switch (e.unit) {
     case Unit::Mxu: {
-      MxuShape shape{m_cfg.mxu.rows, m_cfg.mxu.cols, m_cfg.mxu.weight_double_buffer};
+      MxuShape shape{m_cfg.mxu.rows, m_cfg.mxu.cols, m_cfg.mxu.weight_double_buffer, m_cfg.mxu.weight_push};
       int64_t folds_per_mxu = ceil_div(e.gemm.core_folds, m_cfg.mxu.count);
       int64_t cycles = mxu_cycles(shape, folds_per_mxu, e.gemm.rows_per_fold);
       int64_t epilogue = vpu_cycles(m_cfg.vpu, e.core_vector);

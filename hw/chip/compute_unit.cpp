@@ -113,6 +113,7 @@ void ComputeUnit::step() {
         w.run = m_job.read_run;
         w.write = true;
         w.mixed = m_job.read > 0;
+        w.reads_per_write = m_job.write > 0 ? m_job.read / m_job.write : 1.0;
         double wd = m_hbm.access(w, m_client, m_job.op);
         m_last_write = std::max(m_last_write, wd);
         ++m_group;

@@ -29,6 +29,18 @@ bool consumes(const Op& op, const std::set<TensorId>& produced) {
   return false;
 }
 
+// An operand convert: one elementwise op that changes its input's type and whose outputs only `mm` reads (an fp32
+// weight converted to bf16 for the MXU). XLA fuses such a convert into the dot's fusion as a prologue.
+bool operand_convert(const ModelGraph& g, const std::vector<OpId>& members, OpId mm) {
+  if (members.size() != 1) return false;
+  const Op& op = g.op(members.front());
+  if (op.inputs.size() != 1 || op.outputs.size() != 1) return false;
+  if (g.tensor(op.inputs[0]).dtype == g.tensor(op.outputs[0]).dtype) return false;
+  for (OpId c : g.consumers(op.outputs[0]))
+    if (c != mm) return false;
+  return true;
+}
+
 }  // namespace
 
 const char* fusion_kind_name(FusionKind k) {
@@ -66,7 +78,15 @@ std::vector<FusionGroup> fuse(const ModelGraph& g, const std::vector<OpId>& orde
     const Op& op = g.op(id);
     Role r = role_of(g, op);
     bool join = !cur.closed && cur.group.members.size() < kMaxFusionMembers && consumes(op, cur.produced);
-    if (join && r == Role::Elementwise) {
+    if (join && r == Role::Matmul) {
+      join = !cur.matmul && !cur.reduction && operand_convert(g, cur.group.members, id);
+      if (join) {
+        cur.group.members.push_back(id);
+        for (TensorId t : op.outputs) cur.produced.insert(t);
+        cur.matmul = true;
+        continue;
+      }
+    } else if (join && r == Role::Elementwise) {
       // loop fusion, a matmul's epilogue, or a reduction's producers/consumers
     } else if (join && r == Role::Reduction) {
       join = !cur.matmul && !cur.reduction;  // one reduction per fusion; none inside a matmul's epilogue

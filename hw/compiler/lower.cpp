@@ -47,8 +47,14 @@ MemberTraffic member_traffic(const ModelGraph& g, const std::vector<OpId>& membe
     const Op& op = g.op(id);
     OpCost c = op_cost(g, op);
     if (c.unit == Unit::Vpu) {
-      // Reads: what the op's cost says it reads, less the inputs already on chip (made or read by a member).
-      double skip = 0;
+      // Reads: what the op's cost says it reads, less the inputs already on chip (made or read by a member). An
+      // operand prologue (a convert feeding the matmul) is read by the matmul's tiling, at the source type.
+      bool prologue = !op.outputs.empty();
+      for (TensorId t : op.outputs) {
+        prologue = prologue && !g.consumers(t).empty();
+        for (OpId c2 : g.consumers(t)) prologue = prologue && inside.count(c2) && op_cost(g, g.op(c2)).unit == Unit::Mxu;
+      }
+      double skip = prologue ? c.bytes_read : 0.0;
       for (TensorId t : op.inputs)
         if (produced.count(t) || read.count(t)) skip += g.tensor(t).bytes();
       m.read += std::max(0.0, c.bytes_read - skip);
@@ -87,10 +93,9 @@ MemberTraffic member_traffic(const ModelGraph& g, const std::vector<OpId>& membe
   return m;
 }
 
-void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, const MemberTraffic& epi, ExecOp& e) {
+void lower_gemm(const ModelGraph& g, const Op& op, const std::vector<OpId>& members, const ChipConfig& chip,
+                const MemberTraffic& epi, ExecOp& e) {
   const GemmDims a = gemm_dims(g, op);
-  const TensorInfo& ia = g.tensor(op.inputs[0]);
-  const TensorInfo& ib = g.tensor(op.inputs[1]);
   const TensorInfo& ic = g.tensor(op.outputs[0]);
   MxuShape shape{chip.mxu.rows, chip.mxu.cols, chip.mxu.weight_double_buffer};
   const int64_t cores = chip.tensorcores;
@@ -116,8 +121,15 @@ void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, const
   ti.m = m;
   ti.k = k;
   ti.n = n;
-  ti.a_elem = dtype_bytes(ia.dtype);
-  ti.b_elem = dtype_bytes(ib.dtype);
+  // An operand made inside the fusion by a prologue (a convert) is read from HBM at its source type.
+  auto stored_bytes = [&](TensorId t) {
+    OpId p = g.producer(t);
+    if (p >= 0 && std::count(members.begin(), members.end(), p) && g.op(p).inputs.size() == 1)
+      return dtype_bytes(g.tensor(g.op(p).inputs[0]).dtype);
+    return dtype_bytes(g.tensor(t).dtype);
+  };
+  ti.a_elem = stored_bytes(op.inputs[0]);
+  ti.b_elem = stored_bytes(op.inputs[1]);
   ti.c_elem = dtype_bytes(ic.dtype);
   ti.a_shared = a.a_shared;
   ti.b_shared = a.b_shared;
@@ -214,8 +226,14 @@ ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const Chi
       e.logical_bytes += c.bytes_read + c.bytes_written;
     }
     e.unit = op_cost(g, first).unit;
-    if (e.unit == Unit::Mxu) {
-      lower_gemm(g, first, chip, member_traffic(g, members), e);
+    // The matmul of an output fusion (after its operand converts, if any) decides the unit.
+    const Op* mm = nullptr;
+    for (OpId id : members)
+      if (!mm && op_cost(g, g.op(id)).unit == Unit::Mxu) mm = &g.op(id);
+    if (mm) {
+      e.unit = Unit::Mxu;
+      e.kind = mm->kind;
+      lower_gemm(g, *mm, members, chip, member_traffic(g, members), e);
     } else if (e.unit == Unit::Vpu) {
       lower_vector(chip, member_traffic(g, members), e);
     }

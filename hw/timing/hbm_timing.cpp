@@ -59,8 +59,10 @@ HbmTiming::Access HbmTiming::access(double now, const HbmRequest& r) {
   double last_data = std::max(per_channel * piece_data, (per_channel - 1) * period + piece_data);
   const bool mixed = r.mixed || r.pattern == HbmPattern::ReadModifyWrite;
   if (r.write && mixed && m_cfg.write_batch > 0) {
-    double turn = per_channel * piece_data * m_channel_bw / burst / static_cast<double>(m_cfg.write_batch) *
-                  (m_cfg.read_to_write + m_cfg.write_to_read);
+    // One turnaround pair per batch of the minority direction (write bursts, or fewer reads between them).
+    const double minority = std::clamp(r.reads_per_write, 0.0, 1.0);
+    double turn = per_channel * piece_data * m_channel_bw / burst * minority /
+                  static_cast<double>(m_cfg.write_batch) * (m_cfg.read_to_write + m_cfg.write_to_read);
     hold += turn;
     last_data += turn;
   }

@@ -7,8 +7,12 @@
 //     service = (max(data, activates x activate_period) + turnarounds) / (1 - tRFC / tREFI)
 //   data            = bursts x burst / bw_channel    (a run shorter than a burst still moves a whole burst)
 //   activate_period = max(tRRD, tFAW / 4, tRC / banks)   (the activate rate bounds scattered access)
-//   turnarounds     = write bursts / write_batch x (read_to_write + write_to_read), for writes that interleave
-//                     with reads (an op that loads and stores at once, an optimizer's read-modify-write)
+//   turnarounds     = write bursts x min(1, reads / writes) / write_batch x (read_to_write + write_to_read), for
+//                     writes that interleave with reads (an op that loads and stores at once, an optimizer's
+//                     read-modify-write). The bus turns around once per batch of the minority direction: when
+//                     writes outnumber the reads they interleave with, the controller drains them in longer runs
+//                     between two read batches (write queue watermarks), so a write-heavy stream pays the
+//                     turnarounds of its reads, not of its writes
 //   refresh         : the channel is unavailable tRFC out of every tREFI
 // Requests queue per channel in arrival order; an access completes when its last channel finishes, plus the
 // latency to first data: the controller/path latency, tCL, and tRCD when its first access opens a row (strided and
@@ -30,6 +34,7 @@ struct HbmRequest {
   double run = 0;      // Strided/Gather: bytes per contiguous run (0: one burst)
   bool write = false;
   bool mixed = false;  // reads of the same requester interleave with these writes: writes pay turnarounds
+  double reads_per_write = 1;  // mixed writes: read bytes interleaved per written byte (< 1: fewer turnarounds)
 };
 
 class HbmTiming {

@@ -10,6 +10,10 @@
 // behind the current fold's: after the first fold each fold adds max(M, R) cycles, and fill/drain is paid once:
 //   R + M + (folds - 1) * max(M, R) + (R + C - 2).
 // That lies between the ideal M*K*N/(R*C) (every MAC busy every cycle) and the no-overlap formula.
+// When the weights reach the array through the same input port as the rows (weight_push = P > 0 cycles per fold),
+// the push of each later fold's weights takes the port for P cycles before its rows can follow (the shift into the
+// array still overlaps the previous fold's stream):
+//   R + M + (folds - 1) * max(M + P, R) + (R + C - 2).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +24,7 @@ struct MxuShape {
   int64_t rows = 128;  // R
   int64_t cols = 128;  // C
   bool double_buffer = true;
+  int64_t weight_push = 0;  // cycles a fold's weight push holds the input port (shared with the rows); 0: own path
 };
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

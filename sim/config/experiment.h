@@ -18,6 +18,9 @@ struct MxuConfig {
   bool weight_double_buffer = true;
   // Rows of fp32 accumulators per MXU a fold can stream into before its results must leave (docs/model.md, MXU).
   int64_t accumulator_rows = 2048;
+  // Cycles each fold's weight push occupies the array's input port, when weights and left-operand rows enter through
+  // one port (docs/model.md, MXU): double buffering hides the weight shift, not the push. 0: a separate weight path.
+  int64_t weight_push = 0;
 };
 
 struct VpuConfig {

@@ -38,6 +38,13 @@ std::vector<ParamSpec> hardware_param_specs() {
                  "et al., ISCA 2017); later generations do not publish theirs.")
           .range(8, 1 << 20)
           .def("2048"),
+      P::integer("hardware.chip.mxu.weight_push",
+                 "Cycles each weight fold's push occupies the MXU's input port when weights and left-operand rows "
+                 "enter through one port from the vector registers (TPU v3: R = 128, one weight row per cycle); "
+                 "weight double buffering hides the shift inside the array but not the push, so every fold after "
+                 "the first takes max(M + push, R) cycles instead of max(M, R). 0: weights arrive on a path of their own.")
+          .range(0, 1 << 20)
+          .def("0"),
       P::integer("hardware.chip.vpu.lanes", "Vector unit lanes.").range(1, 65536).def("128"),
       P::integer("hardware.chip.vpu.sublanes", "Vector unit sublanes.").range(1, 1024).def("8"),
       P::integer("hardware.chip.vpu.alus", "ALUs per lane x sublane: elementwise operations per element slot and "

@@ -3,6 +3,8 @@
 // limit, a memory-bound GEMM against a hand count of the HBM, memory capacity errors.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "tests/model/sim_util.h"
 
 using namespace podsim;
@@ -26,7 +28,8 @@ std::vector<std::string> mxu_only(std::vector<std::string> more = {}) {
                                 "hardware.chip.hbm.cas=0ns",            "hardware.chip.hbm.rcd=0ns",
                                 "hardware.chip.hbm.refresh_interval=0s", "hardware.chip.hbm.activate_interval=0ns",
                                 "hardware.chip.hbm.faw=0ns",            "hardware.chip.hbm.row_cycle=0ns",
-                                "hardware.chip.hbm.write_batch=0",      "hardware.chip.vmem.capacity=256MiB"};
+                                "hardware.chip.hbm.write_batch=0",      "hardware.chip.vmem.capacity=256MiB",
+                                "hardware.chip.mxu.weight_push=0"};  // the array alone (WeightPushTakesTheInputPort)
   s.insert(s.end(), more.begin(), more.end());
   return s;
 }
@@ -97,6 +100,23 @@ TEST(ChipTest, WeightLoadsThatDoubleBufferingCannotHide) {
   auto s = simulate_in_child(matmul(32, 512, 512), mxu_only());
   ASSERT_FALSE(s.contains("error")) << s.dump();
   expect_time_in_cycles(s["ops"][0], 2334);
+}
+
+TEST(ChipTest, WeightPushTakesTheInputPort) {
+  // TPU v3 pushes each fold's weights through the port its rows use: 128 cycles per fold (hardware.chip.mxu.
+  // weight_push). 2048 x 1024 x 128 on one MXU: 8 folds of 2048 rows, 128 + 2048 + 7 x (2048 + 128) + 254 = 17,662
+  // cycles (without the push: 16,766). With M = 32 < R the weight shift decides as before unless the push and the
+  // rows take longer: 8 folds of 32 rows, 128 + 32 + 7 x max(32 + 128, 128) + 254 = 1,534 (without: 1,310).
+  for (auto [m, with, without] : {std::tuple<int64_t, int64_t, int64_t>{2048, 17662, 16766}, {32, 1534, 1310}}) {
+    auto push = simulate_in_child(matmul(m, 1024, 128), mxu_only({"hardware.chip.mxu.weight_push=128"}));
+    auto own = simulate_in_child(matmul(m, 1024, 128), mxu_only());
+    ASSERT_FALSE(push.contains("error") || own.contains("error")) << push.dump() << own.dump();
+    EXPECT_EQ(push["ops"][0]["cycles"].get<int64_t>(), with) << m;
+    EXPECT_EQ(own["ops"][0]["cycles"].get<int64_t>(), without) << m;
+  }
+  // The preset carries it.
+  auto v3 = simulate_in_child(matmul(2048, 1024, 128), {"hardware.chip.tensorcores=1", "hardware.chip.mxu.count=1"});
+  EXPECT_EQ(v3["ops"][0]["cycles"].get<int64_t>(), 17662);
 }
 
 TEST(ChipTest, FoldsShareTheChipsMxus) {

@@ -85,3 +85,41 @@ TEST(FusionTest, OutputFusionWritesOnlyWhatLeavesIt) {
   EXPECT_DOUBLE_EQ(unfused_read, 256 * KiB + 512 * KiB + (1024 + 2) * KiB + 1024 * KiB);
   EXPECT_DOUBLE_EQ(unfused_write, 3072 * KiB);
 }
+
+TEST(FusionTest, OperandConvertAndEpilogueFuseIntoTheMatmul) {
+  // The calibration rows' fusions (tools/calibrate): C = A[512, 256] @ convert(B_fp32[256, 1024]) + E0 + E1, bf16.
+  // Fused, the convert is the matmul's prologue: B is read once in fp32 (1 MiB), A once (256 KiB), each epilogue
+  // input once (1 MiB each), and only C is written (1 MiB). The VPU converts 256 Ki elements (256 vectors of 1024)
+  // and adds 2 x 512 Ki (1024 vectors): 1280 cycles with one ALU. Unfused, the convert writes bf16 B (512 KiB) that
+  // the matmul reads again, and each add reads and writes a whole result.
+  std::string mm = "hardware: {preset: tpu-v3}\nworkload: {model: matmul, m: 512, k: 256, n: 1024, dtype: bf16, "
+                   "b_dtype: fp32, epilogue_inputs: 2}\nrun: {trace: {format: \"off\"}}\n";
+  auto xla = simulate_in_child(mm, {"hardware.chip.tensorcores=1"});
+  auto none = simulate_in_child(mm, {"hardware.chip.tensorcores=1", "run.fusion=none"});
+  ASSERT_FALSE(xla.contains("error") || none.contains("error")) << xla.dump() << none.dump();
+  const double KiB = 1024;
+  ASSERT_EQ(xla["ops"].size(), 1u);
+  const auto& f = xla["ops"][0];
+  EXPECT_EQ(f["fused"], nlohmann::json({"convert_b", "matmul", "epilogue_add0", "epilogue_add1"}));
+  EXPECT_EQ(f["fusion"], "output");
+  EXPECT_EQ(f["unit"], "MXU");
+  EXPECT_DOUBLE_EQ(f["hbm_read"].get<double>(), 256 * KiB + 1024 * KiB + 2 * 1024 * KiB);
+  EXPECT_DOUBLE_EQ(f["hbm_write"].get<double>(), 1024 * KiB);
+  EXPECT_EQ(f["mxu"]["epilogue_vpu_cycles"].get<int64_t>(), 256 + 1024);
+  ASSERT_EQ(none["ops"].size(), 4u);
+  double read = 0, write = 0;
+  for (const auto& o : none["ops"]) {
+    read += o["hbm_read"].get<double>();
+    write += o["hbm_write"].get<double>();
+  }
+  EXPECT_DOUBLE_EQ(read, 1024 * KiB + (256 + 512) * KiB + 2 * (1024 + 1024) * KiB);
+  EXPECT_DOUBLE_EQ(write, 512 * KiB + 3 * 1024 * KiB);
+  // Numerics: the fused and unfused programs compute the same tensors, byte for byte.
+  std::string numeric = "hardware: {preset: tpu-v3}\nworkload: {model: matmul, m: 48, k: 40, n: 136, dtype: bf16, "
+                        "b_dtype: fp32, epilogue_inputs: 2}\nrun: {numeric: true, trace: {format: \"off\"}}\n";
+  auto nx = tensors_and_figures(numeric, {});
+  auto nn = tensors_and_figures(numeric, {"run.fusion=none"});
+  ASSERT_FALSE(nx.contains("error") || nn.contains("error")) << nx.dump() << nn.dump();
+  EXPECT_EQ(nx["tensors"].size(), 8u);  // a, b_fp32, b, ab, e0, ab0, e1, c
+  EXPECT_EQ(nx["tensors"], nn["tensors"]);
+}

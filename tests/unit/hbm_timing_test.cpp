@@ -160,3 +160,20 @@ TEST(HbmTimingTest, LegacyRunArgumentMeansStridedReads) {
   HbmTiming a(stack()), b(stack());
   EXPECT_DOUBLE_EQ(a.access(0, 64 * 1000, 64).busy, b.access(0, req(64 * 1000, HbmPattern::Strided, 64)).busy);
 }
+
+TEST(HbmTimingTest, WriteHeavyStreamsTurnAroundPerReadBatch) {
+  // Four bytes written per byte read (attention scores: a [512, 64] operand pair in, a [512, 512] score block out):
+  // the bus turns around once per batch of the minority direction, so the writes pay a quarter of the copy's
+  // turnarounds: 16 bursts per row, 16 / 8 batches, x 1/4, each (13 + 13) ns.
+  HbmTiming h(stack());
+  HbmRequest w = req(8 * kMiB, HbmPattern::Stream, 0, true, true);
+  w.reads_per_write = 0.25;
+  auto a = h.access(0, w);
+  double per_row = 32 * kNs + 16.0 / 8 * 0.25 * 26 * kNs;
+  EXPECT_NEAR(a.busy, 8192 * per_row * kStretch, 1e-12);
+  // More reads than writes: every write batch still pays one turnaround pair (the copy's count).
+  HbmTiming h2(stack());
+  w.reads_per_write = 3;
+  auto b = h2.access(0, w);
+  EXPECT_NEAR(b.busy, 8192 * (32 * kNs + 16.0 / 8 * 26 * kNs) * kStretch, 1e-12);
+}

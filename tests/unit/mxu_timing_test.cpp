@@ -165,3 +165,16 @@ TEST(MxuTimingTest, FoldsShareAcrossMxus) {
   EXPECT_EQ(gemm_cycles(s, 1, 256, 128, 640, 4), 2 * 638);
   EXPECT_EQ(gemm_cycles(s, 3, 256, 128, 128, 1), 3 * 638);  // batch entries are folds too
 }
+
+TEST(MxuTimingTest, WeightPushSharesTheInputPort) {
+  // R = C = 128, weights pushed through the rows' port for 128 cycles per fold: every fold after the first takes
+  // max(M + 128, R); fill and drain once.
+  MxuShape s{128, 128, true, 128};
+  EXPECT_EQ(mxu_cycles(s, 1, 512), 128 + 512 + 254);
+  EXPECT_EQ(mxu_cycles(s, 4, 512), 128 + 512 + 3 * 640 + 254);
+  EXPECT_EQ(mxu_cycles(s, 4, 8), 128 + 8 + 3 * 136 + 254);
+  MxuShape own{128, 128, true, 0};
+  EXPECT_EQ(mxu_cycles(own, 4, 8), 128 + 8 + 3 * 128 + 254);
+  MxuShape reference{128, 128, false, 128};  // reference mode: the formula, whatever the push
+  EXPECT_EQ(mxu_cycles(reference, 4, 512), 4 * (2 * 128 + 128 + 512 - 2));
+}
