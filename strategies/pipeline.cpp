@@ -36,6 +36,14 @@ class Pipeline : public IStrategy {
     };
   }
 
+  void validate(const ParamSet& p) const override {
+    if (p.b("strategy.remat") && p.has("workload.remat") && p.s("workload.remat") != "none")
+      throw Error(Err::BadChoice, p.where("strategy.remat"),
+                  "strategy.remat: true re-materializes each stage as a whole (workload.remat: full per stage); with "
+                  "workload.remat: " + p.s("workload.remat") + " the layers are re-materialized already. Set one of them",
+                  "strategy.remat");
+  }
+
   std::vector<std::string> axes(const ParamSet&) const override { return {"pipe"}; }
   std::vector<std::string> contiguous_axes(const ParamSet&) const override { return {"pipe"}; }
 
