@@ -19,8 +19,10 @@ class Pipeline : public IStrategy {
                                                      "must divide each data replica's batch.")
             .range(1, 1 << 20)
             .def("4"),
-        ParamSpec::boolean("strategy.remat", "pipeline: re-materialization: keep only the activations a stage "
-                                             "receives and recompute the rest during the backward pass.")
+        ParamSpec::boolean("strategy.remat", "pipeline: re-materialization of each stage as a whole (workload.remat: "
+                                             "full per stage): keep only the activations a stage receives and "
+                                             "recompute the rest of a micro-batch's forward just before its backward. "
+                                             "Not with workload.remat, which re-materializes each layer.")
             .def("false"),
         ParamSpec::choice("strategy.schedule", {"gpipe", "1f1b"},
                           "pipeline: gpipe (every forward, then every backward) or 1f1b (stage k runs K-1-k "
