@@ -257,6 +257,23 @@ TEST(RematTest, TensorParallelLayerRecomputesItsForwardAllReduce) {
   EXPECT_EQ(all_reduces(full.plan.programs[0], false), all_reduces(none.plan.programs[0], false));
   EXPECT_EQ(all_reduces(full.plan.programs[0], true),
             (std::vector<std::string>{"layer1.attn.o/remat 2048", "layer0.attn.o/remat 2048"}));
+  // The partitioned program keeps the recomputation late: each recomputed op that reads no recomputed value waits
+  // for a backward op (the control edge of the logical step, carried through the partitioner).
+  const Program& p = full.plan.programs[0];
+  int entries = 0;
+  for (size_t i = 0; i < p.graph.num_ops(); ++i) {
+    const Op& op = p.graph.op(static_cast<OpId>(i));
+    if (!op.recompute || is_communication(op.kind)) continue;
+    bool reads_recomputed = false, after_backward = false;
+    for (OpId q : p.graph.predecessors(static_cast<OpId>(i))) {
+      reads_recomputed = reads_recomputed || p.graph.op(q).recompute;
+      after_backward = after_backward || p.graph.op(q).phase == Phase::Backward;
+    }
+    if (reads_recomputed) continue;
+    ++entries;
+    EXPECT_TRUE(after_backward) << op.name;
+  }
+  EXPECT_GE(entries, 2);  // at least one per layer
   expect_bit_identical(none, full);
 }
 
