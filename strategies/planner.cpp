@@ -1,6 +1,7 @@
 #include "strategies/planner.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 
 #include "partition/partitioner.h"
@@ -80,6 +81,30 @@ Mesh layout_mesh(const Experiment& exp, const std::vector<std::unique_ptr<IStrat
   }
 }
 
+// Re-materialized values (workloads/remat.h: "<tensor>/remat", made by a recomputed op) take the spec a strategy
+// gave the value they recompute, so that the recomputation is partitioned like the original (an MoE layer's
+// dispatch recomputed with its all-to-all).
+void recomputed_like_originals(const ModelGraph& g, Annotations& specs) {
+  std::map<std::string, TensorId> by_name;
+  for (size_t t = 0; t < g.num_tensors(); ++t) {
+    const OpId p = g.producer(static_cast<TensorId>(t));
+    if (p < 0 || !g.op(p).recompute) by_name.emplace(g.tensor(static_cast<TensorId>(t)).name, static_cast<TensorId>(t));
+  }
+  const std::string suffix = "/remat";
+  for (size_t t = 0; t < g.num_tensors(); ++t) {
+    const TensorId id = static_cast<TensorId>(t);
+    const OpId p = g.producer(id);
+    const std::string& name = g.tensor(id).name;
+    if (p < 0 || !g.op(p).recompute || specs.count(id) || name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    auto it = by_name.find(name.substr(0, name.size() - suffix.size()));
+    if (it == by_name.end()) continue;
+    auto spec = specs.find(it->second);
+    if (spec != specs.end()) specs[id] = spec->second;
+  }
+}
+
 }  // namespace
 
 void add_spec(Annotations& specs, const ModelGraph& g, TensorId t, const ShardSpec& spec) {
@@ -117,6 +142,7 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
   PartitionInput in{g, plan.mesh};
   for (const auto& s : strategies) s->annotate(g, exp, plan.mesh, specs);
   for (const auto& s : strategies) s->refine(g, exp, plan.mesh, specs);
+  recomputed_like_originals(g, specs);
   for (const auto& s : strategies)
     for (const auto& [k, v] : s->algorithms(exp.params)) in.algorithms[k] = v;
   in.annotations = specs;

@@ -298,3 +298,25 @@ TEST(RematTest, BitIdenticalForEveryPolicy) {
     expect_bit_identical(plan_step(pp("none")), plan_step(pp(remat)));
   }
 }
+
+// A mixture-of-experts layer recomputed under strategy moe is partitioned like the original (the recomputed
+// dispatch and expert outputs take the specs the strategy gave the originals, strategies/planner.cpp): the
+// recomputation moves tokens to their experts and back with all-to-alls as the forward pass does. Of two layers the
+// second is a MoE layer; full recomputation needs its expert inputs (the expert weights' gradient reads them) and
+// outputs (the combine's gradient reads them): one all-to-all each way.
+TEST(RematTest, MoeLayerRecomputesItsAllToAlls) {
+  auto yaml = [](const std::string& remat) {
+    return "hardware: {preset: tpu-v3, pod: {dims: [4, 1]}}\nworkload: {model: transformer, layers: 2, d_model: 16, "
+           "d_ff: 32, heads: 4, vocab: 24, seq_len: 8, batch: 4, dtype: fp32, moe: {experts: 4, groups: 4}, remat: " +
+           remat + "}\nstrategy: {name: moe}\nrun: {fusion: none}\n";
+  };
+  const Step none = plan_step(yaml("none")), full = plan_step(yaml("full"));
+  auto count = [](const Program& p, bool recompute) {
+    int n = 0;
+    for (OpId id : p.order) n += p.graph.op(id).kind == OpKind::AllToAll && p.graph.op(id).recompute == recompute;
+    return n;
+  };
+  EXPECT_EQ(count(full.plan.programs[0], false), count(none.plan.programs[0], false));
+  EXPECT_EQ(count(full.plan.programs[0], true), 2);
+  expect_bit_identical(none, full);
+}
