@@ -167,7 +167,11 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
     for (int64_t c = 0; c < chips; ++c) plan.role_of_chip[c] = static_cast<int32_t>(plan.mesh.coordinate(c, axis));
     plan.notes = r.notes;
     plan.notes.insert(plan.notes.begin(), "mesh: " + plan.mesh.describe());
-    plan.pipeline = {plan.mesh.axis_size(po->axis), po->micro_batches, po->schedule, po->remat, r.cells,
+    // Re-materialized: by the pipeline (strategy.remat) or by the step's layers (workload.remat).
+    bool remat = po->remat;
+    for (const auto& units : r.units)
+      for (const PipelineUnit& u : units) remat = remat || u.pass == PipelinePass::Recompute;
+    plan.pipeline = {plan.mesh.axis_size(po->axis), po->micro_batches, po->schedule, remat, r.cells,
                      r.stage_seconds, r.units, r.unit_of_op};
     return plan;
   }

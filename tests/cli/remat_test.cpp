@@ -55,6 +55,10 @@ TEST(RematCliTest, BitIdenticalUnderEveryStrategy) {
                        "strategy: {name: spmd, scheme: 2d, spmd_axes: [s0, s1]}\nmesh: {axes: [s0, s1], shape: [2, 2]}\n");
   expect_bit_identical("pipeline", hw("[2, 1]"), kTransformer, "full",
                        "strategy: {name: pipeline, micro_batches: 2, schedule: 1f1b}\n");
+  // The stages run each micro-batch's recomputed layers as a unit of their own before its backward.
+  const nlohmann::json pl = summary(test_dir() + "/pipeline_remat")["pipeline"];
+  EXPECT_TRUE(pl["remat"].get<bool>());
+  EXPECT_EQ(pl["stage_units"][0].size(), 2u * 3);  // stage 0: M micro-batches x forward, recompute, backward
   expect_bit_identical("data_model", hw("[2, 2]"), kMlp, "names\n  remat_keep: ['fc1*']",
                        "strategy: {name: [data_parallel, spmd], weight_update_sharding: "
                        "true}\nmesh: {axes: [data, model], shape: [2, 2]}\n");
