@@ -77,10 +77,12 @@ Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(Op
     out.source_tensor.push_back(static_cast<TensorId>(out.source_tensor.size()));
   }
   std::map<TensorId, TensorId> copy_of;  // recomputed value of each original
+  // What an op of segment s reads for `t`: the recomputed value, unless `t` is kept (an op recomputed for another
+  // of its outputs leaves its kept outputs to the originals).
   auto read = [&](TensorId t, int64_t s) {
     const OpId p = g.producer(t);
     auto it = copy_of.find(t);
-    return p >= 0 && s >= 0 && seg[p] == s && it != copy_of.end() ? it->second : t;
+    return p >= 0 && s >= 0 && seg[p] == s && it != copy_of.end() && !saved(t) ? it->second : t;
   };
   std::set<int64_t> placed;
   OpId last_backward = -1;

@@ -43,7 +43,8 @@ struct Rematerialized {
 // The general transformation. `segment(op)`: the segment a forward-phase or backward op of `g` belongs to, -1 for
 // none (never recomputed, its backward reads the originals). `saved(t)`: a forward value kept for the backward pass.
 // A backward op of segment s reading a value made by a forward op of s that is not saved reads a recomputed copy;
-// a copy reads copies for the values of s that are not saved, the originals otherwise. The copies of segment s
+// a copy reads copies for the values of s that are not saved, the originals otherwise. (An op with several outputs
+// is recomputed when one of them is needed and not saved; its saved outputs are still read from the original.) The copies of segment s
 // are placed right before its first backward op. `gate`: order each segment's recomputation after the backward op
 // that precedes it (a control edge from that op to the copies without a recomputed input), so that a schedule
 // that runs ready ops at once does not run the recomputation early.

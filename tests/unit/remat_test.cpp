@@ -320,3 +320,25 @@ TEST(RematTest, MoeLayerRecomputesItsAllToAlls) {
   EXPECT_EQ(count(full.plan.programs[0], true), 2);
   expect_bit_identical(none, full);
 }
+
+// names on a Transformer: keeping each LN1 output ('*.ln1') still recomputes the layer norm for its statistics
+// (its gradient reads mean and rstd, not kept), but what reads the kept output (the query projection's weight
+// gradient) reads the original.
+TEST(RematTest, KeptOutputOfARecomputedOpIsReadFromTheOriginal) {
+  const Step s = plan_step("hardware: {preset: tpu-v3, pod: {dims: [1, 1]}}\nworkload: {model: transformer, layers: 2, "
+                           "d_model: 16, d_ff: 32, heads: 4, vocab: 24, seq_len: 8, batch: 4, dtype: fp32, remat: "
+                           "names, remat_keep: ['*.ln1']}\nstrategy: {name: single_device}\n");
+  const ModelGraph& g = s.graph;
+  auto inputs_of = [&](const std::string& out) {
+    std::vector<std::string> names;
+    for (TensorId t : g.op(g.producer(g.find_tensor(out))).inputs) names.push_back(g.tensor(t).name);
+    return names;
+  };
+  const std::vector<std::string> r = recomputed(g);
+  EXPECT_NE(std::find(r.begin(), r.end(), "layer0.ln1/remat"), r.end());
+  const std::vector<std::string> dw = inputs_of("layer0.attn.q.w.grad");
+  EXPECT_NE(std::find(dw.begin(), dw.end(), "layer0.ln1"), dw.end());
+  const std::vector<std::string> dln = inputs_of("layer0.ln1.dx");
+  EXPECT_NE(std::find(dln.begin(), dln.end(), "layer0.ln1.mean/remat"), dln.end());
+  EXPECT_NE(std::find(dln.begin(), dln.end(), "layer0.ln1.rstd/remat"), dln.end());
+}
