@@ -31,7 +31,14 @@ class Partitioner {
       m_res.program.inputs.push_back({local, id, s});
       note_padding(id, s);
     }
-    for (OpId id : m_g.topological_order()) partition_op(m_g.op(id));
+    m_local_op.assign(m_g.num_ops(), -1);
+    m_local_first.assign(m_g.num_ops(), -1);
+    for (OpId id : m_g.topological_order()) {
+      partition_op(m_g.op(id));
+      m_local_op[id] = m_main_op;
+      m_local_first[id] = m_main_first;
+    }
+    carry_control_edges();
     bind_results();
     if (m_in.prefetch) prefetch_gathers();
     for (const GatherChain& c : m_chains) m_res.gathers.push_back(c.ops);
@@ -130,6 +137,22 @@ class Partitioner {
   void emit(Op op) {
     OpId id = m_res.program.graph.add_op(std::move(op));
     m_res.program.order.push_back(id);
+    m_last_op = id;
+  }
+
+  // A schedule's control edges of the logical step (an op ordered after another without reading its values, as a
+  // re-materialization's recomputation after the backward op before it: workloads/remat.h) order the local ops too.
+  void carry_control_edges() {
+    ModelGraph& lg = m_res.program.graph;
+    for (size_t b = 0; b < m_g.num_ops(); ++b) {
+      const Op& op = m_g.op(static_cast<OpId>(b));
+      for (OpId a : m_g.predecessors(static_cast<OpId>(b))) {
+        bool data = false;
+        for (TensorId t : m_g.op(a).outputs)
+          data = data || std::find(op.inputs.begin(), op.inputs.end(), t) != op.inputs.end();
+        if (!data && m_local_op[a] >= 0 && m_local_first[b] >= 0) lg.add_control(m_local_op[a], m_local_first[b]);
+      }
+    }
   }
 
   std::string op_name(TensorId t, const std::string& what) {
@@ -147,6 +170,8 @@ class Partitioner {
       OpId p = m_res.program.graph.producer(x);
       op.phase = p >= 0 ? m_res.program.graph.op(p).phase : Phase::Forward;
     }
+    // Moving a recomputed value is part of the recomputation (a tensor-parallel layer's forward all-reduce).
+    if (OpId p = m_res.program.graph.producer(x); p >= 0) op.recompute = m_res.program.graph.op(p).recompute;
     op.inputs = {x};
     op.outputs = {y};
     if (is_communication(kind)) {
@@ -404,8 +429,12 @@ class Partitioner {
       TensorId t = op.outputs[j];
       local.outputs[j] = add_local(t, dec.out[j], m_g.tensor(t).name, m_g.tensor(t).role);
     }
+    const size_t first = m_res.program.order.size();
     if (dec.steps.empty()) emit(local);
     else emit_steps(op, local, dec);
+    // An op run as several local steps is ordered by its first step and orders what follows by its last.
+    m_main_first = m_res.program.order.at(first);
+    m_main_op = m_last_op;
     for (size_t j = 0; j < op.outputs.size(); ++j) {
       TensorId t = op.outputs[j];
       m_versions[t].push_back({dec.out[j], local.outputs[j]});
@@ -561,6 +590,11 @@ class Partitioner {
   bool m_fallback_noted = false;
   int m_pass = -1;                   // while gathering a fully sharded parameter: the pass the copy serves
   std::vector<GatherChain> m_chains;  // every such gather, in issue order
+  std::vector<OpId> m_local_op;    // per logical op: the (last) local op computing it
+  std::vector<OpId> m_local_first;  // per logical op: its first local op (they differ for an op run in steps)
+  OpId m_last_op = -1;    // the last op emitted
+  OpId m_main_op = -1;    // the last logical op's own (last) local op
+  OpId m_main_first = -1;  // and its first
 };
 
 }  // namespace

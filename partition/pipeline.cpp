@@ -13,6 +13,7 @@
 #include "sim/common/error.h"
 #include "sim/common/text.h"
 #include "workloads/op_def.h"
+#include "workloads/remat.h"
 
 namespace podsim {
 namespace {
@@ -40,6 +41,28 @@ struct Boundary {
 };
 
 bool forward_phase(Phase p) { return p == Phase::Forward || p == Phase::Loss; }
+
+// strategy.remat: the micro-batched step re-materialized (workloads/remat.h) with one segment per (stage,
+// micro-batch) and nothing saved: a stage keeps only the values it receives (and the step's inputs) and recomputes
+// its forward for a micro-batch just before that micro-batch's backward (workload.remat: full, per stage).
+Microbatched stage_remat(Microbatched mb, bool remat, int64_t M, const std::function<int(const Op&)>& stage_of_op) {
+  if (!remat) return mb;
+  const ModelGraph& U = mb.graph;
+  auto segment = [&](OpId o) -> int64_t {
+    return mb.instance[o] < 0 ? -1 : stage_of_op(U.op(o)) * M + mb.instance[o];
+  };
+  Rematerialized r = rematerialize(U, segment, [](TensorId) { return false; }, false);
+  Microbatched out;
+  out.graph = std::move(r.graph);
+  for (OpId o : r.source_op) out.instance.push_back(mb.instance[o]);
+  for (size_t t = 0; t < r.source_tensor.size(); ++t) {
+    const TensorId src = r.source_tensor[t];
+    const bool copy = static_cast<TensorId>(t) != src;  // a recomputed micro-batch value: never a step tensor
+    out.origin.push_back(copy ? -1 : mb.origin[src]);
+    out.slice_of.push_back(mb.slice_of[src]);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -117,61 +140,27 @@ PipelineResult pipeline_step(const PipelineInput& in) {
     res.stage_seconds[s] += cost[c];
   }
 
+  auto stage_of_op = [&](const Op& op) { return op.cell >= 0 ? stage_of_cell[cell_index.at(op.cell)] : 0; };
+
   // 2. The mini-batch as micro-batches.
   // Gradients add up in the order the schedule finishes the micro-batches' backward passes: GPipe runs them last
   // to first, 1F1B first to last.
   std::vector<int64_t> acc_order;
   for (int64_t m = 0; m < M; ++m) acc_order.push_back(opt.schedule == "1f1b" ? m : M - 1 - m);
-  const Microbatched mb = microbatch(G, M, acc_order);
+  const Microbatched mb = stage_remat(microbatch(G, M, acc_order), opt.remat, M, stage_of_op);
   const ModelGraph& U = mb.graph;
-  auto stage_of_op = [&](const Op& op) { return op.cell >= 0 ? stage_of_cell[cell_index.at(op.cell)] : 0; };
-
-  // Re-materialization: per (stage, micro-batch), the forward ops whose values that micro-batch's backward reads,
-  // with what they need in turn, are recomputed just before that backward.
-  std::set<std::pair<int, int32_t>> entered;  // (stage, micro-batch) whose recomputation is placed
-  std::vector<uint8_t> recompute(U.num_ops(), 0);
-  if (opt.remat) {
-    std::vector<OpId> stack;
-    for (size_t i = 0; i < U.num_ops(); ++i) {
-      const Op& op = U.op(static_cast<OpId>(i));
-      if (op.phase != Phase::Backward || mb.instance[i] < 0) continue;
-      for (TensorId t : op.inputs) {
-        OpId p = U.producer(t);
-        if (p >= 0 && forward_phase(U.op(p).phase) && mb.instance[p] == mb.instance[i] &&
-            stage_of_op(U.op(p)) == stage_of_op(op) && !recompute[p]) {
-          recompute[p] = 1;
-          stack.push_back(p);
-        }
-      }
-    }
-    while (!stack.empty()) {
-      OpId o = stack.back();
-      stack.pop_back();
-      for (TensorId t : U.op(o).inputs) {
-        OpId p = U.producer(t);
-        if (p >= 0 && forward_phase(U.op(p).phase) && mb.instance[p] == mb.instance[o] &&
-            stage_of_op(U.op(p)) == stage_of_op(U.op(o)) && !recompute[p]) {
-          recompute[p] = 1;
-          stack.push_back(p);
-        }
-      }
-    }
-  }
+  // Recomputed ops (strategy.remat, or the step's own re-materialization: workload.remat) run as a unit of their
+  // own just before their micro-batch's backward.
+  bool has_recompute = false;
+  for (const Op& op : U.ops()) has_recompute = has_recompute || op.recompute;
 
   // 3. Stage graphs; values crossing a cut become boundaries.
   std::vector<Stage> stages(static_cast<size_t>(K));
   std::vector<Boundary> boundaries;
   std::map<std::pair<TensorId, int>, size_t> boundary_index;  // (tensor, receiving stage)
-  std::vector<std::map<TensorId, TensorId>> remat_of(static_cast<size_t>(K));  // recomputed values per stage
   const std::vector<OpId> order = U.topological_order();
-  // The recomputed ops of each (stage, micro-batch), in order.
-  std::map<std::pair<int, int32_t>, std::vector<OpId>> remat_ops;
-  if (opt.remat)
-    for (OpId f : order)
-      if (recompute[f]) remat_ops[{stage_of_op(U.op(f)), mb.instance[f]}].push_back(f);
-  auto add_tensor = [&](Stage& s, TensorId u, const std::string& suffix) {
+  auto add_tensor = [&](Stage& s, TensorId u) {
     TensorInfo info = U.tensor(u);
-    info.name += suffix;
     if (info.updates >= 0) info.updates = s.of_u.count(info.updates) ? s.of_u[info.updates] : -1;
     TensorId id = s.g.add_tensor(info);
     s.u_of.push_back(u);
@@ -181,7 +170,7 @@ PipelineResult pipeline_step(const PipelineInput& in) {
     Stage& s = stages[k];
     auto it = s.of_u.find(u);
     if (it != s.of_u.end()) return it->second;
-    TensorId id = add_tensor(s, u, "");
+    TensorId id = add_tensor(s, u);
     s.of_u[u] = id;
     OpId p = U.producer(u);
     if (p >= 0) {  // produced by another stage: received
@@ -191,34 +180,24 @@ PipelineResult pipeline_step(const PipelineInput& in) {
     }
     return id;
   };
-  auto copy_op = [&](int k, const Op& op, int32_t instance, Group group, const std::string& suffix, bool use_remat) {
-    Stage& s = stages[k];
-    Op c = op;
-    c.name += suffix;
-    for (TensorId& t : c.inputs) {
-      auto r = remat_of[k].find(t);
-      t = use_remat && r != remat_of[k].end() ? r->second : input_of(k, t);
-    }
-    for (TensorId& t : c.outputs) {
-      const TensorId u = t;
-      t = add_tensor(s, u, suffix);
-      if (suffix.empty()) s.of_u[u] = t;
-      else remat_of[k][u] = t;
-    }
-    s.g.add_op(c);
-    s.ops[c.name] = {instance, group};
-  };
   for (OpId id : order) {
     const Op& op = U.op(id);
     const int k = stage_of_op(op);
     const int32_t m = mb.instance[id];
-    Group group = m < 0 ? Group::Step : forward_phase(op.phase) ? Group::Forward : Group::Backward;
-    if (op.phase == Phase::Backward && m >= 0 && opt.remat && !entered.count({k, m})) {
-      // Just before this micro-batch's first backward op on the stage: its recomputation.
-      entered.insert({k, m});
-      for (OpId f : remat_ops[{k, m}]) copy_op(k, U.op(f), m, Group::Recompute, "/remat", true);
+    const Group group = m < 0              ? Group::Step
+                        : op.recompute     ? Group::Recompute
+                        : forward_phase(op.phase) ? Group::Forward
+                                                  : Group::Backward;
+    Stage& s = stages[k];
+    Op c = op;
+    for (TensorId& t : c.inputs) t = input_of(k, t);
+    for (TensorId& t : c.outputs) {
+      const TensorId u = t;
+      t = add_tensor(s, u);
+      s.of_u[u] = t;
     }
-    copy_op(k, op, m, group, "", group == Group::Backward);
+    s.g.add_op(c);
+    s.ops[c.name] = {m, group};
   }
 
   // 4. Specs for each stage: the strategies' annotations of the logical tensors, applied to the values that hold
@@ -314,7 +293,7 @@ PipelineResult pipeline_step(const PipelineInput& in) {
     // The sequence of (group, micro-batch) this stage runs.
     std::vector<std::pair<Group, int32_t>> seq;
     auto backward = [&](int32_t m) {
-      if (opt.remat) seq.push_back({Group::Recompute, m});
+      if (has_recompute) seq.push_back({Group::Recompute, m});
       seq.push_back({Group::Backward, m});
     };
     if (opt.schedule == "1f1b") {

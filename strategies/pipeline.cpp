@@ -19,8 +19,10 @@ class Pipeline : public IStrategy {
                                                      "must divide each data replica's batch.")
             .range(1, 1 << 20)
             .def("4"),
-        ParamSpec::boolean("strategy.remat", "pipeline: re-materialization: keep only the activations a stage "
-                                             "receives and recompute the rest during the backward pass.")
+        ParamSpec::boolean("strategy.remat", "pipeline: re-materialization of each stage as a whole (workload.remat: "
+                                             "full per stage): keep only the activations a stage receives and "
+                                             "recompute the rest of a micro-batch's forward just before its backward. "
+                                             "Not with workload.remat, which re-materializes each layer.")
             .def("false"),
         ParamSpec::choice("strategy.schedule", {"gpipe", "1f1b"},
                           "pipeline: gpipe (every forward, then every backward) or 1f1b (stage k runs K-1-k "
@@ -34,6 +36,14 @@ class Pipeline : public IStrategy {
             .length(0, 4096)
             .def("[]"),
     };
+  }
+
+  void validate(const ParamSet& p) const override {
+    if (p.b("strategy.remat") && p.has("workload.remat") && p.s("workload.remat") != "none")
+      throw Error(Err::BadChoice, p.where("strategy.remat"),
+                  "strategy.remat: true re-materializes each stage as a whole (workload.remat: full per stage); with "
+                  "workload.remat: " + p.s("workload.remat") + " the layers are re-materialized already. Set one of them",
+                  "strategy.remat");
   }
 
   std::vector<std::string> axes(const ParamSet&) const override { return {"pipe"}; }

@@ -1,6 +1,7 @@
 #include "strategies/planner.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 
 #include "partition/combine.h"
@@ -107,6 +108,30 @@ std::map<TensorId, ShardSpec> gathered_for_use(const ModelGraph& g, const Experi
   return out;
 }
 
+// Re-materialized values (workloads/remat.h: "<tensor>/remat", made by a recomputed op) take the spec a strategy
+// gave the value they recompute, so that the recomputation is partitioned like the original (an MoE layer's
+// dispatch recomputed with its all-to-all).
+void recomputed_like_originals(const ModelGraph& g, Annotations& specs) {
+  std::map<std::string, TensorId> by_name;
+  for (size_t t = 0; t < g.num_tensors(); ++t) {
+    const OpId p = g.producer(static_cast<TensorId>(t));
+    if (p < 0 || !g.op(p).recompute) by_name.emplace(g.tensor(static_cast<TensorId>(t)).name, static_cast<TensorId>(t));
+  }
+  const std::string suffix = "/remat";
+  for (size_t t = 0; t < g.num_tensors(); ++t) {
+    const TensorId id = static_cast<TensorId>(t);
+    const OpId p = g.producer(id);
+    const std::string& name = g.tensor(id).name;
+    if (p < 0 || !g.op(p).recompute || specs.count(id) || name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    auto it = by_name.find(name.substr(0, name.size() - suffix.size()));
+    if (it == by_name.end()) continue;
+    auto spec = specs.find(it->second);
+    if (spec != specs.end()) specs[id] = spec->second;
+  }
+}
+
 }  // namespace
 
 void add_spec(Annotations& specs, const ModelGraph& g, TensorId t, const ShardSpec& spec) {
@@ -165,6 +190,7 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
   PartitionInput in{g, plan.mesh};
   for (const auto& s : strategies) s->annotate(g, exp, plan.mesh, specs);
   for (const auto& s : strategies) s->refine(g, exp, plan.mesh, specs);
+  recomputed_like_originals(g, specs);
   for (const auto& s : strategies)
     for (const auto& [k, v] : s->algorithms(exp.params)) in.algorithms[k] = v;
   in.annotations = specs;
@@ -193,7 +219,11 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
     for (int64_t c = 0; c < chips; ++c) plan.role_of_chip[c] = static_cast<int32_t>(plan.mesh.coordinate(c, axis));
     plan.notes = r.notes;
     plan.notes.insert(plan.notes.begin(), "mesh: " + plan.mesh.describe());
-    plan.pipeline = {plan.mesh.axis_size(po->axis), po->micro_batches, po->schedule, po->remat, r.cells,
+    // Re-materialized: by the pipeline (strategy.remat) or by the step's layers (workload.remat).
+    bool remat = po->remat;
+    for (const auto& units : r.units)
+      for (const PipelineUnit& u : units) remat = remat || u.pass == PipelinePass::Recompute;
+    plan.pipeline = {plan.mesh.axis_size(po->axis), po->micro_batches, po->schedule, remat, r.cells,
                      r.stage_seconds, r.units, r.unit_of_op};
     combine_reductions(plan, exp);
     return plan;

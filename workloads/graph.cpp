@@ -160,7 +160,7 @@ double ModelGraph::total_flops() const {
 double ModelGraph::matmul_flops() const {
   double f = 0;
   for (const auto& op : m_ops) {
-    if (op.phase == Phase::Optimizer) continue;
+    if (op.phase == Phase::Optimizer || op.recompute) continue;
     const OpCost c = op_cost(*this, op);
     if (c.unit == Unit::Mxu) f += c.flops;
   }

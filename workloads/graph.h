@@ -54,7 +54,7 @@ class ModelGraph {
 
   double total_flops() const;  // sum of op_flops over all ops
   // FLOPs of the ops that run on the matrix unit (matmuls), forward, loss and backward, each op once; optimizer
-  // updates left out. On the logical step (one device, before any strategy) this is the model FLOPs MFU counts
+  // updates and re-materialized copies (Op::recompute) left out. On the logical step (one device, before any strategy) this is the model FLOPs MFU counts
   // (docs/outputs.md); on a partitioned program it is what that program's matmuls execute.
   double matmul_flops() const;
 

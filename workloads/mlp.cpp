@@ -21,6 +21,8 @@ class MlpWorkload : public IWorkload {
     return p;
   }
 
+  void validate(const ParamSet& p) const override { validate_training(p); }
+
   ModelGraph build(const ParamSet& p) const override {
     const int64_t batch = p.i("workload.batch"), width = p.i("workload.hidden");
     ModelGraph g("mlp");
@@ -45,7 +47,7 @@ class MlpWorkload : public IWorkload {
     TensorId loss = b.softmax_cross_entropy(logits, labels, "loss");
     b.backward(loss);
     b.optimizer(training_optimizer(p));
-    return g;
+    return training_remat(g, p);
   }
 };
 

@@ -122,6 +122,9 @@ struct Op {
   // The model cell (layer) the op belongs to, in model order: a pipeline cuts the step between cells. Backward
   // ops take the cell of the forward op they differentiate, optimizer ops their parameter's. -1: none.
   int32_t cell = -1;
+  // A re-materialized copy of a forward op (workloads/remat.h): it recomputes, during the backward pass, values the
+  // step did not keep. It computes what the original computes (hardware FLOPs, not model FLOPs).
+  bool recompute = false;
   std::vector<TensorId> inputs;
   std::vector<TensorId> outputs;
   OpAttrs attrs;

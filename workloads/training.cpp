@@ -1,5 +1,8 @@
 #include "workloads/training.h"
 
+#include "sim/common/error.h"
+#include "workloads/remat.h"
+
 namespace podsim {
 
 std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer, const std::string& default_lr) {
@@ -14,10 +17,44 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
       ParamSpec::real("workload.beta1", "Adam first-moment decay.").range(0, 0.999999).def("0.9"),
       ParamSpec::real("workload.beta2", "Adam second-moment decay.").range(0, 0.999999999).def("0.999"),
       ParamSpec::real("workload.eps", "Adam epsilon.").positive(1).def("1e-8"),
+      ParamSpec::choice("workload.remat", {"none", "full", "dots", "names"},
+                        "Re-materialization (activation checkpointing) of every layer, as JAX's checkpoint policies: "
+                        "none keeps every activation (everything_saveable); full keeps only each layer's input and "
+                        "recomputes the layer's forward just before its backward (nothing_saveable); dots keeps the "
+                        "matmul outputs and recomputes the elementwise and normalisation ops (dots_saveable); names "
+                        "keeps the activations workload.remat_keep names (save_only_these_names). The layer holding "
+                        "the loss is not recomputed. Works with every strategy (docs/model.md).")
+          .def("none"),
+      ParamSpec::text_list("workload.remat_keep",
+                           "With workload.remat: names, glob patterns (*, ?, [..]) of the activations kept, e.g. "
+                           "['*.attn.o', '*.ffn.down']; every other activation of a layer is recomputed.")
+          .length(0, 1024)
+          .def("[]"),
   };
 }
 
 DType training_dtype(const ParamSet& p) { return p.s("workload.dtype") == "bf16" ? DType::BF16 : DType::F32; }
+
+void validate_training(const ParamSet& p) {
+  const bool names = p.s("workload.remat") == "names";
+  if (names && p.strings("workload.remat_keep").empty())
+    throw Error(Err::MissingKey, p.where("workload.remat"),
+                "workload.remat: names keeps the activations workload.remat_keep names; give it glob patterns, e.g. "
+                "remat_keep: ['*.attn.o'] (or use remat: full to keep none)",
+                "workload.remat_keep");
+  if (!names && !p.strings("workload.remat_keep").empty())
+    throw Error(Err::BadChoice, p.where("workload.remat_keep"),
+                "workload.remat_keep applies to workload.remat: names, but workload.remat is " + p.s("workload.remat") +
+                    "; set remat: names or drop remat_keep",
+                "workload.remat_keep");
+}
+
+ModelGraph training_remat(const ModelGraph& g, const ParamSet& p) {
+  RematOptions o;
+  o.policy = remat_policy(p.s("workload.remat"));
+  o.keep = p.strings("workload.remat_keep");
+  return rematerialize_layers(g, o);
+}
 
 OptimizerConfig training_optimizer(const ParamSet& p) {
   OptimizerConfig c;

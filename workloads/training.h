@@ -8,9 +8,14 @@
 
 namespace podsim {
 
-// workload.dtype, workload.optimizer, workload.learning_rate, workload.beta1/beta2/eps.
+// workload.dtype, workload.optimizer, workload.learning_rate, workload.beta1/beta2/eps, workload.remat and
+// workload.remat_keep.
 std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer, const std::string& default_lr);
 DType training_dtype(const ParamSet& p);
 OptimizerConfig training_optimizer(const ParamSet& p);
+// Cross-field checks of the shared parameters (workload.remat_keep only with workload.remat: names).
+void validate_training(const ParamSet& p);
+// The step re-materialized as workload.remat and workload.remat_keep say (workloads/remat.h); `g` for none.
+ModelGraph training_remat(const ModelGraph& g, const ParamSet& p);
 
 }  // namespace podsim

@@ -95,6 +95,7 @@ class TransformerWorkload : public IWorkload {
   }
 
   void validate(const ParamSet& p) const override {
+    validate_training(p);
     int64_t d = p.i("workload.d_model"), h = p.i("workload.heads");
     if (!p.has("workload.head_dim") && d % h != 0)
       throw Error(Err::NotDivisible, p.where("workload.heads"),
@@ -219,7 +220,7 @@ class TransformerWorkload : public IWorkload {
     if (!aux_terms.empty()) loss = add_loss_terms(b, loss, aux_terms);
     b.backward(loss);
     b.optimizer(training_optimizer(p));
-    return g;
+    return training_remat(g, p);
   }
 };
 

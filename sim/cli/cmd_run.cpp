@@ -34,6 +34,9 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
   const double model = j["model_flops"], hardware = j["hardware_flops"];
   std::cout << "  HFU           " << pct(j["hfu"]) << "  (hardware " << format_count(hardware) << "FLOP on the MXUs"
             << (model > 0 ? strprintf(", %.2f x the model's", hardware / model) : std::string()) << ")\n";
+  if (j.value("recompute_flops", 0.0) > 0 || j.value("recompute_s", 0.0) > 0)
+    std::cout << "  recompute     " << format_time(j["recompute_s"]) << " busy on the busiest chip  ("
+              << format_count(j["recompute_flops"]) << "FLOP recomputed on the MXUs)\n";
   if (j.contains("samples_per_s"))
     std::cout << "  throughput    " << format_count(j["samples_per_s"]) << " samples/s"
               << (j.contains("tokens_per_s") ? ", " + format_count(j["tokens_per_s"]) + " tokens/s" : std::string())

@@ -255,6 +255,29 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   j["peak_flops_per_chip"] = peak;
   j["mfu"] = T > 0 ? r6(model_flops / (pod_peak * T)) : 0.0;
   j["hfu"] = T > 0 ? r6(hardware_flops / (pod_peak * T)) : 0.0;
+  // Re-materialization (workloads/remat.h): the MXU FLOPs of the recomputed ops on every chip (part of
+  // hardware_flops), and their busy time (the union of their intervals on the MXUs and VPUs) on the chip where it
+  // is longest. Moving a recomputed value between chips is not counted as recomputation time.
+  double recompute_flops = 0, recompute_s = 0;
+  for (const auto& chip : chips) {
+    if (chip->role() < 0) continue;
+    const ExecProgram& ep = p.ctx->programs[chip->role()];
+    const ModelGraph& pg = p.plan.programs[chip->role()].graph;
+    const auto& log = chip->log().ops;
+    std::vector<std::pair<double, double>> busy;
+    for (size_t i = 0; i < ep.ops.size(); ++i) {
+      const ExecOp& e = ep.ops[i];
+      if (e.unit == Unit::Ici) continue;
+      bool recomputed = false;
+      for (OpId m : e.members) recomputed = recomputed || pg.op(m).recompute;
+      if (!recomputed) continue;
+      recompute_flops += e.mxu_flops;
+      if (i < log.size() && log[i].start >= 0) busy.push_back({log[i].start, log[i].end});
+    }
+    recompute_s = std::max(recompute_s, union_length(std::move(busy)));
+  }
+  j["recompute_flops"] = recompute_flops;
+  j["recompute_s"] = recompute_s;
   // Throughput, for workloads with a batch of examples (not the op-level microbenchmarks: a batched matmul's batch
   // is not one of examples): examples, and tokens for sequence models.
   const std::string model = e.params.has("workload.model") ? e.params.s("workload.model") : "";

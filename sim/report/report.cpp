@@ -97,6 +97,10 @@ void print_report(const std::string& dir, std::ostream& out) {
     out << ", hardware " << format_count(hardware) << "FLOP"
         << (model > 0 ? strprintf(": %.2f x the model's", hardware / model) : std::string());
   out << ")\n";
+  if (j.value("recompute_flops", 0.0) > 0 || j.value("recompute_s", 0.0) > 0)
+    out << strprintf("%-28s %s  (recomputed ops busy on the busiest chip; %sFLOP on the MXUs)\n", "recompute",
+                     format_time(j.value("recompute_s", 0.0)).c_str(),
+                     format_count(j.value("recompute_flops", 0.0)).c_str());
   if (j.contains("samples_per_s"))
     out << strprintf("%-28s %s samples/s%s\n", "throughput", format_count(j.value("samples_per_s", 0.0)).c_str(),
                      j.contains("tokens_per_s")

@@ -56,6 +56,10 @@ void gating_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   Tensor combine = ops::out_like(g, op, 0), dispatch = ops::out_like(g, op, 1), aux = ops::out_like(g, op, 2);
   Tensor routes = ops::out_like(g, op, 3);
   const int64_t offset = group_offset(op, s, G);
+  // A re-materialized gating (workloads/remat.h) draws what the original drew: the same name without "/remat".
+  std::string routing_name = op.name;
+  if (op.recompute && routing_name.size() > 6 && routing_name.compare(routing_name.size() - 6, 6, "/remat") == 0)
+    routing_name.resize(routing_name.size() - 6);
   std::vector<double> gates(static_cast<size_t>(S * E));
   double aux_sum = 0;
   for (int64_t grp = 0; grp < G; ++grp) {
@@ -67,7 +71,7 @@ void gating_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
     for (int64_t t = 0; t < S; ++t) gate_softmax(&logits.data[static_cast<size_t>((grp * S + t) * E)], E, &gates[t * E]);
     const int64_t first_token = (offset + grp) * S;
     const std::vector<Route> r = route_group(gates, S, E, C, op.attrs.sample_second, [&](int64_t t) {
-      return routing_uniform(op.attrs.seed, op.name, first_token + t);
+      return routing_uniform(op.attrs.seed, routing_name, first_token + t);
     });
     std::vector<double> first(static_cast<size_t>(E), 0), mean(static_cast<size_t>(E), 0);
     for (int64_t t = 0; t < S; ++t) {

@@ -1,0 +1,344 @@
+// Re-materialization as a transformation of the training step (workload.remat, workloads/remat.h): which forward
+// ops each policy recomputes and where the recomputation sits in the schedule (hand counts on a 2-layer MLP), the
+// memory it saves (the activations live at the peak, counted by hand), the partitioned step recomputing its
+// forward all-reduce (tensor parallelism), and the numbers: bit for bit those of the step without recomputation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "hw/compiler/lower.h"
+#include "hw/compiler/memory_plan.h"
+#include "partition/interpreter.h"
+#include "plan/shard_data.h"
+#include "sim/config/loader.h"
+#include "strategies/planner.h"
+#include "workloads/i_workload.h"
+#include "workloads/reference.h"
+#include "workloads/remat.h"
+
+using namespace podsim;
+
+namespace {
+
+struct Step {
+  Experiment exp;
+  ModelGraph graph;
+  Plan plan;
+};
+
+Step plan_step(const std::string& yaml) {
+  Experiment e = load_experiment_text(yaml, "remat.yaml");
+  ModelGraph g = WorkloadRegistry::instance().make(e.workload)->build(e.params);
+  Plan p = make_plan(g, e);
+  validate_plan(p, g, e.hardware.pod.chips());
+  return {e, g, p};
+}
+
+// The MLP of these tests: batch B, input I, hidden H, 2 hidden layers, C classes, fp32.
+constexpr int64_t B = 16, I = 8, H = 32, C = 4;
+constexpr double F32 = 4;
+
+std::string mlp(const std::string& remat, const std::string& extra = "") {
+  return "hardware: {preset: tpu-v3, pod: {dims: [1, 1]}}\nworkload: {model: mlp, batch: " + std::to_string(B) +
+         ", input: " + std::to_string(I) + ", hidden: " + std::to_string(H) + ", layers: 2, classes: " +
+         std::to_string(C) + ", dtype: fp32, optimizer: sgd, remat: " + remat + extra +
+         "}\nstrategy: {name: single_device}\nrun: {fusion: none}\n";
+}
+
+// The names of the program's compute ops in issue order.
+std::vector<std::string> order(const Program& p) {
+  std::vector<std::string> out;
+  for (OpId id : p.order)
+    if (!is_communication(p.graph.op(id).kind)) out.push_back(p.graph.op(id).name);
+  return out;
+}
+
+std::vector<std::string> recomputed(const ModelGraph& g) {
+  std::vector<std::string> out;
+  for (const Op& op : g.ops())
+    if (op.recompute) out.push_back(op.name);
+  return out;
+}
+
+size_t at(const std::vector<std::string>& v, const std::string& name) {
+  auto it = std::find(v.begin(), v.end(), name);
+  EXPECT_NE(it, v.end()) << name;
+  return static_cast<size_t>(it - v.begin());
+}
+
+// The most bytes of the activations category (activations, the batch, losses) role `r` holds at once.
+double activation_peak(const Step& s, size_t r) {
+  const Program& p = s.plan.programs.at(r);
+  const ExecProgram ep = lower(p.graph, p.order, s.exp.hardware.chip, {s.exp.run.fusion != "none"});
+  ModelGraph g = p.graph;
+  for (size_t t = 0; t < g.num_tensors(); ++t) {
+    TensorInfo& info = g.tensor(static_cast<TensorId>(t));
+    const TensorRole role = info.role;
+    if (role != TensorRole::Activation && role != TensorRole::Input && role != TensorRole::Label &&
+        role != TensorRole::Loss)
+      info.role = TensorRole::Updated;  // the memory plan gives an updated value no space of its own
+  }
+  return plan_memory(g, ep).peak_bytes;
+}
+
+// Every tensor of the plan's results equals the reference step's bit for bit, for the plan and the reference of
+// the step without recomputation alike.
+void expect_bit_identical(const Step& plain, const Step& remat) {
+  TensorStore inputs;
+  init_step_inputs(plain.graph, inputs, 7);
+  auto results = [&](const Step& s) {
+    std::vector<TensorStore> chips = interpret_plan(s.plan, s.graph, inputs, 7);
+    TensorStore got;
+    assemble_results(s.plan, s.graph, [&](int64_t c) { return &chips[c]; }, got);
+    return got;
+  };
+  const TensorStore a = results(plain), b = results(remat);
+  int compared = 0;
+  for (size_t i = 0; i < plain.graph.num_tensors(); ++i) {
+    const TensorInfo& t = plain.graph.tensor(static_cast<TensorId>(i));
+    if (t.role != TensorRole::Loss && t.role != TensorRole::Updated && t.role != TensorRole::Gradient) continue;
+    const TensorId j = remat.graph.find_tensor(t.name);  // the original tensors keep their ids and names
+    ASSERT_EQ(j, static_cast<TensorId>(i)) << t.name;
+    if (!a.has(j)) continue;
+    ASSERT_TRUE(b.has(j)) << t.name;
+    EXPECT_EQ(a.get(j).data, b.get(j).data) << t.name;
+    ++compared;
+  }
+  EXPECT_GT(compared, 5);
+}
+
+}  // namespace
+
+// full (nothing_saveable): a hidden layer's backward reads its biased pre-activation (the ReLU's gradient) and its
+// input (the weight gradient): the matmul and the bias are recomputed from the layer's input, which is kept (the
+// previous layer's ReLU output, or the batch). The ReLU output is the next layer's input: kept. The output layer
+// holds the loss and is not recomputed.
+TEST(RematTest, FullRecomputesEachHiddenLayerFromItsInput) {
+  const Step s = plan_step(mlp("full"));
+  EXPECT_EQ(recomputed(s.graph), (std::vector<std::string>{"fc1/remat", "fc1.bias/remat", "fc0/remat", "fc0.bias/remat"}));
+  const Op& relu_grad = s.graph.op(s.graph.producer(s.graph.find_tensor("fc1.relu.dx")));
+  EXPECT_EQ(s.graph.tensor(relu_grad.inputs[1]).name, "fc1.bias/remat");
+  const Op& mm = s.graph.op(s.graph.producer(s.graph.find_tensor("fc1/remat")));
+  EXPECT_EQ(s.graph.tensor(mm.inputs[0]).name, "fc0.relu");  // the layer's input, kept
+  // Model FLOPs are the step's; the recomputed matmuls are hardware FLOPs on top: 2 B I H + 2 B H H.
+  const Step none = plan_step(mlp("none"));
+  EXPECT_EQ(s.graph.matmul_flops(), none.graph.matmul_flops());
+  EXPECT_EQ(s.graph.total_flops() - none.graph.total_flops(),
+            2.0 * B * I * H + 2.0 * B * H * H + 2 * B * H /* the two bias adds */);
+}
+
+// dots (dots_saveable): the matmul outputs are kept, only the bias adds are recomputed.
+TEST(RematTest, DotsKeepsTheMatmulOutputs) {
+  const Step s = plan_step(mlp("dots"));
+  EXPECT_EQ(recomputed(s.graph), (std::vector<std::string>{"fc1.bias/remat", "fc0.bias/remat"}));
+  EXPECT_EQ(s.graph.tensor(s.graph.op(s.graph.producer(s.graph.find_tensor("fc1.bias/remat"))).inputs[0]).name, "fc1");
+}
+
+// names (save_only_these_names): fc1's biased value is kept by name; layer 0 is recomputed as with full.
+TEST(RematTest, NamesKeepsWhatTheGlobsName) {
+  const Step s = plan_step(mlp("names", ", remat_keep: ['fc1.b*']"));
+  EXPECT_EQ(recomputed(s.graph), (std::vector<std::string>{"fc0/remat", "fc0.bias/remat"}));
+  EXPECT_TRUE(remat_name_kept("layer3.attn.o", {"*.attn.o"}));
+  EXPECT_FALSE(remat_name_kept("layer3.attn.o.w", {"*.attn.o"}));
+}
+
+// The recomputation runs late: a layer's recomputed ops are issued after every backward op of the layers above it
+// and right before the layer's own backward, and the first of them waits (a control edge) for the backward op
+// before it, so a chip that runs ready ops at once cannot run them during the forward pass.
+TEST(RematTest, RecomputationRunsJustBeforeTheLayersBackward) {
+  const Step s = plan_step(mlp("full"));
+  const Program& p = s.plan.programs.at(0);
+  const std::vector<std::string> o = order(p);
+  const std::vector<std::string> want = {
+      // forward, loss
+      "fc0", "fc0.bias", "fc0.relu", "fc1", "fc1.bias", "fc1.relu", "out", "out.bias", "loss",
+      // the output layer's backward
+      "loss.dlogits", "out.bias.dbias", "out.dA", "out.dB",
+      // layer 1: recomputed, then its backward
+      "fc1/remat", "fc1.bias/remat", "fc1.relu.dx", "fc1.bias.dbias", "fc1.dA", "fc1.dB",
+      // layer 0 likewise (no gradient for the batch)
+      "fc0/remat", "fc0.bias/remat", "fc0.relu.dx", "fc0.bias.dbias", "fc0.dB",
+      // the update
+      "fc0.w.update", "fc0.b.update", "fc1.w.update", "fc1.b.update", "out.w.update", "out.b.update"};
+  EXPECT_EQ(o, want);
+  // Control edges: fc1/remat after out.dB (the backward op before it), fc0/remat after fc1.dB.
+  auto preds = [&](const std::string& name) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < p.graph.num_ops(); ++i)
+      if (p.graph.op(static_cast<OpId>(i)).name == name)
+        for (OpId q : p.graph.predecessors(static_cast<OpId>(i))) out.push_back(p.graph.op(q).name);
+    return out;
+  };
+  // (and the producer of its input, a data edge)
+  EXPECT_EQ(preds("fc1/remat"), (std::vector<std::string>{"fc0.relu", "out.dB"}));
+  EXPECT_EQ(preds("fc0/remat"), (std::vector<std::string>{"fc1.dB"}));
+  EXPECT_LT(at(o, "out.dB"), at(o, "fc1/remat"));
+}
+
+// Activations live at the peak, by hand (fp32; the batch x [B, I] and labels [B] are always held: 576 B; the loss
+// 4 B, the logits and probabilities [B, C] 256 B each; B H = 2048 B):
+//   none: at the cross-entropy, both layers' biased values and ReLU outputs (4 B H) + x, labels + logits, loss,
+//         probabilities = 576 + 4 * 2048 + 516 = 9284 B.
+//   full: at the cross-entropy only the two ReLU outputs (each the next layer's input), 576 + 2 * 2048 + 516 =
+//         5188 B; the peak is in layer 1's recomputation, when its input, its recomputed product and biased value
+//         are live with the batch and the loss: 576 + 4 + 3 * 2048 = 6724 B.
+//   dots: the matmul outputs are kept in place of the biased values, but the biased value still exists until the
+//         ReLU has read it: at layer 1's ReLU, fc0, fc0.relu, fc1, fc1.bias and fc1.relu, 576 + 5 * 2048 = 10816 B,
+//         more than without recomputation. (An MLP's matmul output is as large as what follows it; dots pays off
+//         where the elementwise values outnumber the products, as in a Transformer: the next test.)
+TEST(RematTest, PeakActivationsByHand) {
+  const double bh = B * H * F32;
+  EXPECT_EQ(activation_peak(plan_step(mlp("none")), 0), 576 + 4 * bh + 516);
+  EXPECT_EQ(activation_peak(plan_step(mlp("full")), 0), 576 + 4 + 3 * bh);
+  EXPECT_EQ(activation_peak(plan_step(mlp("dots")), 0), 576 + 5 * bh);
+}
+
+// What a Transformer holds from its forward pass for the backward (the activations live right after the loss),
+// by hand, per token (fp32 floats; D = 16, F = 32, H = 4 heads, S = 8, B = 4: 32 tokens, V = 24):
+//   every policy: token ids and labels (int32, 2 per token), the embedding and each layer's output (the next
+//     cell's input; 3 D), the final norm's output and statistics (D + 2), the probabilities (V) and the loss (4 B);
+//   none, per layer: LN1's output and statistics (D + 2), q, k, v (3 D), the attention probabilities (H S), the
+//     context (D), the residual after attention (D), LN2's output and statistics (D + 2), the FFN's biased
+//     pre-activation and GELU output (2 F): 7 D + 4 + H S + 2 F = 212;
+//   dots, per layer: the matmul outputs the backward (or the recomputation) reads: q, k, v, the scores (H S), the
+//     context, the attention output (D), the FFN's up projection (F): 5 D + H S + F = 144 (the FFN's down
+//     projection is read by nothing of the backward: it dies in the forward pass);
+//   full: nothing per layer but its input.
+TEST(RematTest, TransformerHoldsForTheBackwardByHand) {
+  auto held = [](const std::string& remat) {
+    const Step s = plan_step("hardware: {preset: tpu-v3, pod: {dims: [1, 1]}}\nworkload: {model: transformer, "
+                             "layers: 2, d_model: 16, d_ff: 32, heads: 4, vocab: 24, seq_len: 8, batch: 4, dtype: "
+                             "fp32, remat: " + remat + "}\nstrategy: {name: single_device}\nrun: {fusion: none}\n");
+    const Program& p = s.plan.programs.at(0);
+    const ExecProgram ep = lower(p.graph, p.order, s.exp.hardware.chip, {false});
+    ModelGraph g = p.graph;
+    for (size_t t = 0; t < g.num_tensors(); ++t) {
+      TensorInfo& info = g.tensor(static_cast<TensorId>(t));
+      if (info.role != TensorRole::Activation && info.role != TensorRole::Input && info.role != TensorRole::Label &&
+          info.role != TensorRole::Loss)
+        info.role = TensorRole::Updated;
+    }
+    const MemoryPlan m = plan_memory(g, ep);
+    for (size_t i = 0; i < ep.ops.size(); ++i)
+      for (OpId id : ep.ops[i].members)
+        if (g.op(id).name == "loss") return m.live_after_op.at(i);
+    ADD_FAILURE() << "no loss op";
+    return 0.0;
+  };
+  const double tokens = 32, D = 16, F = 32, HS = 4 * 8, V = 24;
+  const double common = tokens * (2 + 3 * D + D + 2 + V) * F32 + 4;
+  EXPECT_EQ(held("full"), common);
+  EXPECT_EQ(held("none"), common + 2 * tokens * (7 * D + 4 + HS + 2 * F) * F32);
+  EXPECT_EQ(held("dots"), common + 2 * tokens * (5 * D + HS + F) * F32);
+}
+
+// Megatron-LM's tensor parallelism with full recomputation: each layer recomputes its attention output's
+// all-reduce over `model` (the partial sums of the output projection, B S D values), the one forward all-reduce
+// whose result (the residual after attention) the layer's backward reads; the FFN's output all-reduce is not
+// needed (nothing of the backward reads the layer's output). Two layers: two more all-reduces of B S D fp32.
+TEST(RematTest, TensorParallelLayerRecomputesItsForwardAllReduce) {
+  auto yaml = [](const std::string& remat) {
+    return "hardware: {preset: tpu-v3, pod: {dims: [2, 1]}}\nworkload: {model: transformer, layers: 2, d_model: 16, "
+           "d_ff: 32, heads: 4, vocab: 24, seq_len: 8, batch: 4, dtype: fp32, remat: " + remat +
+           "}\nstrategy: {name: spmd, scheme: megatron}\nrun: {fusion: none}\n";
+  };
+  const Step none = plan_step(yaml("none")), full = plan_step(yaml("full"));
+  auto all_reduces = [](const Program& p, bool recompute) {
+    std::vector<std::string> out;
+    for (OpId id : p.order) {
+      const Op& op = p.graph.op(id);
+      if (op.kind == OpKind::AllReduce && op.recompute == recompute)
+        out.push_back(p.graph.tensor(op.inputs[0]).name + " " + std::to_string(static_cast<int64_t>(p.graph.tensor(op.inputs[0]).bytes())));
+    }
+    return out;
+  };
+  EXPECT_EQ(all_reduces(full.plan.programs[0], false), all_reduces(none.plan.programs[0], false));
+  EXPECT_EQ(all_reduces(full.plan.programs[0], true),
+            (std::vector<std::string>{"layer1.attn.o/remat 2048", "layer0.attn.o/remat 2048"}));
+  // The partitioned program keeps the recomputation late: each recomputed op that reads no recomputed value waits
+  // for a backward op (the control edge of the logical step, carried through the partitioner).
+  const Program& p = full.plan.programs[0];
+  int entries = 0;
+  for (size_t i = 0; i < p.graph.num_ops(); ++i) {
+    const Op& op = p.graph.op(static_cast<OpId>(i));
+    if (!op.recompute || is_communication(op.kind)) continue;
+    bool reads_recomputed = false, after_backward = false;
+    for (OpId q : p.graph.predecessors(static_cast<OpId>(i))) {
+      reads_recomputed = reads_recomputed || p.graph.op(q).recompute;
+      after_backward = after_backward || p.graph.op(q).phase == Phase::Backward;
+    }
+    if (reads_recomputed) continue;
+    ++entries;
+    EXPECT_TRUE(after_backward) << op.name;
+  }
+  EXPECT_GE(entries, 2);  // at least one per layer
+  expect_bit_identical(none, full);
+}
+
+// The numbers do not change: every gradient, update and the loss are bit for bit those of the step without
+// recomputation, for single_device, data_parallel and the pipeline (whose stages take the layers' recomputation).
+TEST(RematTest, BitIdenticalForEveryPolicy) {
+  for (const std::string remat : {"full", "dots"}) {
+    SCOPED_TRACE(remat);
+    expect_bit_identical(plan_step(mlp("none")), plan_step(mlp(remat)));
+    expect_bit_identical(plan_step(mlp("none")), plan_step(mlp("names", ", remat_keep: ['*.relu']")));
+    auto dp = [](const std::string& r) {
+      return "hardware: {preset: tpu-v3, pod: {dims: [2, 1]}}\nworkload: {model: transformer, layers: 2, d_model: 16, "
+             "d_ff: 32, heads: 4, vocab: 24, seq_len: 8, batch: 4, dtype: fp32, remat: " + r +
+             "}\nstrategy: {name: data_parallel}\n";
+    };
+    expect_bit_identical(plan_step(dp("none")), plan_step(dp(remat)));
+    auto pp = [](const std::string& r) {
+      return "hardware: {preset: tpu-v3, pod: {dims: [2, 1]}}\nworkload: {model: transformer, layers: 2, d_model: 16, "
+             "d_ff: 32, heads: 4, vocab: 24, seq_len: 8, batch: 4, dtype: fp32, remat: " + r +
+             "}\nstrategy: {name: pipeline, micro_batches: 2}\n";
+    };
+    expect_bit_identical(plan_step(pp("none")), plan_step(pp(remat)));
+  }
+}
+
+// A mixture-of-experts layer recomputed under strategy moe is partitioned like the original (the recomputed
+// dispatch and expert outputs take the specs the strategy gave the originals, strategies/planner.cpp): the
+// recomputation moves tokens to their experts and back with all-to-alls as the forward pass does. Of two layers the
+// second is a MoE layer; full recomputation needs its expert inputs (the expert weights' gradient reads them) and
+// outputs (the combine's gradient reads them): one all-to-all each way.
+TEST(RematTest, MoeLayerRecomputesItsAllToAlls) {
+  auto yaml = [](const std::string& remat) {
+    return "hardware: {preset: tpu-v3, pod: {dims: [4, 1]}}\nworkload: {model: transformer, layers: 2, d_model: 16, "
+           "d_ff: 32, heads: 4, vocab: 24, seq_len: 8, batch: 4, dtype: fp32, moe: {experts: 4, groups: 4}, remat: " +
+           remat + "}\nstrategy: {name: moe}\nrun: {fusion: none}\n";
+  };
+  const Step none = plan_step(yaml("none")), full = plan_step(yaml("full"));
+  auto count = [](const Program& p, bool recompute) {
+    int n = 0;
+    for (OpId id : p.order) n += p.graph.op(id).kind == OpKind::AllToAll && p.graph.op(id).recompute == recompute;
+    return n;
+  };
+  EXPECT_EQ(count(full.plan.programs[0], false), count(none.plan.programs[0], false));
+  EXPECT_EQ(count(full.plan.programs[0], true), 2);
+  expect_bit_identical(none, full);
+}
+
+// names on a Transformer: keeping each LN1 output ('*.ln1') still recomputes the layer norm for its statistics
+// (its gradient reads mean and rstd, not kept), but what reads the kept output (the query projection's weight
+// gradient) reads the original.
+TEST(RematTest, KeptOutputOfARecomputedOpIsReadFromTheOriginal) {
+  const Step s = plan_step("hardware: {preset: tpu-v3, pod: {dims: [1, 1]}}\nworkload: {model: transformer, layers: 2, "
+                           "d_model: 16, d_ff: 32, heads: 4, vocab: 24, seq_len: 8, batch: 4, dtype: fp32, remat: "
+                           "names, remat_keep: ['*.ln1']}\nstrategy: {name: single_device}\n");
+  const ModelGraph& g = s.graph;
+  auto inputs_of = [&](const std::string& out) {
+    std::vector<std::string> names;
+    for (TensorId t : g.op(g.producer(g.find_tensor(out))).inputs) names.push_back(g.tensor(t).name);
+    return names;
+  };
+  const std::vector<std::string> r = recomputed(g);
+  EXPECT_NE(std::find(r.begin(), r.end(), "layer0.ln1/remat"), r.end());
+  const std::vector<std::string> dw = inputs_of("layer0.attn.q.w.grad");
+  EXPECT_NE(std::find(dw.begin(), dw.end(), "layer0.ln1"), dw.end());
+  const std::vector<std::string> dln = inputs_of("layer0.ln1.dx");
+  EXPECT_NE(std::find(dln.begin(), dln.end(), "layer0.ln1.mean/remat"), dln.end());
+  EXPECT_NE(std::find(dln.begin(), dln.end(), "layer0.ln1.rstd/remat"), dln.end());
+}

@@ -1,0 +1,145 @@
+#include "workloads/remat.h"
+
+#include <fnmatch.h>
+
+#include <map>
+#include <set>
+
+#include "sim/common/error.h"
+
+namespace podsim {
+namespace {
+
+bool forward_phase(Phase p) { return p == Phase::Forward || p == Phase::Loss; }
+
+}  // namespace
+
+RematPolicy remat_policy(const std::string& name) {
+  if (name == "none") return RematPolicy::None;
+  if (name == "full") return RematPolicy::Full;
+  if (name == "dots") return RematPolicy::Dots;
+  if (name == "names") return RematPolicy::Names;
+  throw Error(Err::Internal, "unknown re-materialization policy '" + name + "'");
+}
+
+const char* remat_policy_name(RematPolicy p) {
+  switch (p) {
+    case RematPolicy::None: return "none";
+    case RematPolicy::Full: return "full";
+    case RematPolicy::Dots: return "dots";
+    case RematPolicy::Names: return "names";
+  }
+  return "none";
+}
+
+bool remat_name_kept(const std::string& name, const std::vector<std::string>& patterns) {
+  for (const std::string& p : patterns)
+    if (fnmatch(p.c_str(), name.c_str(), 0) == 0) return true;
+  return false;
+}
+
+Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(OpId)>& segment,
+                             const std::function<bool(TensorId)>& saved, bool gate) {
+  const size_t n = g.num_ops();
+  std::vector<int64_t> seg(n, -1);
+  for (size_t i = 0; i < n; ++i) seg[i] = segment(static_cast<OpId>(i));
+  // 1. The forward ops to recompute: those making an unsaved value of their segment that the segment's backward
+  // reads, and, in turn, those making the unsaved values of the segment they read.
+  std::vector<uint8_t> mark(n, 0);
+  std::vector<OpId> stack;
+  auto need = [&](TensorId t, int64_t s) {
+    const OpId p = g.producer(t);
+    if (p < 0 || mark[p] || seg[p] != s || !forward_phase(g.op(p).phase) || saved(t)) return;
+    mark[p] = 1;
+    stack.push_back(p);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = g.op(static_cast<OpId>(i));
+    if (op.phase != Phase::Backward || seg[i] < 0) continue;
+    for (TensorId t : op.inputs) need(t, seg[i]);
+  }
+  while (!stack.empty()) {
+    const OpId o = stack.back();
+    stack.pop_back();
+    for (TensorId t : g.op(o).inputs) need(t, seg[o]);
+  }
+  const std::vector<OpId> order = g.topological_order();
+  std::map<int64_t, std::vector<OpId>> pending;  // per segment, its recomputed ops in order
+  for (OpId o : order)
+    if (mark[o]) pending[seg[o]].push_back(o);
+
+  // 2. The new step: the same tensors (same ids), the copies' outputs after them.
+  Rematerialized out;
+  out.graph = ModelGraph(g.name());
+  ModelGraph& r = out.graph;
+  for (const TensorInfo& t : g.tensors()) {
+    r.add_tensor(t);
+    out.source_tensor.push_back(static_cast<TensorId>(out.source_tensor.size()));
+  }
+  std::map<TensorId, TensorId> copy_of;  // recomputed value of each original
+  // What an op of segment s reads for `t`: the recomputed value, unless `t` is kept (an op recomputed for another
+  // of its outputs leaves its kept outputs to the originals).
+  auto read = [&](TensorId t, int64_t s) {
+    const OpId p = g.producer(t);
+    auto it = copy_of.find(t);
+    return p >= 0 && s >= 0 && seg[p] == s && it != copy_of.end() && !saved(t) ? it->second : t;
+  };
+  std::set<int64_t> placed;
+  OpId last_backward = -1;
+  for (OpId o : order) {
+    const Op& op = g.op(o);
+    const int64_t s = op.phase == Phase::Backward ? seg[o] : -1;
+    if (s >= 0 && !placed.count(s)) {
+      placed.insert(s);
+      for (OpId f : pending[s]) {
+        Op c = g.op(f);
+        c.name += "/remat";
+        c.recompute = true;
+        bool entry = true;
+        for (TensorId& t : c.inputs) {
+          const TensorId x = read(t, s);
+          entry = entry && x == t;
+          t = x;
+        }
+        for (TensorId& t : c.outputs) {
+          TensorInfo info = g.tensor(t);
+          info.name += "/remat";
+          const TensorId id = r.add_tensor(info);
+          out.source_tensor.push_back(t);
+          copy_of[t] = id;
+          t = id;
+        }
+        const OpId id = r.add_op(c);
+        out.source_op.push_back(f);
+        if (gate && entry && last_backward >= 0) r.add_control(last_backward, id);
+      }
+    }
+    Op c = op;
+    for (TensorId& t : c.inputs) t = read(t, s);
+    const OpId id = r.add_op(c);
+    out.source_op.push_back(o);
+    if (op.phase == Phase::Backward) last_backward = id;
+  }
+  return out;
+}
+
+ModelGraph rematerialize_layers(const ModelGraph& g, const RematOptions& opt) {
+  if (opt.policy == RematPolicy::None) return g;
+  std::set<int32_t> loss_cells;
+  for (const Op& op : g.ops())
+    if (op.phase == Phase::Loss) loss_cells.insert(op.cell);
+  auto segment = [&](OpId o) -> int64_t {
+    const int32_t c = g.op(o).cell;
+    return c < 0 || loss_cells.count(c) ? -1 : c;
+  };
+  auto saved = [&](TensorId t) {
+    switch (opt.policy) {
+      case RematPolicy::Dots: return g.op(g.producer(t)).kind == OpKind::MatMul;
+      case RematPolicy::Names: return remat_name_kept(g.tensor(t).name, opt.keep);
+      default: return false;
+    }
+  };
+  return rematerialize(g, segment, saved, true).graph;
+}
+
+}  // namespace podsim

@@ -1,0 +1,61 @@
+// Re-materialization (activation checkpointing) as a transformation of a training step: forward values the step
+// does not keep are recomputed during the backward pass, just before the backward of the segment (a layer, or a
+// pipeline stage's micro-batch) that reads them. The recomputed ops are copies of the forward ops (Op::recompute,
+// names "<op>/remat", outputs "<tensor>/remat") inserted in the op order right before the segment's first backward
+// op; the backward ops of the segment read the copies, so the originals die at their last forward use. Whatever
+// partitions the step partitions the copies like the originals (a tensor-parallel layer recomputes its forward
+// all-reduce too).
+//
+// Policies (workload.remat, named after JAX's checkpoint policies, docs/model.md):
+//   none   everything_saveable: nothing recomputed
+//   full   nothing_saveable: keep only each layer's input (values made outside the layer), recompute the layer
+//   dots   dots_saveable: keep the matmul (einsum) outputs, recompute the elementwise and normalisation ops
+//   names  save_only_these_names: keep the values whose names match a glob of workload.remat_keep
+//
+//   ModelGraph g = ...;  // forward, backward(loss), optimizer
+//   g = rematerialize_layers(g, {RematPolicy::Dots, {}});
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "workloads/graph.h"
+
+namespace podsim {
+
+enum class RematPolicy : uint8_t { None, Full, Dots, Names };
+
+RematPolicy remat_policy(const std::string& name);  // "none" | "full" | "dots" | "names"
+const char* remat_policy_name(RematPolicy p);
+
+struct RematOptions {
+  RematPolicy policy = RematPolicy::None;
+  std::vector<std::string> keep;  // glob patterns of tensor names kept (RematPolicy::Names)
+};
+
+struct Rematerialized {
+  ModelGraph graph;
+  std::vector<OpId> source_op;        // per op of `graph`: the op of the original step it is (or recomputes)
+  std::vector<TensorId> source_tensor;  // per tensor: the original tensor it is (or recomputes); originals keep ids
+};
+
+// The general transformation. `segment(op)`: the segment a forward-phase or backward op of `g` belongs to, -1 for
+// none (never recomputed, its backward reads the originals). `saved(t)`: a forward value kept for the backward pass.
+// A backward op of segment s reading a value made by a forward op of s that is not saved reads a recomputed copy;
+// a copy reads copies for the values of s that are not saved, the originals otherwise. (An op with several outputs
+// is recomputed when one of them is needed and not saved; its saved outputs are still read from the original.) The copies of segment s
+// are placed right before its first backward op. `gate`: order each segment's recomputation after the backward op
+// that precedes it (a control edge from that op to the copies without a recomputed input), so that a schedule
+// that runs ready ops at once does not run the recomputation early.
+Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(OpId)>& segment,
+                             const std::function<bool(TensorId)>& saved, bool gate);
+
+// The per-layer policies on a logical step: segments are the model cells (layers), except cells holding the loss
+// (their backward starts as soon as their forward ends: nothing to gain). Returns `g` itself for RematPolicy::None.
+ModelGraph rematerialize_layers(const ModelGraph& g, const RematOptions& opt);
+
+// Whether `name` matches one of the glob patterns (`*`, `?`, `[...]`, as the shell's).
+bool remat_name_kept(const std::string& name, const std::vector<std::string>& patterns);
+
+}  // namespace podsim
