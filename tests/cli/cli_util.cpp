@@ -29,10 +29,38 @@ std::string quote(const std::string& s) {
 
 std::string source_dir() { return PODSIM_SOURCE_DIR; }
 
+namespace {
+
+std::string& made_dir() {
+  static std::string made;
+  return made;
+}
+
+// A test that passed (or was skipped) leaves nothing behind: its folder is removed when it ends. A failed test's
+// folder stays for the developer to read (its path is in the failure's messages). Every test runs in its own process,
+// so without this each run of the suite would leave hundreds of folders in the temporary directory.
+class RemovePassedTestDirs : public ::testing::EmptyTestEventListener {
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    std::string& made = made_dir();
+    if (made.empty() || info.result()->Failed()) return;
+    std::error_code ec;
+    fs::remove_all(made, ec);
+    made.clear();
+  }
+};
+
+const bool kCleanerInstalled = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new RemovePassedTestDirs);
+  return true;
+}();
+
+}  // namespace
+
 std::string test_dir() {
+  (void)kCleanerInstalled;
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "cli";
-  static std::string made;
+  std::string& made = made_dir();
   std::string dir = fs::temp_directory_path().string() + "/podsim-cli-" + std::to_string(getpid()) + "-" + name;
   if (made != dir) {
     fs::remove_all(dir);

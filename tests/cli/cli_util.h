@@ -21,7 +21,7 @@ CliResult run_podsim(const std::vector<std::string>& args, const std::string& cw
 // ("NAME=value") added to the environment.
 CliResult run_podsim_on_terminal(const std::vector<std::string>& args, const std::vector<std::string>& env = {});
 
-// A folder of this test's own, created empty on first use in each test.
+// A folder of this test's own, created empty on first use in each test, and removed when the test passes.
 std::string test_dir();
 // Writes `text` to test_dir()/name and returns the path.
 std::string write_file(const std::string& name, const std::string& text);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include "tests/test_paths.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -18,6 +19,11 @@ std::string dir() {
   static std::string d = [] {
     std::string p = fs::temp_directory_path().string() + "/podsim-sweep-plan-" + std::to_string(getpid());
     fs::create_directories(p);
+    // Removed when the test process ends (each test runs in a process of its own).
+    std::atexit([] {
+      std::error_code ec;
+      fs::remove_all(dir(), ec);
+    });
     return p;
   }();
   return d;
