@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "collectives/reference.h"
+#include "hw/chip/dma_numerics.h"
 #include "hw/pod/pod.h"
 #include "tests/model/sim_util.h"
 
@@ -306,4 +307,17 @@ TEST(CollectiveNumericsTest, Bf16AllReduceRoundsEveryPartialSum) {
     differ += static_cast<float>(got) != fp32;
   }
   EXPECT_GT(differ, 100);
+}
+
+// A max all-reduce (the vocabulary-parallel cross-entropy's row maxima) runs the sum's schedule; where a reduction
+// lands an arrival it keeps the larger value instead of adding (bf16 buffers still round what they store).
+TEST(CollectiveTest, MaxReductionKeepsTheLargerValue) {
+  std::vector<float> buf = {1.0f, -2.0f, 3.0f, 0.5f};
+  const Region r = contiguous(1, 3);  // elements 1..3
+  land_region(buf, r, {-5.0f, 4.0f, 1.0f}, Task::Combine::Add, false, true);
+  EXPECT_EQ(buf, (std::vector<float>{1.0f, -2.0f, 4.0f, 1.0f}));
+  land_region(buf, r, {1.0f, 1.0f, 1.0f}, Task::Combine::Add, false, false);  // a sum still adds
+  EXPECT_EQ(buf, (std::vector<float>{1.0f, -1.0f, 5.0f, 2.0f}));
+  land_region(buf, contiguous(0, 1), {7.0f}, Task::Combine::Overwrite, false, true);  // a copy still overwrites
+  EXPECT_EQ(buf[0], 7.0f);
 }

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -436,6 +437,27 @@ TEST(PlanFiguresTest, VocabularyParallelHeadMovesOneFloatPerRow) {
       if (!tied) EXPECT_EQ(local_tensor(p, "unembed")->bytes(), D * local_v * F32);
       EXPECT_EQ(local_tensor(p, "unembed") == nullptr, tied);
       expect_reproduces_the_step(s);
+      // Every chip's reduced max is each row's max over all the (real) classes: a max, not a sum of the chips'
+      // maxima (which would still give the right loss, the shift cancelling).
+      TensorStore inputs;
+      init_step_inputs(s.graph, inputs, 5);
+      TensorStore ref = inputs;
+      run_reference(s.graph, ref);
+      const Tensor& logits = ref.get(s.graph.find_tensor("logits"));
+      const std::vector<TensorStore> chips = interpret_plan(s.plan, s.graph, inputs, 5);
+      TensorId global_max = -1;
+      for (size_t t = 0; t < p.graph.num_tensors(); ++t)
+        if (p.graph.tensor(static_cast<TensorId>(t)).name == "loss.max.global") global_max = static_cast<TensorId>(t);
+      ASSERT_GE(global_max, 0);
+      // (The chips' logits are the reference's within rounding: the residual stream was summed in another order.)
+      for (const TensorStore& chip : chips) {
+        const Tensor& m = chip.get(global_max);
+        ASSERT_EQ(m.elements(), batch * S);
+        for (int64_t r = 0; r < batch * S; ++r) {
+          const float want = *std::max_element(logits.data.begin() + r * vocab, logits.data.begin() + (r + 1) * vocab);
+          EXPECT_NEAR(m.data[r], want, 1e-5 * std::fabs(want)) << "row " << r;
+        }
+      }
     }
 }
 
