@@ -37,7 +37,7 @@ nlohmann::json run(const std::string& name, const std::string& yaml, const std::
 // (Building the full pod's chips in reverse order moves its step time of the data x model case by 0.1 % and a
 // chip's HBM bytes by up to 1.5 %.) The reduced run must then lie within the spread the full run shows over each
 // class of equivalent chips, widened by 1 % (3 % for HBM figures, below), and its step time within 1 % (the data x
-// model case's full run lies 0.6 % above the reduced one since TPU v3's MXU weight push, issue 23; 0.07 % before).
+// model case's full run lies 0.5 % above the reduced one since TPU v3's MXU weight push, issue 23; 0.07 % before).
 void expect_same_as_full(const std::string& name, const std::string& yaml, const std::vector<int64_t>& periods,
                          bool exact = true) {
   nlohmann::json full = run(name, yaml, "off"), reduced = run(name, yaml, "auto");
