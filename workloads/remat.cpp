@@ -6,6 +6,7 @@
 #include <set>
 
 #include "sim/common/error.h"
+#include "workloads/op_def.h"
 
 namespace podsim {
 namespace {
@@ -134,7 +135,12 @@ ModelGraph rematerialize_layers(const ModelGraph& g, const RematOptions& opt) {
   };
   auto saved = [&](TensorId t) {
     switch (opt.policy) {
-      case RematPolicy::Dots: return g.op(g.producer(t)).kind == OpKind::MatMul;
+      // Matmuls with no batch dimension: a layer's projections and FFN matmuls, not attention's batched scores and
+      // context (which a TPU computes in a fused attention kernel and never keeps).
+      case RematPolicy::Dots: {
+        const Op& op = g.op(g.producer(t));
+        return op.kind == OpKind::MatMul && gemm_dims(g, op).batch == 1;
+      }
       case RematPolicy::Names: return remat_name_kept(g.tensor(t).name, opt.keep);
       default: return false;
     }

@@ -9,7 +9,8 @@
 // Policies (workload.remat, named after JAX's checkpoint policies, docs/model.md):
 //   none   everything_saveable: nothing recomputed
 //   full   nothing_saveable: keep only each layer's input (values made outside the layer), recompute the layer
-//   dots   dots_saveable: keep the matmul (einsum) outputs, recompute the elementwise and normalisation ops
+//   dots   dots_with_no_batch_dims_saveable: keep the outputs of matmuls without a batch dimension (projections,
+//          FFN), recompute attention's batched matmuls and the elementwise and normalisation ops
 //   names  save_only_these_names: keep the values whose names match a glob of workload.remat_keep
 //
 //   ModelGraph g = ...;  // forward, backward(loss), optimizer

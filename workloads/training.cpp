@@ -21,7 +21,8 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
                         "Re-materialization (activation checkpointing) of every layer, as JAX's checkpoint policies: "
                         "none keeps every activation (everything_saveable); full keeps only each layer's input and "
                         "recomputes the layer's forward just before its backward (nothing_saveable); dots keeps the "
-                        "matmul outputs and recomputes the elementwise and normalisation ops (dots_saveable); names "
+                        "outputs of matmuls without a batch dimension (projections, FFN; not attention's scores) and "
+                        "recomputes the rest (dots_with_no_batch_dims_saveable); names "
                         "keeps the activations workload.remat_keep names (save_only_these_names). The layer holding "
                         "the loss is not recomputed. Works with every strategy (docs/model.md).")
           .def("none"),
