@@ -38,6 +38,7 @@ struct Step {
 
 Step plan_step(const std::string& yaml) {
   Experiment e = load_experiment_text(yaml, "fsdp.yaml");
+  e.run.combine_threshold = 0;  // the partitioner's collectives, one per gradient (bucketing: combine_test.cpp)
   ModelGraph g = WorkloadRegistry::instance().make(e.workload)->build(e.params);
   Plan p = make_plan(g, e);
   validate_plan(p, g, e.hardware.pod.chips());
@@ -153,7 +154,7 @@ struct TParam {
 };
 
 std::vector<TParam> transformer_params(int layers) {
-  std::vector<TParam> p = {{"embedding", V * D, 0, false, 1, 0}};
+  std::vector<TParam> p = {{"embedding", V * D, 0, false, 2, 1}};  // [V, D], vocabulary-parallel: fsdp takes D
   for (int l = 0; l < layers; ++l) {
     const std::string n = "layer" + std::to_string(l);
     const int c = l + 1;
@@ -170,7 +171,7 @@ std::vector<TParam> transformer_params(int layers) {
   }
   p.push_back({"final_ln.gamma", D, layers + 1, true, 1, 0});
   p.push_back({"final_ln.beta", D, layers + 1, false, 1, 0});
-  p.push_back({"unembed", D * V, layers + 1, true, 1, 0});
+  p.push_back({"unembed", D * V, layers + 1, true, 2, 0});  // [D, V], vocabulary-parallel
   return p;
 }
 
@@ -217,7 +218,8 @@ TEST(FsdpTest, TransformerGathersTwicePerLayerAndReduceScattersOnce) {
 // fsdp 2 x Megatron over model 2: each weight is stored as its Megatron shard split again over `fsdp` along the
 // first dimension `model` does not split, gathered over `fsdp` only (back to its Megatron shard) per pass, and its
 // gradient reduce-scattered over `fsdp` from the Megatron shard. Megatron's four all-reduces per layer over
-// `model` stay, on each fsdp shard's half of the batch.
+// `model` stay, on each fsdp shard's half of the batch, and so do those of the vocabulary-parallel embedding and
+// head.
 TEST(FsdpTest, FsdpTimesMegatron) {
   const Step s = plan_step(hardware("[2, 2]") + transformer(2, "sgd") +
                            "strategy: {name: [fsdp, spmd]}\nmesh: {axes: [fsdp, model], shape: [2, 2]}\n");
@@ -227,6 +229,11 @@ TEST(FsdpTest, FsdpTimesMegatron) {
     const std::string n = "layer" + std::to_string(l);
     for (const char* t : {".attn.o", ".ffn.down", ".ffn.up.dA", ".ln1.grad.sum2"}) want.push_back(ar(n + t, "model", act));
   }
+  // The vocabulary-parallel embedding and head: the lookup's partial sum, the final norm's input gradient, and the
+  // parallel cross-entropy's max, sum of exponentials and target logit per row.
+  want.push_back(ar("embed.partial", "model", act));
+  want.push_back(ar("logits.dA", "model", act));
+  for (const char* t : {"loss.max", "loss.sumexp", "loss.target"}) want.push_back(ar(t, "model", TB / 2 * S * F32));
   for (const TParam& p : transformer_params(2)) {
     const double local = static_cast<double>(p.elements / p.megatron_split) * F32;  // the Megatron shard
     for (int pass = 0; pass < (p.read_backward ? 2 : 1); ++pass)
