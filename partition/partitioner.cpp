@@ -62,10 +62,12 @@ class Partitioner {
     int32_t cell = -1;
   };
 
-  // Forward ops (and the loss) share one gathered copy, backward ops another; other phases read the shard.
-  int gather_pass(Phase p) const {
-    if (p == Phase::Forward || p == Phase::Loss) return 0;
-    if (p == Phase::Backward) return m_in.keep_gathered ? 0 : 1;
+  // Forward ops (and the loss) share one gathered copy, backward ops another (with the forward ops
+  // re-materialization recomputes during the backward pass); other phases read the shard.
+  int gather_pass(const Op& op) const {
+    const bool forward = op.phase == Phase::Forward || op.phase == Phase::Loss;
+    if (forward && !op.recompute) return 0;
+    if (forward || op.phase == Phase::Backward) return m_in.keep_gathered ? 0 : 1;
     return -1;
   }
 
@@ -389,7 +391,7 @@ class Partitioner {
 
   void partition_op(const Op& op) {
     OpShardingQuery q{m_g, op, m_m, {}, {}, m_in.flops_per_comm_byte};
-    const int pass = gather_pass(op.phase);
+    const int pass = gather_pass(op);
     for (TensorId t : op.inputs) {
       auto g = m_in.gathered_for_use.find(t);
       q.in.push_back(g != m_in.gathered_for_use.end() && pass >= 0 ? g->second : m_versions[t].front().spec);
@@ -522,8 +524,8 @@ class Partitioner {
     std::map<std::pair<int, int32_t>, OpId> first_op;
     for (OpId o : order) {
       const Op& op = pg.op(o);
-      if (chain_of[o] >= 0 || is_communication(op.kind) || op.cell < 0 || gather_pass(op.phase) < 0) continue;
-      first_op.emplace(std::make_pair(gather_pass(op.phase), op.cell), o);
+      if (chain_of[o] >= 0 || is_communication(op.kind) || op.cell < 0 || gather_pass(op) < 0) continue;
+      first_op.emplace(std::make_pair(gather_pass(op), op.cell), o);
     }
     // Before each anchor (an op of the original order), the chains to issue there.
     std::map<OpId, std::vector<int>> before;

@@ -339,6 +339,43 @@ TEST(FsdpTest, AtMostTwoCellsOfGatheredWeightsLive) {
   EXPECT_EQ(most, 2u);
 }
 
+// With re-materialization (workload.remat: full), the forward ops a layer recomputes during the backward pass read
+// the backward pass's gathered copy: the forward's copy dies after the forward pass as without remat (no more
+// gathers: the same two per weight the backward reads), and at most two cells' copies are live at once.
+TEST(FsdpTest, RecomputedOpsReadTheBackwardCopy) {
+  const int layers = 3;
+  std::string w = transformer(layers, "sgd");
+  w.replace(w.find("optimizer: sgd"), 14, "optimizer: sgd, remat: full");
+  const Step s = plan_step(hardware("[4, 1]") + w + "strategy: {name: fsdp}\n");
+  const Program& p = s.plan.programs[0];
+  int recomputed_readers = 0;
+  std::map<std::string, int> gathers;
+  for (OpId id : p.order) {
+    const Op& op = p.graph.op(id);
+    if (op.kind != OpKind::AllGather) continue;
+    ++gathers[op.name.substr(0, op.name.rfind('/'))];
+    bool forward = false, backward = false;
+    for (OpId c : p.graph.consumers(op.outputs.front())) {
+      const Op& r = p.graph.op(c);
+      const bool in_backward = r.phase == Phase::Backward || r.recompute;
+      (in_backward ? backward : forward) = true;
+      recomputed_readers += r.recompute ? 1 : 0;
+    }
+    EXPECT_FALSE(forward && backward) << op.name << ": one copy read by both passes";
+  }
+  EXPECT_GT(recomputed_readers, 0);
+  // Recomputing a layer's forward also reads its layer norms' betas and FFN's b1 (their outputs feed ops the
+  // backward differentiates); not b2, whose sum only goes on into the residual stream.
+  auto ends = [](const std::string& n, const std::string& x) {
+    return n.size() > x.size() && n.compare(n.size() - x.size(), x.size(), x) == 0;
+  };
+  for (const TParam& tp : transformer_params(layers)) {
+    const bool recomputed = tp.cell >= 1 && tp.cell <= layers && (ends(tp.name, ".beta") || ends(tp.name, ".ffn.b1"));
+    EXPECT_EQ(gathers[tp.name], tp.read_backward || recomputed ? 2 : 1) << tp.name;
+  }
+  expect_reproduces_the_step(s);
+}
+
 // ---- prefetch order --------------------------------------------------------------------------------------------
 
 // The gathers of cell c_(k+1) are issued one cell ahead in each pass: after the last op of c_(k-1) in that pass and
