@@ -62,13 +62,12 @@ class Partitioner {
     int32_t cell = -1;
   };
 
-  // Forward ops (and the loss) share one gathered copy, backward ops another; other phases read the shard. A
-  // re-materialized forward op runs in the backward pass and reads the backward's copy (the forward's is freed).
+  // Forward ops (and the loss) share one gathered copy, backward ops another (with the forward ops
+  // re-materialization recomputes during the backward pass); other phases read the shard.
   int gather_pass(const Op& op) const {
-    const Phase p = op.phase;
-    if (op.recompute) return m_in.keep_gathered ? 0 : 1;
-    if (p == Phase::Forward || p == Phase::Loss) return 0;
-    if (p == Phase::Backward) return m_in.keep_gathered ? 0 : 1;
+    const bool forward = op.phase == Phase::Forward || op.phase == Phase::Loss;
+    if (forward && !op.recompute) return 0;
+    if (forward || op.phase == Phase::Backward) return m_in.keep_gathered ? 0 : 1;
     return -1;
   }
 

@@ -24,7 +24,8 @@ json memory_only(const std::string& name, const std::string& yaml) {
 
 }  // namespace
 
-// Two hidden layers on fsdp 4 with Adam (b = B / 4 rows per chip): a quarter of the weights and twice that of Adam's
+// One reduce-scatter per gradient (run.combine_threshold: 0; a bucket holds its gradients whole until its last
+// member is ready). Two hidden layers on fsdp 4 with Adam (b = B / 4 rows per chip): a quarter of the weights and twice that of Adam's
 // m and v. The peak is at the output layer's input gradient (out.dA), the first backward op that reads a gathered
 // weight: live then are the gathered copies of out.w (H x C) and, prefetched one layer ahead, of fc1.w (H x H),
 // whole, as temporaries; the logits' gradient (b x C), out.dA's output (b x H) and the quarter of out.b's gradient
@@ -33,7 +34,8 @@ json memory_only(const std::string& name, const std::string& yaml) {
 TEST(FsdpMemoryTest, ShardsAndTwoGatheredLayersByCategory) {
   const json s = memory_only("fsdp", "hardware: {preset: tpu-v3, pod: {dims: [4, 1]}}\n"
                                      "workload: {model: mlp, batch: 16, input: 8, hidden: 32, layers: 2, classes: 4, "
-                                     "dtype: fp32, optimizer: adam}\nrun: {fusion: none}\nstrategy: {name: fsdp}\n");
+                                     "dtype: fp32, optimizer: adam}\nrun: {fusion: none, combine_threshold: 0}\n"
+                                     "strategy: {name: fsdp}\n");
   const double b = B / 4, params = I * H + H + H * H + H + H * C + C;
   ASSERT_EQ(s["roles"].size(), 1u);
   const json& m = s["roles"][0]["memory_at_peak"];

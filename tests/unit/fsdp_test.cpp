@@ -38,6 +38,7 @@ struct Step {
 
 Step plan_step(const std::string& yaml) {
   Experiment e = load_experiment_text(yaml, "fsdp.yaml");
+  e.run.combine_threshold = 0;  // the partitioner's collectives, one per gradient (bucketing: combine_test.cpp)
   ModelGraph g = WorkloadRegistry::instance().make(e.workload)->build(e.params);
   Plan p = make_plan(g, e);
   validate_plan(p, g, e.hardware.pod.chips());
@@ -153,7 +154,7 @@ struct TParam {
 };
 
 std::vector<TParam> transformer_params(int layers) {
-  std::vector<TParam> p = {{"embedding", V * D, 0, false, 1, 0}};
+  std::vector<TParam> p = {{"embedding", V * D, 0, false, 2, 1}};  // [V, D], vocabulary-parallel: fsdp takes D
   for (int l = 0; l < layers; ++l) {
     const std::string n = "layer" + std::to_string(l);
     const int c = l + 1;
@@ -170,7 +171,7 @@ std::vector<TParam> transformer_params(int layers) {
   }
   p.push_back({"final_ln.gamma", D, layers + 1, true, 1, 0});
   p.push_back({"final_ln.beta", D, layers + 1, false, 1, 0});
-  p.push_back({"unembed", D * V, layers + 1, true, 1, 0});
+  p.push_back({"unembed", D * V, layers + 1, true, 2, 0});  // [D, V], vocabulary-parallel
   return p;
 }
 
@@ -217,7 +218,8 @@ TEST(FsdpTest, TransformerGathersTwicePerLayerAndReduceScattersOnce) {
 // fsdp 2 x Megatron over model 2: each weight is stored as its Megatron shard split again over `fsdp` along the
 // first dimension `model` does not split, gathered over `fsdp` only (back to its Megatron shard) per pass, and its
 // gradient reduce-scattered over `fsdp` from the Megatron shard. Megatron's four all-reduces per layer over
-// `model` stay, on each fsdp shard's half of the batch.
+// `model` stay, on each fsdp shard's half of the batch, and so do those of the vocabulary-parallel embedding and
+// head.
 TEST(FsdpTest, FsdpTimesMegatron) {
   const Step s = plan_step(hardware("[2, 2]") + transformer(2, "sgd") +
                            "strategy: {name: [fsdp, spmd]}\nmesh: {axes: [fsdp, model], shape: [2, 2]}\n");
@@ -227,6 +229,11 @@ TEST(FsdpTest, FsdpTimesMegatron) {
     const std::string n = "layer" + std::to_string(l);
     for (const char* t : {".attn.o", ".ffn.down", ".ffn.up.dA", ".ln1.grad.sum2"}) want.push_back(ar(n + t, "model", act));
   }
+  // The vocabulary-parallel embedding and head: the lookup's partial sum, the final norm's input gradient, and the
+  // parallel cross-entropy's max, sum of exponentials and target logit per row.
+  want.push_back(ar("embed.partial", "model", act));
+  want.push_back(ar("logits.dA", "model", act));
+  for (const char* t : {"loss.max", "loss.sumexp", "loss.target"}) want.push_back(ar(t, "model", TB / 2 * S * F32));
   for (const TParam& p : transformer_params(2)) {
     const double local = static_cast<double>(p.elements / p.megatron_split) * F32;  // the Megatron shard
     for (int pass = 0; pass < (p.read_backward ? 2 : 1); ++pass)
@@ -330,6 +337,43 @@ TEST(FsdpTest, AtMostTwoCellsOfGatheredWeightsLive) {
     most = std::max(most, distinct.size());
   }
   EXPECT_EQ(most, 2u);
+}
+
+// With re-materialization (workload.remat: full), the forward ops a layer recomputes during the backward pass read
+// the backward pass's gathered copy: the forward's copy dies after the forward pass as without remat (no more
+// gathers: the same two per weight the backward reads), and at most two cells' copies are live at once.
+TEST(FsdpTest, RecomputedOpsReadTheBackwardCopy) {
+  const int layers = 3;
+  std::string w = transformer(layers, "sgd");
+  w.replace(w.find("optimizer: sgd"), 14, "optimizer: sgd, remat: full");
+  const Step s = plan_step(hardware("[4, 1]") + w + "strategy: {name: fsdp}\n");
+  const Program& p = s.plan.programs[0];
+  int recomputed_readers = 0;
+  std::map<std::string, int> gathers;
+  for (OpId id : p.order) {
+    const Op& op = p.graph.op(id);
+    if (op.kind != OpKind::AllGather) continue;
+    ++gathers[op.name.substr(0, op.name.rfind('/'))];
+    bool forward = false, backward = false;
+    for (OpId c : p.graph.consumers(op.outputs.front())) {
+      const Op& r = p.graph.op(c);
+      const bool in_backward = r.phase == Phase::Backward || r.recompute;
+      (in_backward ? backward : forward) = true;
+      recomputed_readers += r.recompute ? 1 : 0;
+    }
+    EXPECT_FALSE(forward && backward) << op.name << ": one copy read by both passes";
+  }
+  EXPECT_GT(recomputed_readers, 0);
+  // Recomputing a layer's forward also reads its layer norms' betas and FFN's b1 (their outputs feed ops the
+  // backward differentiates); not b2, whose sum only goes on into the residual stream.
+  auto ends = [](const std::string& n, const std::string& x) {
+    return n.size() > x.size() && n.compare(n.size() - x.size(), x.size(), x) == 0;
+  };
+  for (const TParam& tp : transformer_params(layers)) {
+    const bool recomputed = tp.cell >= 1 && tp.cell <= layers && (ends(tp.name, ".beta") || ends(tp.name, ".ffn.b1"));
+    EXPECT_EQ(gathers[tp.name], tp.read_backward || recomputed ? 2 : 1) << tp.name;
+  }
+  expect_reproduces_the_step(s);
 }
 
 // ---- prefetch order --------------------------------------------------------------------------------------------
