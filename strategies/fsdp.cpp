@@ -3,7 +3,7 @@
 //  - The batch (dimension 0 of every step input and label) is split over it, after `data` when data_parallel is
 //    composed (each data replica is a group of fsdp shards: hybrid sharding).
 //  - Every parameter with an optimizer update is stored split over it along the first dimension no other axis
-//    splits (padded when the axis does not divide it), and so are its gradient and optimizer state: each chip holds
+//    splits that the axis divides (else the one that pads least), and so are its gradient and optimizer state: each chip holds
 //    1/N of them and the optimizer updates its shard only.
 //  - Forward and backward ops read the parameter gathered over `fsdp` (in the spec the other strategies give it):
 //    the partitioner all-gathers it before its first forward use, frees that copy after its last forward use, and
@@ -85,9 +85,26 @@ class Fsdp : public IStrategy {
     }
   }
 
+  // The dimension a parameter is sharded along: the first one no other axis splits whose local size the fsdp axis
+  // divides; when none does, the one of those that pads least (the largest local size, the first among equals);
+  // dimension 0, after the others, when every dimension is split. (A [heads, head_dim, d_model] projection of 64
+  // heads over 256 chips is sharded along d_model, not padded to 256 heads.)
+  static size_t shard_dim(const TensorInfo& info, const ShardSpec& s, int64_t n) {
+    size_t best = s.rank();
+    int64_t best_pad = 0;
+    for (size_t d = 0; d < s.rank(); ++d) {
+      if (s.splits(d)) continue;
+      const int64_t size = info.shape[d];
+      const int64_t pad = (n - size % n) % n;
+      if (pad == 0) return d;
+      if (best == s.rank() || pad * info.shape[best] < best_pad * size) best = d, best_pad = pad;
+    }
+    return best == s.rank() ? 0 : best;
+  }
+
   // After every strategy's annotate(): each updated parameter, its gradient and its optimizer state split over
-  // `fsdp` along the first dimension no other axis splits (dimension 0, after the others, when all are split).
-  void refine(const ModelGraph& g, const Experiment&, const Mesh&, Annotations& specs) const override {
+  // `fsdp` along shard_dim().
+  void refine(const ModelGraph& g, const Experiment&, const Mesh& mesh, Annotations& specs) const override {
     for (const Op& op : g.ops()) {
       if (op.phase != Phase::Optimizer) continue;
       const TensorId param = op.inputs.front();
@@ -96,10 +113,7 @@ class Fsdp : public IStrategy {
       auto it = specs.find(param);
       ShardSpec s = it != specs.end() ? it->second : ShardSpec::replicated(info.shape.size());
       if (s.uses(kAxis)) continue;  // a parameter two updates read (none today)
-      size_t dim = 0;
-      while (dim < s.rank() && s.splits(dim)) ++dim;
-      if (dim == s.rank()) dim = 0;
-      s.dims[dim].push_back(kAxis);
+      s.dims[shard_dim(info, s, mesh.axis_size(kAxis))].push_back(kAxis);
       for (TensorId t : op.inputs) specs[t] = s;  // the parameter, its gradient and its optimizer state
     }
   }

@@ -263,16 +263,36 @@ TEST(FsdpTest, DataTimesFsdpReduceScattersThenAllReducesAcrossReplicas) {
   expect_reproduces_the_step(s);
 }
 
-// fsdp over 3 chips: dimensions 3 does not divide are padded. fc0.w [I = 8, H] is held as 3 of its 9 padded rows:
-// the gather brings 9 rows (the padding row cropped after it) and the gradient is padded to 9 rows and
-// reduce-scattered into 3. The batch of 16 is padded to 18 rows.
+// fsdp over 3 chips: no dimension of fc0.w [I = 8, H = 32] divides by 3, so it is sharded along the one that pads
+// least, H (1 padding column in 33, rather than 1 padding row in 9): each chip holds 11 of the 33 padded columns,
+// the gather brings all 33 (the padding column cropped after it), the gradient is padded to 33 columns and
+// reduce-scattered into 11. The batch of 16 is padded to 18 rows.
 TEST(FsdpTest, PaddedShardsOverThreeChips) {
   const Step s = plan_step(hardware("[3, 1]") + mlp("sgd") + "strategy: {name: fsdp}\n");
   const std::vector<std::string> got = collectives(s.plan.programs[0]);
-  const double row = H * F32;
-  EXPECT_EQ(std::count(got.begin(), got.end(), ag("fc0.w", "fsdp", 0, 3 * row, 9 * row)), 1);
-  EXPECT_EQ(std::count(got.begin(), got.end(), rs("fc0.w.grad", "fsdp", 0, 9 * row, 3 * row)), 1);
+  const double column = I * F32;
+  EXPECT_EQ(std::count(got.begin(), got.end(), ag("fc0.w", "fsdp", 1, 11 * column, 33 * column)), 1);
+  EXPECT_EQ(std::count(got.begin(), got.end(), rs("fc0.w.grad", "fsdp", 1, 33 * column, 11 * column)), 1);
   expect_reproduces_the_step(s);
+}
+
+// A dimension the axis divides is preferred to an earlier one it does not: over 8 chips the attention output
+// projection [heads = 4, head width = 4, d_model = 16] would pad its 4 heads to 8, so it is sharded along d_model
+// (2 columns each); the [V = 24, D] embedding is sharded along its rows (3 each, and 8 each over 3 chips).
+TEST(FsdpTest, ShardsAlongADimensionTheAxisDivides) {
+  {
+    const Step s = plan_step(hardware("[8, 1]") + transformer(1, "sgd") + "strategy: {name: fsdp}\n");
+    const std::vector<std::string> got = collectives(s.plan.programs[0]);
+    // Gathered twice, for the forward and the backward pass.
+    EXPECT_EQ(std::count(got.begin(), got.end(), ag("layer0.attn.o.w", "fsdp", 2, NH * E * 2 * F32, NH * E * D * F32)),
+              2);
+    EXPECT_EQ(std::count(got.begin(), got.end(), ag("embedding", "fsdp", 0, 3 * D * F32, V * D * F32)), 1);
+  }
+  {
+    const Step s = plan_step(hardware("[3, 1]") + transformer(1, "sgd") + "strategy: {name: fsdp}\n");
+    const std::vector<std::string> got = collectives(s.plan.programs[0]);
+    EXPECT_EQ(std::count(got.begin(), got.end(), ag("embedding", "fsdp", 0, 8 * D * F32, V * D * F32)), 1);
+  }
 }
 
 // ---- memory ----------------------------------------------------------------------------------------------------
