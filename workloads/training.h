@@ -8,9 +8,11 @@
 
 namespace podsim {
 
-// workload.dtype, workload.optimizer, workload.learning_rate, workload.beta1/beta2/eps.
+// workload.dtype, workload.weight_dtype, workload.optimizer, workload.learning_rate, workload.beta1/beta2/eps.
 std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer, const std::string& default_lr);
 DType training_dtype(const ParamSet& p);
+// workload.weight_dtype, or workload.dtype when it is unset.
+DType training_weight_dtype(const ParamSet& p);
 OptimizerConfig training_optimizer(const ParamSet& p);
 
 }  // namespace podsim
