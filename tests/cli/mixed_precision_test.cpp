@@ -62,6 +62,33 @@ TEST_P(MixedPrecisionEquivalenceTest, Fp32MastersBf16Compute) {
   expect_equivalent(tiny("bf16", "fp32"), GetParam().dims, GetParam().rest, "");
 }
 
+// Bytes at the peak of llm-tiny's single-device step (106816 parameters, of which the embedding 256 x 64 = 16384),
+// counted by hand. The peak is at the loss, where the backward pass starts.
+TEST(MixedPrecisionMemoryTest, MastersCopiesAndAdamMomentsByHand) {
+  const double P = 106816, embedding = 256 * 64;
+  const std::string pod = "hardware:\n  preset: tpu-v4\n  pod: {dims: [1, 1, 1]}\n";
+  auto memory = [&](const std::string& name, const std::string& workload) {
+    const std::string f = write_file(name + ".yaml", pod + workload);
+    CliResult r = run_podsim({"run", f, "--memory-only", "--out", test_dir() + "/" + name, "-q"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    return summary(test_dir() + "/" + name)["memory"]["at_peak"];
+  };
+  const nlohmann::json mixed = memory("mixed", tiny("bf16", "fp32"));
+  EXPECT_EQ(mixed["weights"].get<double>(), 4 * P);              // fp32 masters
+  EXPECT_EQ(mixed["optimizer_state"].get<double>(), 2 * 4 * P);  // Adam's m and v, fp32
+  // The bf16 copies, 2 bytes per parameter: every one is still live (the matmuls and norms read theirs again in the
+  // backward pass) but the embedding's, whose only reader is the lookup (its gradient, a scatter-add, does not read
+  // the table).
+  EXPECT_EQ(mixed["weight_copies"].get<double>(), 2 * (P - embedding));
+  // The logits' gradient (8 x 16 tokens x 256, bf16) is the only gradient yet.
+  EXPECT_EQ(mixed["gradients"].get<double>(), 8 * 16 * 256 * 2);
+  // Without weight_dtype: bf16 weights, no copies; Adam's moments stay fp32.
+  const nlohmann::json plain = memory("plain", "workload:\n  preset: llm-tiny\n  batch: 8\n  dtype: bf16\n");
+  EXPECT_EQ(plain["weights"].get<double>(), 2 * P);
+  EXPECT_EQ(plain["optimizer_state"].get<double>(), 2 * 4 * P);
+  EXPECT_EQ(plain["weight_copies"].get<double>(), 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Strategies, MixedPrecisionEquivalenceTest, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return info.param.name; });
 
