@@ -2,8 +2,8 @@
 //
 //   Experiment e = load_experiment("configs/quickstart.yaml", {.overrides = {"hardware.pod.dims=[4,4]"}});
 //
-// Precedence, lowest first: parameter defaults, the preset (configs/hardware/<name>.yaml), the experiment file,
-// --set overrides. Every problem is an Error naming file:line:column, the key path and what would be valid.
+// Precedence, lowest first: parameter defaults, the hardware preset (configs/hardware/<name>.yaml), the model preset
+// (workload.preset: configs/workloads/<name>.yaml), the experiment file, --set overrides. Every problem is an Error naming file:line:column, the key path and what would be valid.
 #pragma once
 
 #include <string>

@@ -51,6 +51,8 @@ const Case kCases[] = {
     {"Megatron2", "[2, 1]", "strategy: {name: spmd}\n"},
     {"DataTimesModel4", "[4, 1]", "strategy: {name: [data_parallel, spmd]}\nmesh: {axes: [data, model], shape: [2, 2]}\n"},
     {"Pipeline2", "[2, 1]", "strategy: {name: pipeline, micro_batches: 2}\n"},
+    {"TwoDimensional4", "[2, 2]",
+     "strategy: {name: spmd, scheme: 2d, spmd_axes: [s0, s1]}\nmesh: {axes: [s0, s1], shape: [2, 2]}\n"},
 };
 
 class MixedPrecisionEquivalenceTest : public ::testing::TestWithParam<Case> {};
@@ -60,6 +62,15 @@ class MixedPrecisionEquivalenceTest : public ::testing::TestWithParam<Case> {};
 // strategy changes before the update, exactly.
 TEST_P(MixedPrecisionEquivalenceTest, Fp32MastersBf16Compute) {
   expect_equivalent(tiny("bf16", "fp32"), GetParam().dims, GetParam().rest, "");
+}
+
+// The mixture-of-experts layers' expert weights too, under expert x data parallelism.
+TEST(MixedPrecisionEquivalenceMoeTest, ExpertAndDataParallel) {
+  expect_equivalent("workload:\n  model: transformer\n  layers: 2\n  d_model: 32\n  d_ff: 64\n  heads: 4\n"
+                    "  vocab: 64\n  seq_len: 8\n  batch: 8\n  dtype: bf16\n  weight_dtype: fp32\n"
+                    "  moe: {experts: 4, groups: 8, capacity_factor: 2}\n",
+                    "[4, 1]", "strategy: {name: [moe, data_parallel]}\nmesh: {axes: [data, expert], shape: [2, 2]}\n",
+                    "");
 }
 
 // Bytes at the peak of llm-tiny's single-device step (106816 parameters, of which the embedding 256 x 64 = 16384),
