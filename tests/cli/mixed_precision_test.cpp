@@ -100,6 +100,30 @@ TEST(MixedPrecisionMemoryTest, MastersCopiesAndAdamMomentsByHand) {
   EXPECT_EQ(plain["weight_copies"].get<double>(), 0);
 }
 
+// Data parallelism reduces the fp32 gradients of the masters (Megatron-LM's accumulate_allreduce_grads_in_fp32), one
+// all-reduce per parameter: 4 bytes per parameter; with bf16 weights, 2.
+TEST(MixedPrecisionMemoryTest, DataParallelReducesFp32Gradients) {
+  const double P = 106816;
+  auto reduced = [&](const std::string& name, const std::string& workload) {
+    const std::string f = write_file(name + ".yaml", hw("[2, 1]") + workload + "strategy: {name: data_parallel}\n");
+    CliResult r = run_podsim({"run", f, "--out", test_dir() + "/" + name, "-q"});
+    EXPECT_EQ(r.code, 0) << r.err;
+    double bytes = 0;
+    int count = 0;
+    const nlohmann::json s = summary(test_dir() + "/" + name);
+    for (const auto& c : s["collectives"]) {
+      EXPECT_EQ(c["kind"], "all_reduce") << c.dump();
+      if (c["tensor"] == "loss") continue;  // the loss's mean over the replicas: one fp32 number
+      bytes += c["bytes_per_chip"].get<double>();
+      ++count;
+    }
+    EXPECT_EQ(count, 21) << name;  // one per parameter
+    return bytes;
+  };
+  EXPECT_EQ(reduced("mixed", tiny("bf16", "fp32")), 4 * P);
+  EXPECT_EQ(reduced("plain", tiny("bf16", "bf16")), 2 * P);
+}
+
 INSTANTIATE_TEST_SUITE_P(Strategies, MixedPrecisionEquivalenceTest, ::testing::ValuesIn(kCases),
                          [](const auto& info) { return info.param.name; });
 
