@@ -305,6 +305,14 @@ void read_parameters(ParamReader& L, const YAML::Node& root, const std::string& 
     }
   }
   bool model_ok = selector("workload", "model", model, model_w);
+  if (model_ok && model_preset_ok)
+    if (auto m = child(model_preset_node, "model"); m && m->IsScalar() && m->Scalar() != model) {
+      L.fail(Error(Err::BadChoice, model_w,
+                   "workload.model = " + model + ", but model preset '" + model_preset + "' is a " + m->Scalar() +
+                       " model; leave workload.model out (the preset sets it) or the preset",
+                   "workload.model"));
+      model_preset_ok = false;
+    }
   if (!model_ok && model_preset_ok)
     if (auto m = child(model_preset_node, "model"); m && m->IsScalar()) {
       model = m->Scalar();

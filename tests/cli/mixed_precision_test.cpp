@@ -64,6 +64,13 @@ TEST_P(MixedPrecisionEquivalenceTest, Fp32MastersBf16Compute) {
   expect_equivalent(tiny("bf16", "fp32"), GetParam().dims, GetParam().rest, "");
 }
 
+// A tied embedding read in the first and the last stage: each stage casts its own copy, and the two gradients meet
+// in fp32 for the one update.
+TEST(MixedPrecisionEquivalenceTiedTest, PipelineStagesCastTheirOwnCopies) {
+  expect_equivalent(tiny("bf16", "fp32") + "  tie_embeddings: true\n", "[2, 1]",
+                    "strategy: {name: pipeline, micro_batches: 2}\n", "");
+}
+
 // The mixture-of-experts layers' expert weights too, under expert x data parallelism.
 TEST(MixedPrecisionEquivalenceMoeTest, ExpertAndDataParallel) {
   expect_equivalent("workload:\n  model: transformer\n  layers: 2\n  d_model: 32\n  d_ff: 64\n  heads: 4\n"

@@ -115,6 +115,21 @@ TEST(ModelPresetsTest, UnknownPresetListsTheValidOnesWithASuggestion) {
   }
 }
 
+TEST(ModelPresetsTest, AModelOtherThanThePresetsIsRefused) {
+  try {
+    load("  preset: llm-tiny\n  model: mlp\n  batch: 2\n");
+    FAIL() << "loaded";
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    EXPECT_EQ(e.id(), error_info(Err::BadChoice).id) << w;
+    EXPECT_EQ(e.where().line, 5) << w;
+    EXPECT_NE(w.find("workload.model = mlp, but model preset 'llm-tiny' is a transformer model"), std::string::npos)
+        << w;
+  }
+  // The same model as the preset's is fine.
+  EXPECT_EQ(load("  preset: llm-tiny\n  model: transformer\n  batch: 2\n").params.i("workload.d_model"), 64);
+}
+
 TEST(ModelPresetsTest, ResolvedConfigShowsThePresetsValuesAndLoadsBack) {
   const Experiment e = load("  preset: llm-tiny\n  batch: 4\n  layers: 3\n");
   const std::string text = resolved_yaml(e);
