@@ -23,7 +23,29 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 }  // namespace
 
-GraphBuilder::GraphBuilder(ModelGraph& g, DType dtype) : m_g(g), m_dtype(dtype) {}
+GraphBuilder::GraphBuilder(ModelGraph& g, DType dtype) : m_g(g), m_dtype(dtype), m_weight_dtype(dtype) {}
+
+GraphBuilder::GraphBuilder(ModelGraph& g, DType dtype, DType weight_dtype)
+    : m_g(g), m_dtype(dtype), m_weight_dtype(weight_dtype) {}
+
+TensorId GraphBuilder::compute_copy(TensorId t) {
+  const TensorInfo& info = m_g.tensor(t);
+  if (m_phase != Phase::Forward || info.role != TensorRole::Parameter || info.dtype == m_dtype) return t;
+  auto it = m_copies.find({t, m_cell});
+  if (it != m_copies.end()) return it->second;
+  // One copy per cell that reads the parameter (a tied embedding is read by the first and the last), so a pipeline
+  // stage casts its own and no copy crosses stages.
+  std::string name = info.name + "." + dtype_name(m_dtype);
+  for (const auto& [key, copy] : m_copies)
+    if (key.first == t) {
+      name += ".cell" + std::to_string(m_cell);
+      break;
+    }
+  const std::vector<int64_t> shape = info.shape;
+  TensorId copy = emit(name, OpKind::Convert, Phase::Forward, {t}, shape, m_dtype, TensorRole::WeightCopy);
+  m_copies[{t, m_cell}] = copy;
+  return copy;
+}
 
 TensorId GraphBuilder::emit(const std::string& name, OpKind kind, Phase phase, std::vector<TensorId> inputs,
                             std::vector<int64_t> out_shape, DType out_dtype, TensorRole role, OpAttrs attrs) {
@@ -47,12 +69,13 @@ TensorId GraphBuilder::emit(const std::string& name, OpKind kind, Phase phase, s
 
 TensorId GraphBuilder::forward(const std::string& name, OpKind kind, std::vector<TensorId> inputs,
                                std::vector<int64_t> shape, DType dtype, OpAttrs attrs) {
+  for (TensorId& t : inputs) t = compute_copy(t);
   TensorRole role = m_phase == Phase::Backward ? TensorRole::Gradient : TensorRole::Activation;
   return emit(name, kind, m_phase, std::move(inputs), std::move(shape), dtype, role, std::move(attrs));
 }
 
 TensorId GraphBuilder::param(const std::string& name, std::vector<int64_t> shape) {
-  TensorId id = m_g.add_tensor({name, std::move(shape), m_dtype, TensorRole::Parameter});
+  TensorId id = m_g.add_tensor({name, std::move(shape), m_weight_dtype, TensorRole::Parameter});
   m_params.push_back(id);
   return id;
 }
@@ -66,6 +89,8 @@ TensorId GraphBuilder::label(const std::string& name, std::vector<int64_t> shape
 }
 
 TensorId GraphBuilder::einsum(TensorId a, TensorId b, const std::string& equation, const std::string& name) {
+  a = compute_copy(a);
+  b = compute_copy(b);
   Einsum e = Einsum::parse(equation);
   const auto& sa = m_g.tensor(a).shape;
   const auto& sb = m_g.tensor(b).shape;
@@ -127,6 +152,8 @@ TensorId GraphBuilder::rope(TensorId x, const std::string& name) {
 }
 
 TensorId GraphBuilder::layer_norm(TensorId x, TensorId gamma, TensorId beta, const std::string& name, double eps) {
+  gamma = compute_copy(gamma);
+  beta = compute_copy(beta);
   const TensorInfo xi = m_g.tensor(x);
   int64_t d = xi.shape.back();
   if (m_g.tensor(gamma).shape != std::vector<int64_t>{d} || m_g.tensor(beta).shape != std::vector<int64_t>{d})
@@ -151,6 +178,7 @@ TensorId GraphBuilder::layer_norm(TensorId x, TensorId gamma, TensorId beta, con
 }
 
 TensorId GraphBuilder::rms_norm(TensorId x, TensorId gamma, const std::string& name, double eps) {
+  gamma = compute_copy(gamma);
   const TensorInfo xi = m_g.tensor(x);
   int64_t d = xi.shape.back();
   if (m_g.tensor(gamma).shape != std::vector<int64_t>{d}) shape_error(name, "gamma must be [" + std::to_string(d) + "]");
@@ -182,6 +210,7 @@ TensorId GraphBuilder::softmax(TensorId scores, double scale_by, bool causal, co
 }
 
 TensorId GraphBuilder::embedding(TensorId table, TensorId ids, const std::string& name) {
+  table = compute_copy(table);  // the output takes the copy's type
   const auto& st = m_g.tensor(table).shape;
   const auto& si = m_g.tensor(ids).shape;
   if (st.size() != 2 || si.empty() || m_g.tensor(ids).dtype != DType::I32)

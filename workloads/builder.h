@@ -34,6 +34,10 @@ class GraphBuilder {
   // `dtype` is the storage type of parameters and activations (bf16 or fp32); losses, statistics and optimizer
   // state are always fp32.
   GraphBuilder(ModelGraph& g, DType dtype);
+  // Mixed precision: parameters (and so their updates) stored as `weight_dtype`; where it differs from `dtype`,
+  // every forward use of a parameter reads a copy cast to `dtype` by a Convert op (one per parameter and model
+  // cell, role WeightCopy), and the copy's gradient is cast back (workloads/ops/convert.cpp).
+  GraphBuilder(ModelGraph& g, DType dtype, DType weight_dtype);
 
   TensorId param(const std::string& name, std::vector<int64_t> shape);
   TensorId input(const std::string& name, std::vector<int64_t> shape, DType dtype);
@@ -95,9 +99,13 @@ class GraphBuilder {
   TensorId forward(const std::string& name, OpKind kind, std::vector<TensorId> inputs, std::vector<int64_t> shape,
                    DType dtype, OpAttrs attrs = {});
   TensorId accumulate(const std::vector<TensorId>& parts, const std::string& name);
+  // `t`, or when it is a parameter stored in another type than the compute type, its cast copy for this cell.
+  TensorId compute_copy(TensorId t);
 
   ModelGraph& m_g;
   DType m_dtype;
+  DType m_weight_dtype;
+  std::map<std::pair<TensorId, int32_t>, TensorId> m_copies;  // (parameter, cell) -> its cast copy
   Phase m_phase = Phase::Forward;  // phase of ops the forward methods add (Backward while rules run)
   int32_t m_cell = -1;
   std::vector<TensorId> m_params;

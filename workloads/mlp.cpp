@@ -26,7 +26,7 @@ class MlpWorkload : public IWorkload {
   ModelGraph build(const ParamSet& p) const override {
     const int64_t batch = p.i("workload.batch"), width = p.i("workload.hidden");
     ModelGraph g("mlp");
-    GraphBuilder b(g, training_dtype(p));
+    GraphBuilder b(g, training_dtype(p), training_weight_dtype(p));
     TensorId x = b.input("x", {batch, p.i("workload.input")}, training_dtype(p));
     TensorId labels = b.label("labels", {batch});
     bool gelu = p.s("workload.activation") == "gelu";

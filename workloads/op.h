@@ -25,6 +25,7 @@ enum class OpKind : uint8_t {
   Silu,         // x * sigmoid(x)
   SiluGrad,     // inputs (dy, x)
   Rope,         // rotary position embedding of [B, S, ..., E]; attrs.alpha = +1 (rotate) or -1 (its gradient)
+  Convert,      // the same values in the output's element type (fp32 master weight -> bf16 copy, and back)
   // Reductions and normalisations on the vector unit.
   BiasGrad,       // dbias[j] = sum_t dy[t, j]
   LayerNorm,      // inputs (x, gamma, beta) -> (y, mean, rstd); over the last dimension

@@ -37,6 +37,7 @@ const char* role_name(TensorRole r) {
     case TensorRole::Loss: return "loss";
     case TensorRole::Updated: return "updated";
     case TensorRole::Temporary: return "temporary";
+    case TensorRole::WeightCopy: return "weight_copy";
   }
   return "?";
 }

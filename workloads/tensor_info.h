@@ -24,6 +24,7 @@ enum class TensorRole : uint8_t {
   Loss,            // the scalar loss
   Updated,         // a new parameter or optimizer state value (written in place of the old one)
   Temporary,       // scratch that dies with its op (and communication buffers)
+  WeightCopy,      // a parameter cast to the compute type (mixed precision): live from its cast to its last use
 };
 const char* role_name(TensorRole r);
 

@@ -10,6 +10,11 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
       ParamSpec::choice("workload.dtype", {"bf16", "fp32"},
                         "Storage type of weights and activations; the MXU takes bf16 inputs and accumulates in fp32.")
           .def("bf16"),
+      ParamSpec::choice("workload.weight_dtype", {"bf16", "fp32"},
+                        "Storage type of the weights, their gradients and updates (default workload.dtype). fp32 with "
+                        "dtype bf16 is mixed precision: fp32 master weights, each cast to a bf16 copy where the step "
+                        "reads it, the copy's gradient cast back to fp32 (docs/model.md).")
+          .optional(),
       ParamSpec::choice("workload.optimizer", {"sgd", "adam"}, "Optimizer; Adam keeps two fp32 state tensors per "
                                                                "weight.")
           .def(default_optimizer),
@@ -55,6 +60,11 @@ ModelGraph training_remat(const ModelGraph& g, const ParamSet& p) {
   o.policy = remat_policy(p.s("workload.remat"));
   o.keep = p.strings("workload.remat_keep");
   return rematerialize_layers(g, o);
+}
+
+DType training_weight_dtype(const ParamSet& p) {
+  if (!p.has("workload.weight_dtype")) return training_dtype(p);
+  return p.s("workload.weight_dtype") == "bf16" ? DType::BF16 : DType::F32;
 }
 
 OptimizerConfig training_optimizer(const ParamSet& p) {

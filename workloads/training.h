@@ -8,10 +8,12 @@
 
 namespace podsim {
 
-// workload.dtype, workload.optimizer, workload.learning_rate, workload.beta1/beta2/eps, workload.remat and
-// workload.remat_keep.
+// workload.dtype, workload.weight_dtype, workload.optimizer, workload.learning_rate, workload.beta1/beta2/eps,
+// workload.remat and workload.remat_keep.
 std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer, const std::string& default_lr);
 DType training_dtype(const ParamSet& p);
+// workload.weight_dtype, or workload.dtype when it is unset.
+DType training_weight_dtype(const ParamSet& p);
 OptimizerConfig training_optimizer(const ParamSet& p);
 // Cross-field checks of the shared parameters (workload.remat_keep only with workload.remat: names).
 void validate_training(const ParamSet& p);

@@ -139,7 +139,7 @@ class TransformerWorkload : public IWorkload {
     const MoeConfig moe = moe_config(p, B);
     std::vector<TensorId> aux_terms;
     ModelGraph g("transformer");
-    GraphBuilder b(g, training_dtype(p));
+    GraphBuilder b(g, training_dtype(p), training_weight_dtype(p));
     // The normalisation named `name` with its parameters `name.gamma` (and `name.beta` for layer norm).
     auto norm = [&](TensorId in, const std::string& name) {
       if (rms) return b.rms_norm(in, b.param(name + ".gamma", {D}), name);

@@ -51,7 +51,8 @@ struct ExecOp {
 // Bytes live on a chip, by category, at one point of the step.
 struct MemoryBreakdown {
   double weights = 0, gradients = 0, optimizer_state = 0, activations = 0, temporaries = 0;
-  double total() const { return weights + gradients + optimizer_state + activations + temporaries; }
+  double weight_copies = 0;  // parameters cast to the compute type (mixed precision), from the cast to the last use
+  double total() const { return weights + gradients + optimizer_state + activations + temporaries + weight_copies; }
 };
 
 struct LiveTensor {

@@ -12,6 +12,7 @@ double& bucket(MemoryBreakdown& m, TensorRole r) {
     case TensorRole::Gradient: return m.gradients;
     case TensorRole::OptimizerState: return m.optimizer_state;
     case TensorRole::Temporary: return m.temporaries;
+    case TensorRole::WeightCopy: return m.weight_copies;
     default: return m.activations;  // inputs, labels, activations, losses
   }
 }

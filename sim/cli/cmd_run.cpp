@@ -128,7 +128,9 @@ void print_memory_summary(const nlohmann::json& j, const std::string& dir, const
               << " HBM (result chip; weights " << format_bytes(a["weights"]) << ", gradients "
               << format_bytes(a["gradients"]) << ", optimizer " << format_bytes(a["optimizer_state"])
               << ", activations " << format_bytes(a["activations"]) << ", temporaries "
-              << format_bytes(a["temporaries"]) << ")\n";
+              << format_bytes(a["temporaries"])
+              << (a.value("weight_copies", 0.0) > 0 ? ", weight copies " + format_bytes(a["weight_copies"]) : "")
+              << ")\n";
     std::cout << "  fits          " << (m["fits"].get<bool>() ? "yes, every role" : "** NO **") << "\n";
   }
   const auto& roles = j["roles"];

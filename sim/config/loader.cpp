@@ -275,9 +275,58 @@ void read_parameters(ParamReader& L, const YAML::Node& root, const std::string& 
     return true;
   };
   std::vector<Error> missing_selectors;
-  SourceLocation model_w, strategy_w, preset_w;
+  SourceLocation model_w, strategy_w, preset_w, model_preset_w;
+  // workload.preset: a model preset (configs/workloads/NAME.yaml) sets workload.model and the model's shape; the
+  // file's keys and overrides then override it.
+  std::string model_preset, model_preset_file;
+  YAML::Node model_preset_node;
+  const bool model_preset_named = selector("workload", "preset", model_preset, model_preset_w);
+  bool model_preset_ok = model_preset_named && !model_preset.empty();
+  if (model_preset_ok) {
+    model_preset_file = find_model_preset(model_preset);
+    if (model_preset_file.empty()) {
+      std::vector<std::string> names;
+      for (const auto& pi : list_model_presets()) names.push_back(pi.name);
+      const std::string near = nearest(model_preset, names);
+      L.fail(Error(Err::UnknownWorkload, model_preset_w,
+                   "unknown model preset '" + model_preset + "' (" +
+                       (near.empty() ? std::string() : "did you mean '" + near + "'? ") + "valid: " +
+                       join(names, ", ") + "; `podsim list workloads` describes them)",
+                   "workload.preset"));
+      model_preset_ok = false;
+    } else {
+      YAML::Node preset_root = load_yaml_file(model_preset_file, "model preset");
+      if (auto w = child(preset_root, "workload")) model_preset_node = *w;
+      if (!model_preset_node.IsMap())
+        throw Error(Err::NotAMapping, file_location(model_preset_file),
+                    "a model preset file needs a 'workload' mapping of the values it sets");
+      if (auto named = child(model_preset_node, "preset"))
+        L.fail(Error(Err::UnknownKey, node_location(model_preset_file, *named),
+                     "a model preset cannot name another preset ('preset' key)", "workload.preset"));
+    }
+  }
   bool model_ok = selector("workload", "model", model, model_w);
-  if (!model_ok) {
+  if (model_ok && model_preset_ok)
+    if (auto m = child(model_preset_node, "model"); m && m->IsScalar() && m->Scalar() != model) {
+      L.fail(Error(Err::BadChoice, model_w,
+                   "workload.model = " + model + ", but model preset '" + model_preset + "' is a " + m->Scalar() +
+                       " model; leave workload.model out (the preset sets it) or the preset",
+                   "workload.model"));
+      model_preset_ok = false;
+    }
+  if (!model_ok && model_preset_ok)
+    if (auto m = child(model_preset_node, "model"); m && m->IsScalar()) {
+      model = m->Scalar();
+      model_w = node_location(model_preset_file, *m);
+      model_ok = true;
+    }
+  if (!model_ok && model_preset_named) {
+    // The preset was reported (or names no model: then the file must).
+    if (model_preset_ok)
+      L.fail(Error(Err::MissingKey, file_location(model_preset_file),
+                   "model preset '" + model_preset + "' sets no workload.model (add 'model: transformer' to it)",
+                   "workload.model"));
+  } else if (!model_ok) {
     missing_selectors.emplace_back(Err::MissingKey, section_where("workload"),
                                    "missing required key 'workload.model' (" +
                                        ParamSpec::choice("workload.model", WorkloadRegistry::instance().names(), "")
@@ -404,7 +453,12 @@ void read_parameters(ParamReader& L, const YAML::Node& root, const std::string& 
     L.walk(preset_root, "hardware", preset_file, skip);
   }
 
-  // The experiment file, then overrides.
+  // The model preset's values, then the experiment file, then overrides.
+  if (model_preset_ok) {
+    std::set<std::string> preset_skip = skip;
+    preset_skip.insert("workload.preset");
+    L.walk(model_preset_node, "workload", model_preset_file, preset_skip);
+  }
   for (const auto& sec : kSections) {
     if (!section.count(sec)) continue;
     L.group_where[sec] = section_where(sec);
@@ -536,6 +590,11 @@ Schema experiment_schema(const std::string& workload, const std::vector<std::str
   Schema s;
   s.add_all(hardware_param_specs());
   std::vector<std::string> models = WorkloadRegistry::instance().names();
+  s.add(ParamSpec::text("workload.preset",
+                        "Model preset: a name from `podsim list workloads` (configs/workloads/NAME.yaml) or a path to "
+                        "a preset file. It sets workload.model and the model's shape; sibling keys override its "
+                        "values.")
+            .optional());
   s.add(ParamSpec::choice("workload.model", models, "The workload family; `podsim list workloads` describes each."));
   std::unique_ptr<IWorkload> w = WorkloadRegistry::instance().make(workload);
   std::vector<std::string> resolved = strategy;
@@ -564,6 +623,17 @@ Schema experiment_schema(const std::string& workload, const std::vector<std::str
 Experiment load_experiment(const std::string& path, const LoadOptions& opts) {
   YAML::Node root = load_yaml_file(path, "experiment file");
   return load(root, path, file_stem(path), opts);
+}
+
+double model_preset_parameter_count(const std::string& name) {
+  const Experiment e = load_experiment_text(
+      "hardware: {preset: tpu-v4, pod: {dims: [1, 1, 1]}}\nworkload: {preset: \"" + name + "\", batch: 1}\n",
+      "preset " + name);
+  const ModelGraph g = WorkloadRegistry::instance().make(e.workload)->build(e.params);
+  double n = 0;
+  for (const TensorInfo& t : g.tensors())
+    if (t.role == TensorRole::Parameter) n += static_cast<double>(t.elements());
+  return n;
 }
 
 Experiment load_experiment_text(const std::string& yaml, const std::string& label, const LoadOptions& opts) {

@@ -59,6 +59,7 @@ void check_memory(Prepared& p) {
                       format_bytes(m.at_peak.gradients) + ", optimizer state " +
                       format_bytes(m.at_peak.optimizer_state) + ", activations " +
                       format_bytes(m.at_peak.activations) + ", temporaries " + format_bytes(m.at_peak.temporaries) +
+                      (m.at_peak.weight_copies > 0 ? ", weight copies " + format_bytes(m.at_peak.weight_copies) : "") +
                       "; largest: " + join(largest, ", ");
     // The advice to set run.allow_oom goes only to a run that has not set it.
     if (!e.run.allow_oom)

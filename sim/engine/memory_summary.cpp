@@ -16,7 +16,8 @@ J breakdown(const MemoryBreakdown& b) {
           {"gradients", b.gradients},
           {"optimizer_state", b.optimizer_state},
           {"activations", b.activations},
-          {"temporaries", b.temporaries}};
+          {"temporaries", b.temporaries},
+          {"weight_copies", b.weight_copies}};
 }
 
 }  // namespace

@@ -82,6 +82,13 @@ TEST(CliTest, ListOtherRegistries) {
   ASSERT_EQ(w.code, 0);
   for (const char* n : {"matmul", "mlp", "transformer", "collective", "traffic"})
     EXPECT_NE(w.out.find(n), std::string::npos) << n;
+  // The model presets, each with the count podsim builds and its source.
+  for (const char* n : {"gpt3-175b", "llama2-7b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b", "palm-540b",
+                        "llm-tiny"})
+    EXPECT_NE(w.out.find(std::string("  ") + n + " "), std::string::npos) << n << "\n" << w.out;
+  EXPECT_NE(w.out.find("540.36B parameters; source: Chowdhery et al. 2022, PaLM (arXiv:2204.02311), Table 1"),
+            std::string::npos) << w.out;
+  EXPECT_NE(w.out.find("106816 parameters"), std::string::npos) << w.out;
   auto s = run_podsim({"list", "strategies"});
   EXPECT_NE(s.out.find("single_device"), std::string::npos);
   auto c = run_podsim({"list", "collectives"});

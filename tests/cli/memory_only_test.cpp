@@ -18,7 +18,7 @@ const std::string kPipeline = source_dir() + "/configs/examples/pipeline.yaml"; 
 
 json summary(const std::string& dir) { return json::parse(read_file(test_dir() + "/" + dir + "/summary.json")); }
 
-const char* kCategories[] = {"weights", "gradients", "optimizer_state", "activations", "temporaries"};
+const char* kCategories[] = {"weights", "gradients", "optimizer_state", "activations", "temporaries", "weight_copies"};
 
 }  // namespace
 

@@ -151,6 +151,17 @@ TEST(GradientsTest, Rope) {
   check_gradients("rope", [](GraphBuilder& b) { return b.rope(b.param("q", {2, 5, 3, 6}), "rope"); });
 }
 
+TEST(GradientsTest, Convert) {
+  // The cast of mixed precision: its gradient is dy in the input's type. fp32 -> fp32 and bf16 -> fp32 are exact
+  // (bf16 -> fp32 rounds the gradient back to bf16, within the tolerance); an fp32 -> bf16 output is a step
+  // function at h's scale, so its rule is checked by the structure tests (mixed_precision_test.cpp).
+  for (DType in : {DType::F32, DType::BF16})
+    check_gradients(std::string("convert from ") + dtype_name(in), [in](GraphBuilder& b) {
+      TensorId x = b.graph().add_tensor({"x", {4, 6}, in, TensorRole::Parameter});
+      return b.emit("cast", OpKind::Convert, Phase::Forward, {x}, {4, 6}, DType::F32, TensorRole::Activation);
+    });
+}
+
 TEST(GradientsTest, Softmax) {
   check_gradients("softmax", [](GraphBuilder& b) { return b.softmax(b.param("s", {2, 5, 5}), 0.7, false, "sm"); });
   check_gradients("causal", [](GraphBuilder& b) { return b.softmax(b.param("s", {2, 5, 5}), 0.7, true, "sm"); });
@@ -229,7 +240,7 @@ TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
   std::vector<OpKind> covered = {OpKind::MatMul, OpKind::Add, OpKind::Scale, OpKind::BiasAdd, OpKind::Relu,
                                  OpKind::Gelu, OpKind::LayerNorm, OpKind::Softmax,
                                  OpKind::Embedding, OpKind::SoftmaxCrossEntropy, OpKind::Reshape,
-                                 OpKind::Top2Gating, OpKind::Mul, OpKind::Silu, OpKind::RmsNorm, OpKind::Rope};
+                                 OpKind::Top2Gating, OpKind::Mul, OpKind::Silu, OpKind::RmsNorm, OpKind::Rope, OpKind::Convert};
   for (int k = 0; k <= static_cast<int>(OpKind::Traffic); ++k) {
     const OpKindDef* d = find_op_kind(static_cast<OpKind>(k));
     ASSERT_NE(d, nullptr) << "op kind " << k << " has no definition";

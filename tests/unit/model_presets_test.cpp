@@ -1,0 +1,144 @@
+// Model presets (workload.preset, configs/workloads/): each preset's parameter count as podsim builds it against the
+// figure its paper publishes, the values a preset sets, overrides, the error for an unknown preset, and the
+// resolved configuration.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "sim/config/loader.h"
+
+using namespace podsim;
+
+namespace {
+
+const PresetInfo* find_info(const std::vector<PresetInfo>& all, const std::string& name) {
+  for (const auto& p : all)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+Experiment load(const std::string& workload, std::vector<std::string> overrides = {}) {
+  return load_experiment_text("hardware:\n  preset: tpu-v4\nworkload:\n" + workload, "exp.yaml",
+                              {.overrides = std::move(overrides)});
+}
+
+}  // namespace
+
+// The published counts, independent of the preset files (which could drift together with the builder): the paper's
+// figure and the rounding it uses. GPT-3's Table 2.1 says 175.0B for shapes that hold 174.6B; the Llama papers name
+// size classes (Llama 2 70B holds 69.0B).
+TEST(ModelPresetsTest, ParameterCountsMatchThePublishedFigures) {
+  const std::map<std::string, std::pair<double, double>> published = {
+      {"gpt3-175b", {175.0e9, 0.5e9}},   {"llama2-7b", {6.7e9, 0.05e9}},   {"llama2-70b", {70e9, 1.5e9}},
+      {"llama3-8b", {8e9, 0.5e9}},       {"llama3-70b", {70e9, 1e9}},       {"llama3-405b", {405e9, 1e9}},
+      {"palm-540b", {540.35e9, 0.01e9}}, {"llm-tiny", {106816, 0}},
+  };
+  const std::vector<PresetInfo> all = list_model_presets();
+  for (const auto& [name, fig] : published) {
+    const PresetInfo* info = find_info(all, name);
+    ASSERT_NE(info, nullptr) << name << " is missing from configs/workloads/";
+    EXPECT_FALSE(info->source.empty()) << name;
+    EXPECT_EQ(info->parameters, fig.first) << name << ": the preset states another published count";
+    EXPECT_EQ(info->parameters_tolerance, fig.second) << name;
+    const double n = model_preset_parameter_count(name);
+    EXPECT_LE(std::abs(n - fig.first), fig.second) << name << " builds " << n << " parameters";
+  }
+  // Every shipped preset states its source and matches its own stated figure.
+  for (const auto& p : all) {
+    EXPECT_FALSE(p.source.empty()) << p.name;
+    EXPECT_GT(p.parameters, 0) << p.name;
+    EXPECT_LE(std::abs(model_preset_parameter_count(p.name) - p.parameters), p.parameters_tolerance) << p.name;
+  }
+}
+
+// Hand counts of two presets from their shapes (docs/model.md's parameter list).
+TEST(ModelPresetsTest, ParameterCountsByHand) {
+  // llm-tiny: per layer q 64*4*16 + k, v 2*64*2*16 + o 4*16*64 + SwiGLU 3*64*128 + two RMSNorms 2*64; two layers,
+  // embedding and unembedding 2*256*64, final norm 64.
+  EXPECT_EQ(model_preset_parameter_count("llm-tiny"), 2 * (4096 + 4096 + 4096 + 3 * 64 * 128 + 128) + 2 * 256 * 64 + 64);
+  // palm-540b: multi-query (one key/value head of 256), parallel block (one layer norm with gamma and beta), tied
+  // embeddings.
+  const double D = 18432, F = 73728, H = 48, E = 256, V = 256000, L = 118;
+  const double layer = D * H * E + 2 * D * E + H * E * D + 3 * D * F + 2 * D;
+  EXPECT_EQ(model_preset_parameter_count("palm-540b"), L * layer + V * D + 2 * D);
+}
+
+TEST(ModelPresetsTest, PresetSetsTheModelAndItsShape) {
+  const Experiment e = load("  preset: palm-540b\n  batch: 8\n");
+  EXPECT_EQ(e.workload, "transformer");
+  const ParamSet& p = e.params;
+  EXPECT_EQ(p.i("workload.layers"), 118);
+  EXPECT_EQ(p.i("workload.d_model"), 18432);
+  EXPECT_EQ(p.i("workload.heads"), 48);
+  EXPECT_EQ(p.i("workload.head_dim"), 256);
+  EXPECT_EQ(p.i("workload.kv_heads"), 1);
+  EXPECT_EQ(p.i("workload.d_ff"), 73728);
+  EXPECT_EQ(p.i("workload.vocab"), 256000);
+  EXPECT_EQ(p.i("workload.seq_len"), 2048);
+  EXPECT_EQ(p.i("workload.batch"), 8);
+  EXPECT_EQ(p.s("workload.ffn"), "swiglu");
+  EXPECT_TRUE(p.b("workload.parallel_block"));
+  EXPECT_TRUE(p.b("workload.tie_embeddings"));
+  EXPECT_TRUE(p.b("workload.rope"));
+  // Where each value came from: the preset file.
+  EXPECT_NE(p.where("workload.d_model").file.find("configs/workloads/palm-540b.yaml"), std::string::npos);
+  EXPECT_EQ(p.where("workload.batch").file, "exp.yaml");
+}
+
+TEST(ModelPresetsTest, FileKeysAndOverridesWin) {
+  const Experiment e = load("  preset: llama3-8b\n  batch: 2\n  layers: 2\n  seq_len: 128\n", {"workload.vocab=1024"});
+  EXPECT_EQ(e.params.i("workload.layers"), 2);
+  EXPECT_EQ(e.params.i("workload.seq_len"), 128);
+  EXPECT_EQ(e.params.i("workload.vocab"), 1024);
+  EXPECT_EQ(e.params.i("workload.kv_heads"), 8);  // still the preset's
+  // An override may name the preset too.
+  const Experiment o = load("  batch: 2\n", {"workload.preset=llm-tiny"});
+  EXPECT_EQ(o.workload, "transformer");
+  EXPECT_EQ(o.params.i("workload.d_model"), 64);
+}
+
+TEST(ModelPresetsTest, UnknownPresetListsTheValidOnesWithASuggestion) {
+  try {
+    load("  preset: llama2-7c\n  batch: 2\n");
+    FAIL() << "an unknown preset loaded";
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    EXPECT_EQ(e.id(), error_info(Err::UnknownWorkload).id) << w;
+    EXPECT_EQ(e.where().line, 4) << w;
+    EXPECT_EQ(e.where().column, 11) << w;
+    EXPECT_NE(w.find("unknown model preset 'llama2-7c'"), std::string::npos) << w;
+    EXPECT_NE(w.find("did you mean 'llama2-7b'?"), std::string::npos) << w;
+    EXPECT_NE(w.find("valid: gpt3-175b, llama2-70b"), std::string::npos) << w;
+    // Only that error: the model it would have set is not also reported missing.
+    EXPECT_EQ(e.also().size(), 0u) << w;
+  }
+}
+
+TEST(ModelPresetsTest, AModelOtherThanThePresetsIsRefused) {
+  try {
+    load("  preset: llm-tiny\n  model: mlp\n  batch: 2\n");
+    FAIL() << "loaded";
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    EXPECT_EQ(e.id(), error_info(Err::BadChoice).id) << w;
+    EXPECT_EQ(e.where().line, 5) << w;
+    EXPECT_NE(w.find("workload.model = mlp, but model preset 'llm-tiny' is a transformer model"), std::string::npos)
+        << w;
+  }
+  // The same model as the preset's is fine.
+  EXPECT_EQ(load("  preset: llm-tiny\n  model: transformer\n  batch: 2\n").params.i("workload.d_model"), 64);
+}
+
+TEST(ModelPresetsTest, ResolvedConfigShowsThePresetsValuesAndLoadsBack) {
+  const Experiment e = load("  preset: llm-tiny\n  batch: 4\n  layers: 3\n");
+  const std::string text = resolved_yaml(e);
+  EXPECT_NE(text.find("preset: \"llm-tiny\""), std::string::npos) << text;
+  EXPECT_NE(text.find("kv_heads: 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("configs/workloads/llm-tiny.yaml"), std::string::npos) << text;
+  EXPECT_NE(text.find("layers: 3"), std::string::npos) << text;
+  const Experiment back = load_experiment_text(text, "resolved.yaml");
+  for (const char* k : {"workload.layers", "workload.d_model", "workload.kv_heads", "workload.d_ff", "workload.vocab"})
+    EXPECT_EQ(back.params.i(k), e.params.i(k)) << k;
+  EXPECT_EQ(back.params.s("workload.ffn"), "swiglu");
+}
