@@ -210,14 +210,22 @@ TensorId GraphBuilder::softmax(TensorId scores, double scale_by, bool causal, co
 }
 
 TensorId GraphBuilder::embedding(TensorId table, TensorId ids, const std::string& name) {
-  table = compute_copy(table);  // the output takes the copy's type
   const auto& st = m_g.tensor(table).shape;
   const auto& si = m_g.tensor(ids).shape;
   if (st.size() != 2 || si.empty() || m_g.tensor(ids).dtype != DType::I32)
     shape_error(name, "embedding takes a [V, D] table and int32 ids of any shape");
   std::vector<int64_t> out = si;
   out.push_back(st[1]);
-  return forward(name, OpKind::Embedding, {table, ids}, out, m_g.tensor(table).dtype);
+  const TensorInfo& info = m_g.tensor(table);
+  if (m_phase != Phase::Forward || info.role != TensorRole::Parameter || info.dtype == m_dtype)
+    return emit(name, OpKind::Embedding, m_phase, {table, ids}, out, info.dtype,
+                m_phase == Phase::Backward ? TensorRole::Gradient : TensorRole::Activation);
+  // Mixed precision: the rows are looked up in the master table and the rows cast, not the whole table (V x D
+  // converts for B x S rows read); the table's gradient is then the master's own, in its type and sharding.
+  const DType master = info.dtype;
+  TensorId rows = emit(name + "." + dtype_name(master), OpKind::Embedding, m_phase, {table, ids}, out, master,
+                       TensorRole::Activation);
+  return emit(name, OpKind::Convert, m_phase, {rows}, out, m_dtype, TensorRole::Activation);
 }
 
 TensorId GraphBuilder::softmax_cross_entropy(TensorId logits, TensorId labels, const std::string& name) {
