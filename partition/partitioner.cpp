@@ -379,13 +379,15 @@ class Partitioner {
   // resharded where the update reads it, but a rule can produce it in its parameter's split (each device then
   // reduces only its own piece).
   // A part of a gradient (a tied parameter's gradient is the sum of its uses' parts; a mixed-precision one is cast
-  // to the master's type) takes the hint of the gradient it becomes.
+  // to the master's type) takes the hint of the gradient it becomes, and a value only cast (mixed precision's
+  // embedding rows) the hint of its cast.
   std::optional<ShardSpec> hint(TensorId t) const {
     if (auto w = wanted(t)) return w;
     for (OpId c : m_g.consumers(t)) {
       const Op& u = m_g.op(c);
-      if (u.phase == Phase::Backward && (u.kind == OpKind::Add || u.kind == OpKind::Convert) && u.outputs.size() == 1 &&
-          m_g.tensor(u.outputs[0]).shape == m_g.tensor(t).shape && m_g.consumers(t).size() == 1)
+      const bool plumbing = u.kind == OpKind::Convert || (u.phase == Phase::Backward && u.kind == OpKind::Add);
+      if (plumbing && u.outputs.size() == 1 && m_g.tensor(u.outputs[0]).shape == m_g.tensor(t).shape &&
+          m_g.consumers(t).size() == 1)
         return hint(u.outputs[0]);
       if (u.phase != Phase::Optimizer || u.inputs.size() < 2 || u.inputs[1] != t) continue;
       const TensorId param = u.inputs.front();

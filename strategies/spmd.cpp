@@ -164,7 +164,11 @@ void sequence_parallel(const ModelGraph& g, const std::string& axis, const std::
   for (OpId id : g.topological_order()) {
     const Op& op = g.op(id);
     if (op.kind != OpKind::MatMul || op.phase != Phase::Forward) continue;
-    const TensorId w = op.inputs[1];
+    TensorId w = op.inputs[1];
+    // Mixed precision: the matmul reads the weight's compute copy, made by a convert of the parameter.
+    if (const OpId c = g.producer(w); g.tensor(w).role == TensorRole::WeightCopy && c >= 0 &&
+                                       g.op(c).kind == OpKind::Convert)
+      w = g.op(c).inputs[0];
     if (g.tensor(w).role != TensorRole::Parameter) continue;
     const std::string& eq = op.attrs.equation;
     const size_t comma = eq.find(','), arrow = eq.find("->");

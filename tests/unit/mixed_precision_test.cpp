@@ -31,10 +31,12 @@ TEST(MixedPrecisionTest, Fp32MasterWeightsAreReadThroughBf16Copies) {
     if (info.role == TensorRole::Parameter) {
       ++params;
       EXPECT_EQ(info.dtype, DType::F32) << info.name;
-      // Read only by its casts (forward) and its update.
+      // Read only by its casts (forward) and its update; the embedding table by its lookup, whose rows are cast.
       for (OpId c : g.consumers(t)) {
         const Op& op = g.op(c);
-        EXPECT_TRUE(op.kind == OpKind::Convert || op.phase == Phase::Optimizer) << info.name << " read by " << op.name;
+        EXPECT_TRUE(op.kind == OpKind::Convert || op.phase == Phase::Optimizer ||
+                    (op.kind == OpKind::Embedding && info.name == "embedding"))
+            << info.name << " read by " << op.name;
       }
     }
     if (info.role == TensorRole::WeightCopy) {
@@ -48,10 +50,18 @@ TEST(MixedPrecisionTest, Fp32MasterWeightsAreReadThroughBf16Copies) {
     if (info.role == TensorRole::OptimizerState) EXPECT_EQ(info.dtype, DType::F32) << info.name;
   }
   // llm-tiny: per layer ln1, q, k, v, o, ln2, w1, w3, w2 (9); embedding, final norm, unembedding: 21 parameters,
-  // each read in one layer, so one copy each.
+  // each read in one layer, so one copy each, but for the embedding: its lookup reads the fp32 table and casts the
+  // B x S rows it read (not the V x D table).
   EXPECT_EQ(params, 21);
-  EXPECT_EQ(copies, 21);
-  // Each update takes an fp32 gradient, cast back from the copy's bf16 gradient.
+  EXPECT_EQ(copies, 20);
+  const Op& cast_rows = g.op(g.producer(g.find_tensor("embed")));
+  EXPECT_EQ(cast_rows.kind, OpKind::Convert);
+  EXPECT_EQ(g.tensor(cast_rows.outputs[0]).dtype, DType::BF16);
+  EXPECT_EQ(g.tensor(cast_rows.inputs[0]).name, "embed.fp32");
+  EXPECT_EQ(g.tensor(cast_rows.inputs[0]).dtype, DType::F32);
+  EXPECT_EQ(g.op(g.producer(cast_rows.inputs[0])).kind, OpKind::Embedding);
+  // Each update takes an fp32 gradient, cast back from the copy's bf16 gradient (the embedding's: scattered from the
+  // rows' gradient, cast back to fp32, into the fp32 table).
   int updates = 0;
   for (const Op& op : g.ops()) {
     if (op.phase != Phase::Optimizer) continue;
@@ -60,6 +70,10 @@ TEST(MixedPrecisionTest, Fp32MasterWeightsAreReadThroughBf16Copies) {
     const TensorId grad = op.inputs[1];
     EXPECT_EQ(g.tensor(grad).dtype, DType::F32) << op.name;
     const Op& from = g.op(g.producer(grad));
+    if (op.inputs[0] == g.find_tensor("embedding")) {
+      EXPECT_EQ(from.kind, OpKind::EmbeddingGrad) << op.name;
+      continue;
+    }
     EXPECT_EQ(from.kind, OpKind::Convert) << op.name;
     EXPECT_EQ(g.tensor(from.inputs[0]).dtype, DType::BF16) << op.name;
   }
@@ -76,14 +90,14 @@ TEST(MixedPrecisionTest, ByDefaultWeightsTakeTheComputeTypeAndNothingIsCast) {
   EXPECT_EQ(same.num_ops(), g.num_ops());
 }
 
-TEST(MixedPrecisionTest, ATiedEmbeddingHasOneCopyPerLayerThatReadsIt) {
+TEST(MixedPrecisionTest, ATiedEmbeddingHasOneCopyPerLayerThatReadsItsWhole) {
   const ModelGraph g = build(kTiny + "  weight_dtype: fp32\n  tie_embeddings: true\n");
   std::vector<std::string> copies;
   for (const Op& op : g.ops())
     if (op.kind == OpKind::Convert && op.phase == Phase::Forward && g.tensor(op.inputs[0]).name == "embedding")
       copies.push_back(g.tensor(op.outputs[0]).name + "@" + std::to_string(op.cell));
-  // The lookup (cell 0) and the logits (cell layers + 1 = 3).
-  EXPECT_EQ(copies, (std::vector<std::string>{"embedding.bf16@0", "embedding.bf16.cell3@3"}));
+  // The logits' (cell layers + 1 = 3); the lookup (cell 0) reads the fp32 table and casts its rows.
+  EXPECT_EQ(copies, (std::vector<std::string>{"embedding.bf16@3"}));
   // Their gradients are summed in fp32 for the one update.
   const TensorId emb = g.find_tensor("embedding");
   for (const Op& op : g.ops())

@@ -508,6 +508,39 @@ TEST(PlanFiguresTest, SequenceParallelTurnsEachAllReduceIntoReduceScatterAndAllG
   expect_reproduces_the_step(s);
 }
 
+// Mixed precision (fp32 master weights read through bf16 copies) changes what the matmuls read, not how sequence
+// parallelism splits them: the same collectives (bf16 activations: half the bytes), and q, k, v, the FFN's up
+// projection and the attention scores split over the heads and hidden units as without it.
+TEST(PlanFiguresTest, SequenceParallelWithMixedPrecisionSplitsAsWithout) {
+  const int64_t batch = 2;
+  std::string mixed = transformer(2, batch, "sgd");
+  mixed.replace(mixed.find("dtype: fp32"), 11, "dtype: bf16, weight_dtype: fp32");
+  const std::string sp = "strategy: {name: spmd, sequence_parallel: true}\n";
+  const Step a = plan_step(hardware("[4, 1]") + transformer(2, batch, "sgd") + sp);
+  const Step b = plan_step(hardware("[4, 1]") + mixed + sp);
+  for (const char* n : {"layer0.attn.q", "layer0.attn.k", "layer0.attn.v", "layer0.attn.scores", "layer1.ffn.up"}) {
+    SCOPED_TRACE(n);
+    ASSERT_TRUE(local_tensor(a.plan.programs[0], n) && local_tensor(b.plan.programs[0], n));
+    EXPECT_EQ(local_tensor(b.plan.programs[0], n)->shape, local_tensor(a.plan.programs[0], n)->shape);
+  }
+  EXPECT_EQ(local_tensor(b.plan.programs[0], "layer0.attn.scores")->shape,
+            (std::vector<int64_t>{batch, NH / 4, S, S}));
+  // The same collectives, named after the same values (the embedding's gradient is named for its cast, not its sum).
+  auto collectives_of = [](const Program& p) {
+    std::vector<std::string> k;
+    for (OpId id : p.order) {
+      const Op& op = p.graph.op(id);
+      if (!is_communication(op.kind)) continue;
+      std::string name = op.name.substr(0, op.name.rfind('/'));
+      if (name == "embed.grad.sum1") name = "embed.grad";
+      k.push_back(std::string(op_kind_name(op.kind)) + " " + name);
+    }
+    std::sort(k.begin(), k.end());
+    return k;
+  };
+  EXPECT_EQ(collectives_of(b.plan.programs[0]), collectives_of(a.plan.programs[0]));
+}
+
 // Activation memory of the sequence-parallel regions: the lookup, every layer norm's input (the residual sums) and
 // output, the FFN's output bias and the final norm, each batch x S x D whole on every chip under Megatron, and a
 // quarter of it with sequence parallelism over 4 chips; the norms' statistics (batch x S) likewise. The gathered
