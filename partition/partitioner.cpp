@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 
 #include "plan/op_sharding.h"
 #include "sim/common/error.h"
@@ -430,9 +431,17 @@ class Partitioner {
       for (size_t k = before; k < m_res.program.order.size(); ++k)
         for (TensorId o : m_res.program.graph.op(m_res.program.order[k]).outputs)
           m_res.program.graph.tensor(o).role = TensorRole::Temporary;
-      if (m_res.program.order.size() > before)
-        m_chains.push_back({{m_res.program.order.begin() + static_cast<std::ptrdiff_t>(before), m_res.program.order.end()},
-                            pass, op.cell});
+      if (m_res.program.order.size() > before) {
+        GatherChain chain{{m_res.program.order.begin() + static_cast<std::ptrdiff_t>(before), m_res.program.order.end()},
+                          pass, op.cell};
+        // A mixed-precision compute copy is cast on the shard in the pass that gathers it: the cast moves with its
+        // gather when the gather is issued early.
+        const OpId cast = m_g.producer(t);
+        if (cast >= 0 && m_g.op(cast).kind == OpKind::Convert && gather_pass(m_g.op(cast)) == pass &&
+            m_local_op[cast] >= 0 && m_chained.insert(m_local_op[cast]).second)
+          chain.ops.insert(chain.ops.begin(), m_local_op[cast]);
+        m_chains.push_back(std::move(chain));
+      }
     }
     for (size_t j = 0; j < op.outputs.size(); ++j) {
       TensorId t = op.outputs[j];
@@ -599,6 +608,7 @@ class Partitioner {
   bool m_fallback_noted = false;
   int m_pass = -1;                   // while gathering a fully sharded parameter: the pass the copy serves
   std::vector<GatherChain> m_chains;  // every such gather, in issue order
+  std::set<OpId> m_chained;           // casts moved with a gather (one gather takes each)
   std::vector<OpId> m_local_op;    // per logical op: the (last) local op computing it
   std::vector<OpId> m_local_first;  // per logical op: its first local op (they differ for an op run in steps)
   OpId m_last_op = -1;    // the last op emitted

@@ -105,6 +105,25 @@ std::map<TensorId, ShardSpec> gathered_for_use(const ModelGraph& g, const Experi
       }
     if (gathered) out[t] = use;
   }
+  // Mixed precision: a parameter read through compute copies (converts; workloads/builder.h) is cast on its shard
+  // and the bf16 copy is gathered instead (half the bytes of the fp32 master, as FSDP's and MaxText's mixed
+  // precision do). The master stays gathered for any other reader (the embedding's lookup).
+  std::map<TensorId, ShardSpec> copies;
+  for (const Op& op : g.ops()) {
+    if (op.kind != OpKind::Convert || op.inputs.size() != 1 || op.outputs.size() != 1) continue;
+    auto it = out.find(op.inputs[0]);
+    if (it != out.end() && g.tensor(op.outputs[0]).role == TensorRole::WeightCopy) copies[op.outputs[0]] = it->second;
+  }
+  for (auto it = out.begin(); it != out.end();) {
+    bool other_reader = false;
+    for (OpId c : g.consumers(it->first)) {
+      const Op& op = g.op(c);
+      other_reader = other_reader || (op.phase != Phase::Optimizer &&
+                                      !(op.kind == OpKind::Convert && copies.count(op.outputs.front())));
+    }
+    it = other_reader ? std::next(it) : out.erase(it);
+  }
+  out.insert(copies.begin(), copies.end());
   return out;
 }
 

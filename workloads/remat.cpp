@@ -112,7 +112,10 @@ Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(Op
         }
         const OpId id = r.add_op(c);
         out.source_op.push_back(f);
-        if (gate && entry && last_backward >= 0) r.add_control(last_backward, id);
+        // A mixed-precision cast of a parameter reads nothing the pass makes: it waits for no backward op (a fully
+        // sharded step issues it with its gather, one layer ahead).
+        const bool cast = c.kind == OpKind::Convert && g.tensor(g.op(f).inputs[0]).role == TensorRole::Parameter;
+        if (gate && entry && !cast && last_backward >= 0) r.add_control(last_backward, id);
       }
     }
     Op c = op;

@@ -2,10 +2,11 @@
 // expecting exit 0, a summary.json and a trace. Used by shipped_test.cpp (quick tier) and shipped_slow_test.cpp
 // (long tier).
 //
-// Which files: configs/quickstart.yaml and every *.yaml under configs/examples/ and configs/papers/, found when the
-// tests are listed, so a file dropped into those folders is tested without touching this code. In the quick tier a
-// file runs as is if it fits the quick budget (below); one that does not fails and says so, and then needs an entry
-// in reduced_sizes(): `--set` overrides that shrink it for the quick tier (the long tier runs it at full size).
+// Which files: configs/quickstart.yaml and every *.yaml under configs/examples/, configs/papers/ and configs/models/,
+// found when the tests are listed, so a file dropped into those folders is tested without touching this code. In the
+// quick tier a file runs as is if it fits the quick budget (below); one that does not fails and says so, and then
+// needs an entry in reduced_sizes(): `--set` overrides that shrink it for the quick tier (the long tier runs it at
+// full size).
 //
 // configs/sweeps/: every sweep file plans in the quick tier (`podsim sweep plan`), and runs as shipped in the long
 // tier (`podsim sweep FILE`).
@@ -46,7 +47,20 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
   static const std::vector<std::string> kSmallPipelinedTransformer = {
       "workload.layers=8", "workload.d_model=256", "workload.d_ff=1024", "workload.heads=4", "workload.vocab=1024",
       "workload.seq_len=64", "strategy.micro_batches=8"};
+  // configs/models/: each model on its pod with its strategies, mesh, batch, precision and re-materialization as
+  // shipped; 2 layers of narrow width, a small vocabulary and 128-token sequences (the heads, key/value heads and FFN
+  // kind stay the preset's).
+  static const std::vector<std::string> kNarrowModel = {"workload.layers=2", "workload.d_model=256",
+                                                        "workload.d_ff=1024", "workload.head_dim=32",
+                                                        "workload.vocab=4096", "workload.seq_len=128"};
   static const std::map<std::string, std::vector<std::string>> table = {
+      {"configs/models/gpt3-175b.yaml", kNarrowModel},
+      {"configs/models/llama2-7b.yaml", kNarrowModel},
+      {"configs/models/llama2-70b.yaml", kNarrowModel},
+      {"configs/models/llama3-8b.yaml", kNarrowModel},
+      {"configs/models/llama3-70b.yaml", kNarrowModel},
+      {"configs/models/llama3-405b.yaml", kNarrowModel},
+      {"configs/models/palm-540b.yaml", kNarrowModel},
       // 256 chips as shipped; 1/64 of the data (4 MiB per chip instead of 256 MiB).
       {"configs/examples/allreduce_16x16.yaml", {"workload.bytes=4MiB"}},
       // 16 chips in three mesh axes as shipped; 2 layers instead of 8 (one per pipeline stage).
@@ -128,7 +142,7 @@ inline std::vector<Shipped> yaml_files_under(const std::vector<std::string>& roo
 
 // Every shipped experiment (not the sweeps), sorted by path.
 inline std::vector<Shipped> shipped_experiments() {
-  return detail::yaml_files_under({"configs/quickstart.yaml", "configs/examples", "configs/papers"});
+  return detail::yaml_files_under({"configs/quickstart.yaml", "configs/examples", "configs/papers", "configs/models"});
 }
 
 // Every file under configs/sweeps/, sorted.
