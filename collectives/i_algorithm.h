@@ -134,6 +134,12 @@ class ICollectiveAlgorithm {
   virtual std::vector<CollectiveKind> supports() const = 0;
   virtual Schedule schedule(const CollectiveRequest& req, int64_t rank) const = 0;
   virtual RankSymmetry symmetry(const CollectiveRequest&) const { return RankSymmetry::None; }
+  // All-reduce and reduce-scatter: the pieces each of the group's N blocks of the buffer is cut into, every
+  // element of a piece being added in the same order (the ring of its block and piece); 0 when the order is not a
+  // matter of block and piece. A combined collective (several tensors in one buffer, plan/shard_data.h
+  // CombinedLayout) puts each tensor's elements in the block and piece they would have on their own, so they add
+  // in the same order.
+  virtual int64_t reduction_pieces(const CollectiveRequest&) const { return 0; }
 };
 
 using CollectiveRegistry = Registry<ICollectiveAlgorithm>;

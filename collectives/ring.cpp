@@ -129,6 +129,10 @@ class RingAlgorithm : public ICollectiveAlgorithm {
   RankSymmetry symmetry(const CollectiveRequest& req) const override {
     return req.kind == CollectiveKind::Broadcast ? RankSymmetry::None : RankSymmetry::Torus;
   }
+  // A reduce-scatter: two directions over the group's blocks. An all-reduce cuts the buffer by each axis in turn.
+  int64_t reduction_pieces(const CollectiveRequest& req) const override {
+    return req.kind == CollectiveKind::ReduceScatter ? 2 : 0;
+  }
 };
 
 PODSIM_REGISTER_COLLECTIVE(RingAlgorithm, "ring", "Bidirectional rings along one axis at a time; broadcast chains");

@@ -167,6 +167,10 @@ class TorusAlgorithm : public ICollectiveAlgorithm {
     return ring_family_schedule(req, rank, true);
   }
   RankSymmetry symmetry(const CollectiveRequest&) const override { return RankSymmetry::Torus; }
+  // Two parts (directions) per axis of the group with more than one chip (ring_family_schedule's `want`).
+  int64_t reduction_pieces(const CollectiveRequest& req) const override {
+    return 2 * std::max<int64_t>(1, static_cast<int64_t>(active_axes(req.group).size()));
+  }
 };
 
 PODSIM_REGISTER_COLLECTIVE(TorusAlgorithm, "torus",

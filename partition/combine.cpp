@@ -5,13 +5,15 @@
 // itself only feeds the update. The reductions of activation gradients inside the backward pass (tensor
 // parallelism) never qualify: the backward pass waits for them.
 //
-// Buckets: walking the issue order, each qualifying reduction joins the open bucket of its kind, mesh axes,
+// Buckets: in the order the reductions can start (the issue position of the last op each waits for: the order the
+// backward pass makes the gradients), each qualifying reduction joins the open bucket of its kind, mesh axes,
 // algorithm, element type, scattered dimension (reduce-scatter; as XLA's ReduceScatterCombiner with
 // combine_by_dim) and pipeline unit while the bucket's bytes stay within the threshold; one that would exceed it
-// closes the bucket and opens the next. A bucket also closes as soon as an op that follows one of its members
-// (reads its result, or is ordered after it) comes up, so members are independent and nothing that needs a
-// result is delayed: the combined op is placed where its last member was, the point where the last of its inputs
-// is ready. A reduction larger than the threshold stays alone. As in XLA, combining is greedy in program order.
+// closes the bucket and opens the next. A bucket also closes rather than take a reduction that waits for one of its
+// members, or that would make it start after an op that needs one of its results (members stay independent, and
+// nothing that needs a result is delayed past where it is issued). The combined op is issued right after the last
+// op its members wait for: where the last of its inputs is ready. A reduction larger than the threshold stays
+// alone. As in XLA, combining is greedy.
 #include "partition/combine.h"
 
 #include <algorithm>

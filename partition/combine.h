@@ -1,9 +1,9 @@
 // Gradient bucketing, as XLA's all-reduce and reduce-scatter combiners do it: a pass over a partitioned program
-// (after partition/partitioner.h placed each gradient's reduction right after the op producing the gradient) that
-// merges the small reductions of parameter gradients into collectives of up to `threshold` bytes, each moving its
-// members' tensors concatenated as one buffer (partition/combine.cpp says which ops qualify and where the
-// combined op goes). Sums are elementwise, so combining changes no value; it changes how many collectives queue
-// on the links, and when each gradient's reduction ends.
+// (after partition/partitioner.h gave each gradient its own reduction, which starts when the gradient is ready)
+// that merges the small reductions of parameter gradients into collectives of up to `threshold` bytes, each moving
+// its members' tensors as one buffer (plan/shard_data.h CombinedLayout; partition/combine.cpp says which ops
+// qualify and where the combined op goes). Sums are elementwise, so combining changes no value; it changes how
+// many collectives queue on the links, and when each gradient's reduction ends.
 //
 //   CombineStats s = combine_gradient_reductions(program, 30.0 * 1024 * 1024);
 #pragma once

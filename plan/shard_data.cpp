@@ -147,52 +147,70 @@ Tensor unpack_collective(const Op& op, std::vector<float> flat, const std::vecto
   return concat(ptrs, join);
 }
 
-std::vector<float> pack_collective(const Op& op, const std::vector<const Tensor*>& inputs, int64_t n) {
-  if (inputs.size() == 1) return pack_collective(op, *inputs.front(), n);
-  if (op.kind != OpKind::AllReduce && op.kind != OpKind::ReduceScatter)
-    throw Error(Err::Internal, std::string("a combined ") + op_kind_name(op.kind) + " ('" + op.name +
-                                   "'): only all-reduce and reduce-scatter carry several tensors");
-  std::vector<std::vector<float>> packed;
-  size_t total = 0;
-  for (const Tensor* t : inputs) {
-    packed.push_back(pack_collective(op, *t, n));
-    total += packed.back().size();
+CombinedLayout combined_layout(OpKind kind, const std::vector<int64_t>& elements, int64_t group, int64_t pieces) {
+  if (kind != OpKind::AllReduce && kind != OpKind::ReduceScatter)
+    throw Error(Err::Internal, std::string("a combined ") + op_kind_name(kind) +
+                                   ": only all-reduce and reduce-scatter carry several tensors");
+  CombinedLayout l;
+  l.group = std::max<int64_t>(1, group);
+  l.pieces = std::max<int64_t>(1, pieces);
+  // An all-reduce whose order is not known by block and piece: the tensors one after another.
+  if (kind == OpKind::AllReduce && pieces <= 0) l.group = 1;
+  for (int64_t e : elements) {
+    if (kind == OpKind::ReduceScatter && e % l.group != 0)
+      throw Error(Err::Internal, "combined reduce-scatter: a tensor of " + std::to_string(e) +
+                                     " elements is not " + std::to_string(l.group) + " equal blocks");
+    const int64_t B = (e + l.group - 1) / l.group;  // an all-reduce pads its count to equal blocks
+    const int64_t P = std::max<int64_t>(1, std::min(B, l.pieces));
+    l.elements.push_back(e);
+    l.block.push_back(B);
+    l.parts.push_back(P);
+    l.offset.push_back(l.piece);
+    l.piece += (B + P - 1) / P;
   }
-  // An all-reduce is elementwise: its blocks need not line up, the inputs go one after another.
-  const int64_t blocks = op.kind == OpKind::ReduceScatter ? std::max<int64_t>(1, n) : 1;
-  std::vector<float> out;
-  out.reserve(total);
-  for (int64_t r = 0; r < blocks; ++r)
-    for (const auto& p : packed) {
-      if (p.size() % static_cast<size_t>(blocks) != 0)
-        throw Error(Err::Internal, "combined reduce-scatter '" + op.name + "': an input of " +
-                                       std::to_string(p.size()) + " elements is not " + std::to_string(blocks) +
-                                       " equal blocks");
-      const size_t per = p.size() / static_cast<size_t>(blocks);
-      out.insert(out.end(), p.begin() + static_cast<std::ptrdiff_t>(r * per),
-                 p.begin() + static_cast<std::ptrdiff_t>((r + 1) * per));
-    }
+  return l;
+}
+
+namespace {
+
+// Calls f(tensor offset, combined offset, length) for each run of tensor i in block b.
+template <class F>
+void for_runs(const CombinedLayout& l, size_t i, int64_t b, F f) {
+  const int64_t B = l.block[i], P = l.parts[i];
+  for (int64_t q = 0; q < P; ++q) {
+    const int64_t lo = B * q / P, hi = B * (q + 1) / P;
+    const int64_t src = b * B + lo, n = std::min(hi, l.elements[i] - b * B) - lo;
+    if (n > 0) f(src, b * l.block_elements() + q * l.piece + l.offset[i], n);
+  }
+}
+
+}  // namespace
+
+std::vector<float> pack_combined(const CombinedLayout& l, const std::vector<std::vector<float>>& inputs) {
+  std::vector<float> out(static_cast<size_t>(l.total()), 0.0f);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    for (int64_t b = 0; b < l.group; ++b)
+      for_runs(l, i, b, [&](int64_t src, int64_t dst, int64_t n) {
+        std::copy_n(inputs[i].begin() + src, n, out.begin() + dst);
+      });
   return out;
 }
 
-std::vector<Tensor> unpack_collective(const Op& op, std::vector<float> flat,
-                                      const std::vector<std::vector<int64_t>>& out_shapes, int64_t n) {
-  std::vector<Tensor> out;
-  if (out_shapes.size() == 1) {
-    out.push_back(unpack_collective(op, std::move(flat), out_shapes.front(), n));
-    return out;
-  }
-  size_t at = 0;
-  for (const auto& shape : out_shapes) {
-    Tensor t(shape);
-    const size_t k = t.data.size();
-    if (at + k > flat.size())
-      throw Error(Err::Internal, "combined collective '" + op.name + "' produced " + std::to_string(flat.size()) +
-                                     " elements for larger outputs");
-    std::copy(flat.begin() + static_cast<std::ptrdiff_t>(at), flat.begin() + static_cast<std::ptrdiff_t>(at + k),
-              t.data.begin());
-    at += k;
-    out.push_back(std::move(t));
+std::vector<std::vector<float>> unpack_combined(const CombinedLayout& l, const std::vector<float>& flat, bool scattered) {
+  std::vector<std::vector<float>> out;
+  for (size_t i = 0; i < l.elements.size(); ++i) {
+    out.emplace_back(static_cast<size_t>(scattered ? l.block[i] : l.elements[i]), 0.0f);
+    if (scattered) {
+      // This rank's block alone, as if it were block 0.
+      for_runs(l, i, 0, [&](int64_t src, int64_t dst, int64_t n) {
+        std::copy_n(flat.begin() + dst, n, out.back().begin() + src);
+      });
+    } else {
+      for (int64_t b = 0; b < l.group; ++b)
+        for_runs(l, i, b, [&](int64_t src, int64_t dst, int64_t n) {
+          std::copy_n(flat.begin() + dst, n, out.back().begin() + src);
+        });
+    }
   }
   return out;
 }

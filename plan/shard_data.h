@@ -42,13 +42,26 @@ void assemble_results(const Plan& plan, const ModelGraph& logical,
 // output tensor of shape `out_shape`. Identity for dimension 0 and for all-reduce.
 std::vector<float> pack_collective(const Op& op, const Tensor& input, int64_t group);
 Tensor unpack_collective(const Op& op, std::vector<float> flat, const std::vector<int64_t>& out_shape, int64_t group);
-// A combined collective (several tensors in one op, partition/combine.h; all-reduce and reduce-scatter): the
-// inputs' packed buffers joined so that block r of the result is every input's block r in turn (each input's
-// parts for rank r side by side), and the flat result split back into the outputs, one after another. One input:
-// as above.
-std::vector<float> pack_collective(const Op& op, const std::vector<const Tensor*>& inputs, int64_t group);
-std::vector<Tensor> unpack_collective(const Op& op, std::vector<float> flat,
-                                      const std::vector<std::vector<int64_t>>& out_shapes, int64_t group);
+// The buffer of a combined collective (several tensors in one all-reduce or reduce-scatter, partition/combine.h)
+// over a group of `group` ranks, for an algorithm that cuts each of the group's blocks into `pieces` pieces and adds
+// all elements of a piece in one order (collectives/i_algorithm.h reduction_pieces; 0: the order is not known by
+// block and piece). Each tensor's part of block b, piece q, as the algorithm would cut the tensor's own buffer, goes
+// to block b, piece q of the combined buffer, padded with zeros to the tensor's largest piece: every element is
+// added in the order it would be on its own, and rank r's block of a reduce-scatter holds its parts of every tensor.
+struct CombinedLayout {
+  int64_t group = 1, pieces = 1;
+  int64_t piece = 0;  // elements of one piece of the combined buffer
+  // Per tensor: its elements, the elements of each of its blocks, its pieces, and its offset within a piece.
+  std::vector<int64_t> elements, block, parts, offset;
+  int64_t block_elements() const { return pieces * piece; }
+  int64_t total() const { return group * pieces * piece; }
+};
+CombinedLayout combined_layout(OpKind kind, const std::vector<int64_t>& elements, int64_t group, int64_t pieces);
+// The combined buffer from each tensor's flat input (pack_collective's, for a reduce-scatter its parts outermost).
+std::vector<float> pack_combined(const CombinedLayout& l, const std::vector<std::vector<float>>& inputs);
+// Each tensor's flat result from the combined result: the whole buffer (all-reduce) or this rank's block
+// (reduce-scatter, `scattered`).
+std::vector<std::vector<float>> unpack_combined(const CombinedLayout& l, const std::vector<float>& flat, bool scattered);
 
 // A device's index along mesh axes, for the kernels of a partitioned program (workloads/tensor.h).
 class MeshDevice : public DeviceIndex {

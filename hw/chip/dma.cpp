@@ -141,20 +141,37 @@ void Dma::finish_op(Running& r) {
   double start = r.start;
   if (m_ctx.numeric && r.kind != OpKind::Send && r.kind != OpKind::Recv && r.kind != OpKind::Traffic) {
     const Op& gop = m_graph->op(m_prog->ops[op].members.front());
-    // One output, or a combined collective's several (partition/combine.h), their elements one after another.
-    std::vector<std::vector<int64_t>> shapes;
-    int64_t elements = 0;
-    for (TensorId out : gop.outputs) {
-      shapes.push_back(m_graph->tensor(out).shape);
-      elements += m_graph->tensor(out).elements();
+    if (r.combined) {
+      // A combined collective (partition/combine.h): each output from its blocks and pieces of the buffer.
+      const bool scattered = r.kind == OpKind::ReduceScatter;
+      const int64_t want = scattered ? r.combined->block_elements() : r.combined->total();
+      if (!scattered && static_cast<int64_t>(r.buf[1].size()) > want)
+        r.buf[1].resize(static_cast<size_t>(want));  // drop the padding to equal blocks
+      if (static_cast<int64_t>(r.buf[1].size()) != want)
+        throw Error(Err::Internal, "combined collective '" + gop.name + "' produced " +
+                                       std::to_string(r.buf[1].size()) + " elements for a buffer of " +
+                                       std::to_string(want));
+      std::vector<std::vector<float>> parts = unpack_combined(*r.combined, r.buf[1], scattered);
+      for (size_t k = 0; k < parts.size(); ++k) {
+        Tensor t(m_graph->tensor(gop.outputs[k]).shape);
+        if (static_cast<int64_t>(parts[k].size()) != t.elements())
+          throw Error(Err::Internal, "combined collective '" + gop.name + "' produced " +
+                                         std::to_string(parts[k].size()) + " elements for an output of " +
+                                         std::to_string(t.elements()));
+        t.data = std::move(parts[k]);
+        m_store.put(gop.outputs[k], std::move(t));
+      }
+    } else {
+      TensorId out = gop.outputs.front();
+      Tensor t(m_graph->tensor(out).shape);
+      if (r.kind == OpKind::AllReduce && static_cast<int64_t>(r.buf[1].size()) > t.elements())
+        r.buf[1].resize(static_cast<size_t>(t.elements()));  // drop the padding
+      if (static_cast<int64_t>(r.buf[1].size()) != t.elements())
+        throw Error(Err::Internal, "collective '" + gop.name + "' produced " + std::to_string(r.buf[1].size()) +
+                                       " elements for an output of " + std::to_string(t.elements()));
+      t = unpack_collective(gop, std::move(r.buf[1]), t.shape, r.req.group.size());
+      m_store.put(out, std::move(t));
     }
-    if (r.kind == OpKind::AllReduce && static_cast<int64_t>(r.buf[1].size()) > elements)
-      r.buf[1].resize(static_cast<size_t>(elements));  // drop the padding
-    if (static_cast<int64_t>(r.buf[1].size()) != elements)
-      throw Error(Err::Internal, "collective '" + gop.name + "' produced " + std::to_string(r.buf[1].size()) +
-                                     " elements for outputs of " + std::to_string(elements));
-    std::vector<Tensor> ts = unpack_collective(gop, std::move(r.buf[1]), shapes, r.req.group.size());
-    for (size_t k = 0; k < ts.size(); ++k) m_store.put(gop.outputs[k], std::move(ts[k]));
   }
   if (r.instance) m_instance_op.erase(r.instance);
   m_running.erase(op);

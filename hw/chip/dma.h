@@ -35,6 +35,9 @@
 
 namespace podsim {
 
+struct CombinedLayout;  // plan/shard_data.h
+
+
 class Dma : public sc_core::sc_module {
  public:
   using Done = std::function<void(int32_t op, double start, double end)>;
@@ -80,6 +83,7 @@ class Dma : public sc_core::sc_module {
     std::vector<float> buf[3];  // Input, Output, Scratch (numeric)
     bool bf16 = false;          // the buffers hold bf16 values: every value written is rounded
     bool max = false;           // a max all-reduce: reductions keep the larger value
+    std::shared_ptr<const CombinedLayout> combined;  // a collective of several tensors (plan/shard_data.h)
     size_t awaiting = 0;  // receives in kAwaiting
     // Point to point: the transfer's key, the peer chip, and (Recv) the chunks still to land
     MsgKey p2p_key;

@@ -17,9 +17,17 @@ void Dma::start_collective(Running& r, const Op& op) {
   r.group = m_ctx.group(m_chip, op.attrs.axes);
   r.req.kind = collective_of(op.kind);
   r.req.group = r.group.shape;
-  // A combined collective (partition/combine.h) moves its tensors as one buffer.
-  r.req.elements = 0;
-  for (TensorId t : op.inputs) r.req.elements += m_graph->tensor(t).elements();
+  r.req.elements = in.elements();
+  if (op.inputs.size() > 1) {
+    // A combined collective (partition/combine.h) moves its tensors as one buffer, each tensor's elements in the
+    // blocks and pieces the algorithm would give them on their own.
+    std::vector<int64_t> counts;
+    for (TensorId t : op.inputs) counts.push_back(m_graph->tensor(t).elements());
+    std::unique_ptr<ICollectiveAlgorithm> algo = CollectiveRegistry::instance().make(comm_algorithm(op));
+    const int64_t pieces = algo ? algo->reduction_pieces(r.req) : 0;
+    r.combined = std::make_shared<const CombinedLayout>(combined_layout(op.kind, counts, r.req.group.size(), pieces));
+    r.req.elements = r.combined->total();
+  }
   r.req.elem_bytes = dtype_bytes(in.dtype);
   r.bf16 = in.dtype == DType::BF16;
   r.max = op.kind == OpKind::AllReduce && op.attrs.reduce_max;
@@ -40,9 +48,13 @@ void Dma::start_collective(Running& r, const Op& op) {
   r.state.assign(n, kPending);
   for (size_t i = 0; i < n; ++i) r.deps_left[i] = r.tasks[i].dep_count;
   if (m_ctx.numeric) {
-    std::vector<const Tensor*> data;
-    for (TensorId t : op.inputs) data.push_back(&m_store.get(t));
-    r.buf[0] = pack_collective(op, data, r.req.group.size());  // a dimension's parts outermost (plan/shard_data.h)
+    if (r.combined) {
+      std::vector<std::vector<float>> parts;
+      for (TensorId t : op.inputs) parts.push_back(pack_collective(op, m_store.get(t), r.req.group.size()));
+      r.buf[0] = pack_combined(*r.combined, parts);
+    } else {
+      r.buf[0] = pack_collective(op, m_store.get(op.inputs.front()), r.req.group.size());  // a dimension's parts outermost (plan/shard_data.h)
+    }
     r.buf[0].resize(static_cast<size_t>(r.req.elements), 0.0f);
     int64_t out = sched.output_elements;
     r.buf[1] = out == r.req.elements ? r.buf[0] : std::vector<float>(static_cast<size_t>(out), 0.0f);

@@ -70,18 +70,31 @@ TEST(CombineTest, OneCombinedAllReduceAndAShorterStep) {
       << r.out;
 }
 
-// The values: over a group of two every element is one addition, so the combined step's tensors are bit for bit
-// those of the uncombined step. Over four chips the torus algorithm may add an element's four addends in another
-// order (the piece of the buffer it falls in decides its ring direction): equal at fp32 rounding.
+// The values: each tensor's elements sit in the combined buffer in the block and piece the algorithm would give
+// them on their own, so they are added in the same order: the combined step's tensors are bit for bit those of
+// the uncombined step, over 2 chips, 4 on two torus axes, 8 on three (v4), with the default algorithm (torus) and
+// with strategy.gradient_algorithm: ring (whose all-reduce cuts the buffer by each axis in turn: no longer bit for
+// bit, equal at fp32 rounding).
 TEST(CombineTest, ValuesDoNotChange) {
-  for (const std::string dims : {"[2, 1]", "[2, 2]"}) {
-    const std::string tag = dims == "[2, 1]" ? "two" : "four";
-    run(tag + "_off", experiment(dims), {"--set", "run.combine_threshold=0", "--set", "run.numeric=true"});
-    const json on = run(tag + "_on", experiment(dims), {"--set", "run.numeric=true"});
-    EXPECT_EQ(on["combined_collectives"]["tensors"], 8) << dims;
-    CliResult c = run_podsim({"compare", test_dir() + "/" + tag + "_off", test_dir() + "/" + tag + "_on",
-                              "--tolerance", dims == "[2, 1]" ? "0" : "1e-6"});
-    EXPECT_EQ(c.code, 0) << dims << "\n" << c.out << c.err;
+  struct Case {
+    std::string tag, hardware, algorithm, tolerance;
+  };
+  const Case cases[] = {
+      {"two", "tpu-v3, pod: {dims: [2, 1]}", "", "0"},
+      {"four", "tpu-v3, pod: {dims: [2, 2]}", "", "0"},
+      {"eight", "tpu-v4, pod: {dims: [2, 2, 2]}", "", "0"},
+      {"ring", "tpu-v4, pod: {dims: [2, 2, 2]}", "ring", "1e-6"},
+  };
+  for (const Case& k : cases) {
+    std::string yaml = experiment("[2, 2]");
+    yaml.replace(yaml.find("tpu-v3, pod: {dims: [2, 2]}"), 27, k.hardware);
+    if (!k.algorithm.empty()) yaml.replace(yaml.find("name: data_parallel"), 19, "name: data_parallel, gradient_algorithm: " + k.algorithm);
+    run(k.tag + "_off", yaml, {"--set", "run.combine_threshold=0", "--set", "run.numeric=true"});
+    const json on = run(k.tag + "_on", yaml, {"--set", "run.numeric=true"});
+    EXPECT_EQ(on["combined_collectives"]["tensors"], 8) << k.tag;
+    CliResult c = run_podsim({"compare", test_dir() + "/" + k.tag + "_off", test_dir() + "/" + k.tag + "_on",
+                              "--tolerance", k.tolerance});
+    EXPECT_EQ(c.code, 0) << k.tag << "\n" << c.out << c.err;
   }
 }
 

@@ -292,22 +292,24 @@ TEST(CombineTest, PipelineStagesCombineTheirGradientReductions) {
       EXPECT_EQ(a.get(static_cast<TensorId>(i)).data, b.get(static_cast<TensorId>(i)).data) << g.tensor(static_cast<TensorId>(i)).name;
 }
 
-// The buffer a combined reduce-scatter runs on: block r holds every input's part r in turn, so rank r's block is
-// its outputs one after another.
+// The buffer a combined collective runs on, for an algorithm that cuts each of 2 blocks into 2 pieces: each
+// tensor's part of block b, piece q as the algorithm cuts the tensor's own buffer (a: 6 elements, blocks of 3 in
+// pieces of 1 and 2; b: 2 elements, blocks of 1 in one piece), padded to the tensor's largest piece (a: 2, b: 1),
+// goes to block b, piece q of the combined buffer (pieces of 3, blocks of 6).
 TEST(CombineTest, CombinedBufferLayout) {
-  Op rs;
-  rs.name = "rs";
-  rs.kind = OpKind::ReduceScatter;
-  Tensor a({4}), b({2});
-  a.data = {1, 2, 3, 4};
-  b.data = {5, 6};
-  EXPECT_EQ(pack_collective(rs, std::vector<const Tensor*>{&a, &b}, 2), (std::vector<float>{1, 2, 5, 3, 4, 6}));
-  const std::vector<std::vector<int64_t>> shapes = {{2}, {1}};
-  std::vector<Tensor> out = unpack_collective(rs, std::vector<float>{7, 8, 9}, shapes, 2);
-  ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(out[0].data, (std::vector<float>{7, 8}));
-  EXPECT_EQ(out[1].data, (std::vector<float>{9}));
-  Op ar = rs;
-  ar.kind = OpKind::AllReduce;
-  EXPECT_EQ(pack_collective(ar, std::vector<const Tensor*>{&a, &b}, 2), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  const CombinedLayout l = combined_layout(OpKind::ReduceScatter, {6, 2}, 2, 2);
+  EXPECT_EQ(l.piece, 3);
+  EXPECT_EQ(l.total(), 12);
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {7, 8};
+  const std::vector<float> packed = pack_combined(l, {a, b});
+  EXPECT_EQ(packed, (std::vector<float>{1, 0, 7, 2, 3, 0, /* block 1 */ 4, 0, 8, 5, 6, 0}));
+  // A rank's block of the reduce-scatter: its part of each tensor.
+  std::vector<std::vector<float>> mine = unpack_combined(l, {10, 0, 17, 12, 13, 0}, true);
+  EXPECT_EQ(mine, (std::vector<std::vector<float>>{{10, 12, 13}, {17}}));
+  // The whole buffer (an all-reduce's result): every tensor back.
+  EXPECT_EQ(unpack_combined(l, packed, false), (std::vector<std::vector<float>>{a, b}));
+  // An all-reduce pads each tensor to equal blocks (5 elements: blocks of 3, the last element padding); an
+  // algorithm whose order is not by block and piece (0) gets the tensors one after another.
+  const CombinedLayout r = combined_layout(OpKind::AllReduce, {5, 2}, 2, 0);
+  EXPECT_EQ(pack_combined(r, {{1, 2, 3, 4, 5}, {6, 7}}), (std::vector<float>{1, 2, 3, 4, 5, 6, 7}));
 }
