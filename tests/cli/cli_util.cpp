@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -60,6 +61,7 @@ std::string test_dir() {
   (void)kCleanerInstalled;
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "cli";
+  std::replace(name.begin(), name.end(), '/', '_');  // parameterized tests: one folder, not a nest of them
   std::string& made = made_dir();
   std::string dir = fs::temp_directory_path().string() + "/podsim-cli-" + std::to_string(getpid()) + "-" + name;
   if (made != dir) {

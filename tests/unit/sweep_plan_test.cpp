@@ -19,13 +19,18 @@ std::string dir() {
   static std::string d = [] {
     std::string p = fs::temp_directory_path().string() + "/podsim-sweep-plan-" + std::to_string(getpid());
     fs::create_directories(p);
-    // Removed when the test process ends (each test runs in a process of its own).
+    return p;
+  }();
+  // Removed when the test process ends (each test runs in a process of its own). Registered once `d` is made, so
+  // that the handler runs before `d` is destroyed.
+  static const bool removed_at_exit = [] {
     std::atexit([] {
       std::error_code ec;
       fs::remove_all(dir(), ec);
     });
-    return p;
+    return true;
   }();
+  (void)removed_at_exit;
   return d;
 }
 
