@@ -25,96 +25,17 @@
 #include "workloads/i_workload.h"
 #include "workloads/reference.h"
 #include "workloads/tensor_compare.h"
+#include "tests/unit/plan_steps.h"
 
 using namespace podsim;
+using namespace podsim::plan_steps;
 
 namespace {
-
-struct Step {
-  Experiment exp;
-  ModelGraph graph;
-  Plan plan;
-};
-
-Step plan_step(const std::string& yaml) {
-  Experiment e = load_experiment_text(yaml, "fsdp.yaml");
-  e.run.combine_threshold = 0;  // the partitioner's collectives, one per gradient (bucketing: combine_test.cpp)
-  ModelGraph g = WorkloadRegistry::instance().make(e.workload)->build(e.params);
-  Plan p = make_plan(g, e);
-  validate_plan(p, g, e.hardware.pod.chips());
-  return {e, g, p};
-}
-
-std::string num(double bytes) { return std::to_string(static_cast<long long>(bytes)); }
-
-// "all_gather fc0.w [fsdp] dim 0: 256 -> 1024 B"
-std::string line(const std::string& kind, const std::string& tensor, const std::string& axes, int dim, double in,
-                 double out) {
-  std::string s = kind + " " + tensor + " [" + axes + "]";
-  if (dim >= 0) s += " dim " + std::to_string(dim);
-  s += ": " + num(in);
-  if (out != in) s += " -> " + num(out);
-  return s + " B";
-}
-std::string ar(const std::string& t, const std::string& axes, double bytes) {
-  return line("all_reduce", t, axes, -1, bytes, bytes);
-}
-std::string rs(const std::string& t, const std::string& axes, int dim, double in, double out) {
-  return line("reduce_scatter", t, axes, dim, in, out);
-}
-std::string ag(const std::string& t, const std::string& axes, int dim, double in, double out) {
-  return line("all_gather", t, axes, dim, in, out);
-}
-
-// The collectives of a program in the form above, sorted (the tensor is the op's name up to its last '/').
-std::vector<std::string> collectives(const Program& p) {
-  std::vector<std::string> lines;
-  for (OpId id : p.order) {
-    const Op& op = p.graph.op(id);
-    if (!is_communication(op.kind)) continue;
-    const std::string tensor = op.name.substr(0, op.name.rfind('/'));
-    std::string axes;
-    for (const auto& a : op.attrs.axes) axes += (axes.empty() ? "" : ",") + a;
-    const bool with_dim = op.kind == OpKind::ReduceScatter || op.kind == OpKind::AllGather || op.kind == OpKind::AllToAll;
-    lines.push_back(line(op_kind_name(op.kind), tensor, axes, with_dim ? static_cast<int>(op.attrs.dim) : -1,
-                         p.graph.tensor(op.inputs.front()).bytes(), p.graph.tensor(op.outputs.front()).bytes()));
-  }
-  std::sort(lines.begin(), lines.end());
-  return lines;
-}
-
-std::vector<std::string> sorted(std::vector<std::string> v) {
-  std::sort(v.begin(), v.end());
-  return v;
-}
 
 MemoryPlan memory(const Step& s) {
   const Program& p = s.plan.programs.at(0);
   return lower(p.graph, p.order, s.exp.hardware.chip, {s.exp.run.fusion != "none"}).memory;
 }
-
-// The plan run in memory on every device against the single-device step (relative norm error 1e-5).
-void expect_reproduces_the_step(const Step& s) {
-  TensorStore inputs;
-  init_step_inputs(s.graph, inputs, 5);
-  TensorStore ref = inputs;
-  run_reference(s.graph, ref);
-  std::vector<TensorStore> chips = interpret_plan(s.plan, s.graph, inputs, 5);
-  TensorStore got;
-  assemble_results(s.plan, s.graph, [&](int64_t c) { return &chips[c]; }, got);
-  int compared = 0;
-  for (size_t i = 0; i < s.graph.num_tensors(); ++i) {
-    const TensorInfo& t = s.graph.tensor(static_cast<TensorId>(i));
-    if (t.role != TensorRole::Loss && t.role != TensorRole::Updated) continue;
-    ASSERT_TRUE(got.has(static_cast<TensorId>(i))) << t.name;
-    EXPECT_LE(compare_tensors(got.get(static_cast<TensorId>(i)), ref.get(static_cast<TensorId>(i))).rel_norm, 1e-5)
-        << t.name;
-    ++compared;
-  }
-  EXPECT_GT(compared, 5);
-}
-
-std::string hardware(const std::string& dims) { return "hardware: {preset: tpu-v3, pod: {dims: " + dims + "}}\n"; }
 
 // The MLP: batch B, input I, hidden H, 2 hidden layers, C classes, fp32.
 constexpr int64_t B = 16, I = 8, H = 32, C = 4;
@@ -460,7 +381,7 @@ TEST(FsdpTest, WeightUpdateShardingOnTopIsAnError) {
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("weight-update sharding"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("fsdp.yaml:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("plan.yaml:"), std::string::npos) << e.what();
   }
 }
 

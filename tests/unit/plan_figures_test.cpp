@@ -27,78 +27,12 @@
 #include "workloads/i_workload.h"
 #include "workloads/reference.h"
 #include "workloads/tensor_compare.h"
+#include "tests/unit/plan_steps.h"
 
 using namespace podsim;
+using namespace podsim::plan_steps;
 
 namespace {
-
-struct Step {
-  Experiment exp;
-  ModelGraph graph;
-  Plan plan;
-};
-
-Step plan_step(const std::string& yaml) {
-  Experiment e = load_experiment_text(yaml, "figures.yaml");
-  e.run.combine_threshold = 0;  // the partitioner's collectives, one per gradient (bucketing: combine_test.cpp)
-  ModelGraph g = WorkloadRegistry::instance().make(e.workload)->build(e.params);
-  Plan p = make_plan(g, e);
-  validate_plan(p, g, e.hardware.pod.chips());
-  return {e, g, p};
-}
-
-std::string num(double bytes) { return std::to_string(static_cast<long long>(bytes)); }
-
-// One collective as the tests write it: "reduce_scatter fc0.w.grad [data] dim 0: 1024 -> 256 B".
-std::string line(const std::string& kind, const std::string& tensor, const std::string& axes, int dim, double in,
-                 double out) {
-  std::string s = kind + " " + tensor + " [" + axes + "]";
-  if (dim >= 0) s += " dim " + std::to_string(dim);
-  s += ": " + num(in);
-  if (out != in) s += " -> " + num(out);
-  return s + " B";
-}
-std::string ar(const std::string& t, const std::string& axes, double bytes) {
-  return line("all_reduce", t, axes, -1, bytes, bytes);
-}
-std::string rs(const std::string& t, const std::string& axes, int dim, double in, double out) {
-  return line("reduce_scatter", t, axes, dim, in, out);
-}
-std::string ag(const std::string& t, const std::string& axes, int dim, double in, double out) {
-  return line("all_gather", t, axes, dim, in, out);
-}
-std::string a2a(const std::string& t, const std::string& axes, int dim, double bytes) {
-  return line("all_to_all", t, axes, dim, bytes, bytes);
-}
-std::string send(const std::string& t, double bytes) { return line("send", t, "pipe", -1, bytes, bytes); }
-std::string recv(const std::string& t, double bytes) { return line("recv", t, "pipe", -1, bytes, bytes); }
-
-// The collectives and point-to-point transfers of a program, in the form above, sorted. The tensor is the op's
-// name up to its last '/' (the partitioner names a reshard "<tensor>/<collective>#n", a transfer
-// "<tensor>/send to stage k").
-std::vector<std::string> collectives(const Program& p) {
-  std::vector<std::string> lines;
-  for (OpId id : p.order) {
-    const Op& op = p.graph.op(id);
-    if (!is_communication(op.kind)) continue;
-    const std::string tensor = op.name.substr(0, op.name.rfind('/'));
-    std::string axes;
-    for (const auto& a : op.attrs.axes) axes += (axes.empty() ? "" : ",") + a;
-    const bool with_dim = op.kind == OpKind::ReduceScatter || op.kind == OpKind::AllGather || op.kind == OpKind::AllToAll;
-    // A send's output is a token, a receive has no input: each moves the one tensor it names.
-    const double in = op.kind == OpKind::Recv ? p.graph.tensor(op.outputs.front()).bytes()
-                                              : p.graph.tensor(op.inputs.front()).bytes();
-    const double out = op.kind == OpKind::Send ? in : p.graph.tensor(op.outputs.front()).bytes();
-    lines.push_back(line(op_kind_name(op.kind), tensor, axes, with_dim ? static_cast<int>(op.attrs.dim) : -1, in, out));
-  }
-  std::sort(lines.begin(), lines.end());
-  return lines;
-}
-
-std::vector<std::string> sorted(std::vector<std::string> v) {
-  std::sort(v.begin(), v.end());
-  return v;
-}
 
 // The memory plan of role `r` as the engine lowers it.
 MemoryPlan memory(const Step& s, size_t r) {
@@ -122,27 +56,6 @@ double activation_peak(const Step& s, size_t r) {
   return plan_memory(g, ep).peak_bytes;
 }
 
-// The plan run in memory on every device against the single-device step (relative norm error 1e-5).
-void expect_reproduces_the_step(const Step& s) {
-  TensorStore inputs;
-  init_step_inputs(s.graph, inputs, 5);
-  TensorStore ref = inputs;
-  run_reference(s.graph, ref);
-  std::vector<TensorStore> chips = interpret_plan(s.plan, s.graph, inputs, 5);
-  TensorStore got;
-  assemble_results(s.plan, s.graph, [&](int64_t c) { return &chips[c]; }, got);
-  int compared = 0;
-  for (size_t i = 0; i < s.graph.num_tensors(); ++i) {
-    const TensorInfo& t = s.graph.tensor(static_cast<TensorId>(i));
-    if (t.role != TensorRole::Loss && t.role != TensorRole::Updated) continue;
-    ASSERT_TRUE(got.has(static_cast<TensorId>(i))) << t.name;
-    EXPECT_LE(compare_tensors(got.get(static_cast<TensorId>(i)), ref.get(static_cast<TensorId>(i))).rel_norm, 1e-5)
-        << t.name;
-    ++compared;
-  }
-  EXPECT_GT(compared, 5);
-}
-
 // ---- the models, by hand -------------------------------------------------------------------------------------
 
 // The MLP of these tests: batch B, input I, hidden H, 2 hidden layers, C classes, fp32 (4 bytes).
@@ -154,8 +67,6 @@ std::string mlp(const std::string& optimizer, int64_t batch = B, int layers = 2)
          ", hidden: " + std::to_string(H) + ", layers: " + std::to_string(layers) + ", classes: " + std::to_string(C) +
          ", dtype: fp32, optimizer: " + optimizer + "}\nrun: {fusion: none}\n";
 }
-
-std::string hardware(const std::string& dims) { return "hardware: {preset: tpu-v3, pod: {dims: " + dims + "}}\n"; }
 
 // The MLP's parameters and their elements.
 const std::vector<std::pair<std::string, int64_t>> kMlpParams = {
@@ -392,13 +303,6 @@ TEST(PlanFiguresTest, TwoDimensionalShardingMovesWhatGspmdMoves) {
 
 namespace {
 
-// The local tensor of program `p` named `name` (the partitioner names an op's output as its logical tensor).
-const TensorInfo* local_tensor(const Program& p, const std::string& name) {
-  for (size_t t = 0; t < p.graph.num_tensors(); ++t)
-    if (p.graph.tensor(static_cast<TensorId>(t)).name == name) return &p.graph.tensor(static_cast<TensorId>(t));
-  return nullptr;
-}
-
 std::string transformer_vocab(int64_t vocab, bool tied) {
   std::string w = transformer(1, 2, "sgd");
   w.replace(w.find("vocab: " + std::to_string(V)), 7 + std::to_string(V).size(), "vocab: " + std::to_string(vocab));
@@ -615,7 +519,7 @@ TEST(PlanFiguresTest, SequenceParallelOnlyWithMegatronOnATransformer) {
   } catch (const Error& e) {
     EXPECT_EQ(e.err(), Err::StrategyMismatch);
     EXPECT_NE(e.message().find("strategy.scheme is 2d; use scheme: megatron"), std::string::npos) << e.message();
-    EXPECT_EQ(e.where().str().rfind("figures.yaml:", 0), 0u) << e.where().str();
+    EXPECT_EQ(e.where().str().rfind("plan.yaml:", 0), 0u) << e.where().str();
   }
   try {
     plan_step(hardware("[4, 1]") + mlp("sgd") + "strategy: {name: spmd, sequence_parallel: true}\n");

@@ -17,24 +17,12 @@
 #include "workloads/i_workload.h"
 #include "workloads/reference.h"
 #include "workloads/remat.h"
+#include "tests/unit/plan_steps.h"
 
 using namespace podsim;
+using namespace podsim::plan_steps;
 
 namespace {
-
-struct Step {
-  Experiment exp;
-  ModelGraph graph;
-  Plan plan;
-};
-
-Step plan_step(const std::string& yaml) {
-  Experiment e = load_experiment_text(yaml, "remat.yaml");
-  ModelGraph g = WorkloadRegistry::instance().make(e.workload)->build(e.params);
-  Plan p = make_plan(g, e);
-  validate_plan(p, g, e.hardware.pod.chips());
-  return {e, g, p};
-}
 
 // The MLP of these tests: batch B, input I, hidden H, 2 hidden layers, C classes, fp32.
 constexpr int64_t B = 16, I = 8, H = 32, C = 4;
