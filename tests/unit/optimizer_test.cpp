@@ -137,32 +137,36 @@ TEST(OptimizerTest, LarsExcludesBiases) {
   EXPECT_EQ(update_kinds(s.graph), want);
 }
 
-// In the Transformer the layer norms' scales and offsets (gamma, beta) and the FFN biases are excluded.
-TEST(OptimizerTest, LarsExcludesLayerNormParameters) {
-  Experiment e = load_experiment_text(hardware("[1, 1]") +
-                                          "workload: {model: transformer, layers: 1, d_model: 16, d_ff: 32, heads: 2, "
-                                          "vocab: 11, seq_len: 4, batch: 2, optimizer: lars}\n",
-                                      "t.yaml");
-  const ModelGraph g = WorkloadRegistry::instance().make(e.workload)->build(e.params);
-  int norms = 0, lars = 0, plain = 0;
-  for (const Op& op : g.ops()) {
-    if (op.phase != Phase::Optimizer) continue;
-    const TensorInfo& p = g.tensor(op.inputs.front());
-    const bool excluded = p.param_kind != ParamKind::Weight;
-    EXPECT_EQ(excluded, op.kind == OpKind::MomentumUpdate) << op.name;
-    if (p.name.find(".gamma") != std::string::npos || p.name.find(".beta") != std::string::npos)
-      EXPECT_EQ(p.param_kind, ParamKind::Norm) << p.name;
-    else if (p.name.find(".b1") != std::string::npos || p.name.find(".b2") != std::string::npos)
-      EXPECT_EQ(p.param_kind, ParamKind::Bias) << p.name;
-    else
-      EXPECT_EQ(p.param_kind, ParamKind::Weight) << p.name;
-    norms += op.kind == OpKind::LarsNorms;
-    lars += op.kind == OpKind::LarsUpdate;
-    plain += op.kind == OpKind::MomentumUpdate;
+// In the Transformer the normalization parameters (layer norm's gamma and beta, RMS norm's gamma) and the FFN
+// biases are excluded.
+TEST(OptimizerTest, LarsExcludesNormalizationParameters) {
+  for (const char* norm : {"layernorm", "rmsnorm"}) {
+    SCOPED_TRACE(norm);
+    Experiment e = load_experiment_text(hardware("[1, 1]") +
+                                            "workload: {model: transformer, layers: 1, d_model: 16, d_ff: 32, heads: 2, "
+                                            "vocab: 11, seq_len: 4, batch: 2, optimizer: lars, norm: " + norm + "}\n",
+                                        "t.yaml");
+    const ModelGraph g = WorkloadRegistry::instance().make(e.workload)->build(e.params);
+    int norms = 0, lars = 0, plain = 0;
+    for (const Op& op : g.ops()) {
+      if (op.phase != Phase::Optimizer) continue;
+      const TensorInfo& p = g.tensor(op.inputs.front());
+      const bool excluded = p.param_kind != ParamKind::Weight;
+      EXPECT_EQ(excluded, op.kind == OpKind::MomentumUpdate) << op.name;
+      if (p.name.find(".gamma") != std::string::npos || p.name.find(".beta") != std::string::npos)
+        EXPECT_EQ(p.param_kind, ParamKind::Norm) << p.name;
+      else if (p.name.find(".b1") != std::string::npos || p.name.find(".b2") != std::string::npos)
+        EXPECT_EQ(p.param_kind, ParamKind::Bias) << p.name;
+      else
+        EXPECT_EQ(p.param_kind, ParamKind::Weight) << p.name;
+      norms += op.kind == OpKind::LarsNorms;
+      lars += op.kind == OpKind::LarsUpdate;
+      plain += op.kind == OpKind::MomentumUpdate;
+    }
+    EXPECT_EQ(norms, lars);
+    EXPECT_GT(lars, 0);
+    EXPECT_GT(plain, 0);
   }
-  EXPECT_EQ(norms, lars);
-  EXPECT_GT(lars, 0);
-  EXPECT_GT(plain, 0);
 }
 
 // Optimizer state in bytes per parameter (fp32 states): momentum and LARS one, RMSProp two, so that with fp32
