@@ -311,6 +311,22 @@ TEST(OptimizerTest, DataTimesModelAllReducesNormsOverBothAxes) {
   expect_reproduces_the_step(s);
 }
 
+// A pipeline of 2 stages x data 2 with weight-update sharding: each stage all-reduces the norms of its own weights
+// over `data`; the step reproduces the single-device one.
+TEST(OptimizerTest, PipelineTimesDataWithWeightUpdateSharding) {
+  const Step s = plan_step(hardware("[2, 2]") + mlp("lars", ", weight_decay: 0.01") +
+                           "strategy: {name: [pipeline, data_parallel], micro_batches: 2, weight_update_sharding: true}\n"
+                           "mesh: {axes: [pipe, data], shape: [2, 2]}\n");
+  std::vector<std::string> got;
+  for (const Program& p : s.plan.programs)
+    for (const std::string& c : collectives(p))
+      if (c.find(".norms") != std::string::npos) got.push_back(c);
+  std::vector<std::string> want;
+  for (const auto& [p, n] : kWeights) want.push_back(ar(p + ".norms", "data", 2 * F32));
+  EXPECT_EQ(sorted(got), sorted(want));
+  expect_reproduces_the_step(s);
+}
+
 // RMSProp and momentum under weight-update sharding need no extra collective and reproduce the step.
 TEST(OptimizerTest, MomentumAndRmsPropShardedReproduceTheStep) {
   for (const char* opt : {"momentum", "rmsprop"}) {
