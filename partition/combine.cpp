@@ -2,7 +2,8 @@
 //
 // Which reductions qualify: all-reduces and reduce-scatters (one tensor each) whose output is a gradient that only
 // the update needs: every op after them is an optimizer op, or communication (and its local reshards) that
-// itself only feeds the update. The reductions of activation gradients inside the backward pass (tensor
+// itself only feeds the update; and all-reduces of what an optimizer op computed for the update (LARS's partial
+// squared norms, one small all-reduce per sharded weight: XLA's all-reduce combiner batches them the same way). The reductions of activation gradients inside the backward pass (tensor
 // parallelism) never qualify: the backward pass waits for them.
 //
 // Buckets: in the order the reductions can start (the issue position of the last op each waits for: the order the
@@ -62,7 +63,10 @@ CombineStats combine_gradient_reductions(Program& prog, double threshold_bytes, 
   auto qualifies = [&](OpId id) {
     const Op& op = g.op(id);
     if (!reduction(op.kind) || op.inputs.size() != 1 || op.outputs.size() != 1 || !late[id]) return false;
-    return g.tensor(op.outputs.front()).role == TensorRole::Gradient;
+    if (g.tensor(op.outputs.front()).role == TensorRole::Gradient) return true;
+    // A value an optimizer op made for the update (LARS's partial norms of sharded weights).
+    const OpId p = g.producer(op.inputs.front());
+    return p >= 0 && g.op(p).phase == Phase::Optimizer;
   };
 
   std::vector<size_t> pos(n, 0);

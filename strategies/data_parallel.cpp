@@ -81,7 +81,9 @@ class DataParallel : public IStrategy {
       ShardSpec s = base;
       s.dims[dim].push_back("data");
       // The gradient and every optimizer-state input (inputs 1 and up) in the sharded spec: the update runs there.
+      // (Not LARS's norms, which are not shaped like the parameter: the partitioner all-reduces their partial sums.)
       for (size_t i = 1; i < op.inputs.size(); ++i) {
+        if (g.tensor(op.inputs[i]).shape != info.shape) continue;
         specs.erase(op.inputs[i]);
         specs[op.inputs[i]] = s;
       }

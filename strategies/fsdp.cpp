@@ -112,9 +112,10 @@ class Fsdp : public IStrategy {
       if (info.shape.empty()) continue;
       auto it = specs.find(param);
       ShardSpec s = it != specs.end() ? it->second : ShardSpec::replicated(info.shape.size());
-      if (s.uses(kAxis)) continue;  // a parameter two updates read (none today)
-      s.dims[shard_dim(info, s, mesh.axis_size(kAxis))].push_back(kAxis);
-      for (TensorId t : op.inputs) specs[t] = s;  // the parameter, its gradient and its optimizer state
+      // A parameter two optimizer ops read (LARS's norms, then its update) is sharded by the first.
+      if (!s.uses(kAxis)) s.dims[shard_dim(info, s, mesh.axis_size(kAxis))].push_back(kAxis);
+      for (TensorId t : op.inputs)  // the parameter, its gradient and its optimizer state (not LARS's norms)
+        if (g.tensor(t).shape == info.shape) specs[t] = s;
     }
   }
 

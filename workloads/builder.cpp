@@ -120,7 +120,12 @@ TensorId GraphBuilder::scale(TensorId a, double alpha, const std::string& name) 
   return forward(name, OpKind::Scale, {a}, m_g.tensor(a).shape, m_g.tensor(a).dtype, at);
 }
 
+void GraphBuilder::set_param_kind(TensorId p, ParamKind kind) {
+  if (m_g.tensor(p).role == TensorRole::Parameter) m_g.tensor(p).param_kind = kind;
+}
+
 TensorId GraphBuilder::bias_add(TensorId x, TensorId bias, const std::string& name) {
+  set_param_kind(bias, ParamKind::Bias);
   const auto& sx = m_g.tensor(x).shape;
   const auto& sb = m_g.tensor(bias).shape;
   if (sb.size() != 1 || sx.back() != sb[0]) shape_error(name, "bias " + shape_text(sb) + " for " + shape_text(sx));
@@ -152,6 +157,8 @@ TensorId GraphBuilder::rope(TensorId x, const std::string& name) {
 }
 
 TensorId GraphBuilder::layer_norm(TensorId x, TensorId gamma, TensorId beta, const std::string& name, double eps) {
+  set_param_kind(gamma, ParamKind::Norm);
+  set_param_kind(beta, ParamKind::Norm);
   gamma = compute_copy(gamma);
   beta = compute_copy(beta);
   const TensorInfo xi = m_g.tensor(x);
@@ -178,6 +185,7 @@ TensorId GraphBuilder::layer_norm(TensorId x, TensorId gamma, TensorId beta, con
 }
 
 TensorId GraphBuilder::rms_norm(TensorId x, TensorId gamma, const std::string& name, double eps) {
+  set_param_kind(gamma, ParamKind::Norm);
   gamma = compute_copy(gamma);
   const TensorInfo xi = m_g.tensor(x);
   int64_t d = xi.shape.back();
@@ -344,35 +352,62 @@ void GraphBuilder::backward(TensorId loss) {
 }
 
 void GraphBuilder::optimizer(const OptimizerConfig& cfg) {
+  // LARS: the squared norms of every weight and its gradient first, then the updates, so that with the weights
+  // sharded the small all-reduces of the norms are all ready before the first update needs one and the gradient
+  // combiner (partition/combine.h) can issue them as one collective.
+  std::map<TensorId, TensorId> norms;
+  if (cfg.kind == Optimizer::Lars)
+    for (TensorId p : m_params) {
+      auto it = m_grad.find(p);
+      if (it == m_grad.end() || m_g.tensor(p).param_kind != ParamKind::Weight) continue;
+      const TensorInfo w = m_g.tensor(p);
+      Op op;
+      op.name = w.name + ".norms";
+      op.kind = OpKind::LarsNorms;
+      op.phase = Phase::Optimizer;
+      op.cell = m_g.consumers(p).empty() ? -1 : m_g.op(m_g.consumers(p).front()).cell;
+      op.inputs = {p, it->second};
+      op.outputs = {m_g.add_tensor({w.name + ".norms", {2}, DType::F32, TensorRole::Activation})};
+      norms[p] = op.outputs.front();
+      m_g.add_op(op);
+    }
   for (TensorId p : m_params) {
     auto it = m_grad.find(p);
     if (it == m_grad.end()) continue;
     const TensorInfo w = m_g.tensor(p);
     OpAttrs at;
     at.alpha = cfg.learning_rate;
-    at.beta1 = cfg.beta1;
-    at.beta2 = cfg.beta2;
+    at.beta1 = cfg.kind == Optimizer::Adam ? cfg.beta1 : cfg.momentum;
+    at.beta2 = cfg.kind == Optimizer::RmsProp ? cfg.rmsprop_decay : cfg.beta2;
     at.eps = cfg.eps;
     at.step = cfg.step;
+    at.eta = cfg.lars_eta;
+    at.weight_decay = cfg.weight_decay;
     Op op;
     op.name = w.name + ".update";
     op.phase = Phase::Optimizer;
     op.cell = m_g.consumers(p).empty() ? -1 : m_g.op(m_g.consumers(p).front()).cell;
     op.attrs = at;
-    TensorInfo nw{w.name + ".new", w.shape, w.dtype, TensorRole::Updated, p};
-    if (cfg.kind == Optimizer::Sgd) {
-      op.kind = OpKind::SgdUpdate;
-      op.inputs = {p, it->second};
-      op.outputs = {m_g.add_tensor(nw)};
-    } else {
-      TensorId m = m_g.add_tensor({w.name + ".m", w.shape, DType::F32, TensorRole::OptimizerState});
-      TensorId v = m_g.add_tensor({w.name + ".v", w.shape, DType::F32, TensorRole::OptimizerState});
-      op.kind = OpKind::AdamUpdate;
-      op.inputs = {p, it->second, m, v};
-      op.outputs = {m_g.add_tensor(nw),
-                    m_g.add_tensor({w.name + ".m.new", w.shape, DType::F32, TensorRole::Updated, m}),
-                    m_g.add_tensor({w.name + ".v.new", w.shape, DType::F32, TensorRole::Updated, v})};
+    std::vector<const char*> suffixes;  // its state tensors, fp32
+    switch (cfg.kind) {
+      case Optimizer::Sgd: op.kind = OpKind::SgdUpdate; break;
+      case Optimizer::Adam: op.kind = OpKind::AdamUpdate, suffixes = {".m", ".v"}; break;
+      // LARS's excluded parameters (biases, normalization): momentum at the base rate, without weight decay.
+      case Optimizer::Momentum: case Optimizer::Lars:
+        op.kind = norms.count(p) ? OpKind::LarsUpdate : OpKind::MomentumUpdate, suffixes = {".momentum"};
+        break;
+      case Optimizer::RmsProp: op.kind = OpKind::RmsPropUpdate, suffixes = {".ms", ".momentum"}; break;
     }
+    std::vector<TensorId> states;
+    for (const char* x : suffixes)
+      states.push_back(m_g.add_tensor({w.name + x, w.shape, DType::F32, TensorRole::OptimizerState}));
+    op.inputs = {p, it->second};
+    op.inputs.insert(op.inputs.end(), states.begin(), states.end());
+    if (op.kind == OpKind::LarsUpdate) op.inputs.push_back(norms.at(p));
+    op.outputs = {m_g.add_tensor({w.name + ".new", w.shape, w.dtype, TensorRole::Updated, p})};
+    for (TensorId st : states)
+      op.outputs.push_back(
+          m_g.add_tensor({m_g.tensor(st).name + ".new", w.shape, DType::F32, TensorRole::Updated, st}));
     m_g.add_op(op);
   }
 }

@@ -20,13 +20,18 @@
 
 namespace podsim {
 
-enum class Optimizer { Sgd, Adam };
+// The update rules are in workloads/ops/optimizer.cpp.
+enum class Optimizer { Sgd, Adam, Momentum, Lars, RmsProp };
 
 struct OptimizerConfig {
   Optimizer kind = Optimizer::Sgd;
   double learning_rate = 0.01;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam; eps also RMSProp's
   int64_t step = 1;  // Adam's step count t, for bias correction
+  double momentum = 0.9;       // Momentum, LARS and RMSProp
+  double lars_eta = 0.001;     // LARS's trust coefficient
+  double weight_decay = 0;     // LARS's (not applied to biases and normalization parameters)
+  double rmsprop_decay = 0.9;  // RMSProp's decay of the mean square
 };
 
 class GraphBuilder {
@@ -40,6 +45,9 @@ class GraphBuilder {
   GraphBuilder(ModelGraph& g, DType dtype, DType weight_dtype);
 
   TensorId param(const std::string& name, std::vector<int64_t> shape);
+  // What parameter `p` is to the model (workloads/tensor_info.h ParamKind): bias_add marks its bias, layer_norm and
+  // rms_norm their scale and offset; a new op taking such parameters (batch norm) marks them the same way.
+  void set_param_kind(TensorId p, ParamKind kind);
   TensorId input(const std::string& name, std::vector<int64_t> shape, DType dtype);
   TensorId label(const std::string& name, std::vector<int64_t> shape);
 
@@ -83,7 +91,8 @@ class GraphBuilder {
 
   // Adds Backward ops computing d(loss)/d(every parameter), summing gradients of tensors used more than once.
   void backward(TensorId loss);
-  // Adds one Optimizer op per parameter, producing Updated tensors "<param>.new" (and "<param>.m.new", ...).
+  // Adds one Optimizer op per parameter, producing Updated tensors "<param>.new" (and "<param>.m.new", ...); LARS
+  // first adds one op per weight computing its squared norms ("<param>.norms").
   void optimizer(const OptimizerConfig& cfg);
 
   // The gradient tensor of a parameter or activation after backward(); -1 if it has none.

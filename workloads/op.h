@@ -57,6 +57,10 @@ enum class OpKind : uint8_t {
   // Optimizer updates, one op per parameter.
   SgdUpdate,   // inputs (w, g) -> w' = w - lr * g; attrs: alpha = lr
   AdamUpdate,  // inputs (w, g, m, v) -> (w', m', v'); attrs: alpha = lr, beta1, beta2, eps, step
+  MomentumUpdate,  // inputs (w, g, u) -> (w', u'): u' = beta1 u + g; w' = w - lr u'; attrs: alpha = lr, beta1 = momentum
+  LarsNorms,       // inputs (w, g) -> [sum w^2, sum g^2] (fp32 [2]): the squared norms LARS's trust ratio needs
+  LarsUpdate,      // inputs (w, g, u, norms) -> (w', u'); attrs: alpha = lr, beta1 = momentum, eta, weight_decay
+  RmsPropUpdate,   // inputs (w, g, ms, u) -> (w', ms', u'); attrs: alpha = lr, beta2 = decay, beta1 = momentum, eps
   // Communication between chips (executed by the chip's DMA engines over ICI).
   AllReduce, ReduceScatter, AllGather, AllToAll, CollectivePermute, Broadcast,
   Send, Recv,
@@ -76,9 +80,11 @@ struct OpAttrs {
   std::string equation;
   // Scale, Softmax(Grad) scale, learning rate of updates.
   double alpha = 1.0;
-  // Adam and LayerNorm.
+  // Adam and LayerNorm; momentum (beta1) and RMSProp's decay (beta2).
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-5;
   int64_t step = 1;
+  // LARS: the trust coefficient and the weight decay.
+  double eta = 0.001, weight_decay = 0;
   // Softmax (a causal mask over the last two dimensions).
   bool causal = false;
   // Communication: mesh axes of the group, algorithm (empty: the collective's default), permute shift and

@@ -28,6 +28,11 @@ enum class TensorRole : uint8_t {
 };
 const char* role_name(TensorRole r);
 
+// What a parameter is to the model. LARS (workloads/ops/optimizer.cpp) takes biases and normalization scales and
+// offsets out of its trust ratio and weight decay, as the MLPerf implementations do. The builder's bias_add,
+// layer_norm and rms_norm mark the parameters they take (GraphBuilder::set_param_kind).
+enum class ParamKind : uint8_t { Weight, Bias, Norm };
+
 // The file stem a tensor named `name` is written under in a run's tensors/ (<stem>.npy): the name with characters
 // other than letters, digits, '.', '_' and '-' replaced by '_'.
 std::string tensor_file_stem(const std::string& name);
@@ -42,6 +47,7 @@ struct TensorInfo {
   // No gradient flows into this value (a one-hot dispatch mask, routing decisions): reverse-mode rules emit none
   // for it, as a stop-gradient does.
   bool stop_gradient = false;
+  ParamKind param_kind = ParamKind::Weight;  // for parameters
 
   int64_t elements() const;
   double bytes() const { return static_cast<double>(elements()) * dtype_bytes(dtype); }

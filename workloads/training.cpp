@@ -15,13 +15,27 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
                         "dtype bf16 is mixed precision: fp32 master weights, each cast to a bf16 copy where the step "
                         "reads it, the copy's gradient cast back to fp32 (docs/model.md).")
           .optional(),
-      ParamSpec::choice("workload.optimizer", {"sgd", "adam"}, "Optimizer; Adam keeps two fp32 state tensors per "
-                                                               "weight.")
+      ParamSpec::choice("workload.optimizer", {"sgd", "adam", "momentum", "lars", "rmsprop"},
+                        "Optimizer (docs/model.md): sgd (no state); adam (two fp32 states per weight); momentum (SGD "
+                        "with momentum, one fp32 state); lars (You et al. 2017: momentum with a per-weight trust "
+                        "ratio from the norms of the weight and its gradient; biases and normalization parameters "
+                        "excluded; one fp32 state); rmsprop (with momentum, GPipe's AmoebaNet: two fp32 states, 12 "
+                        "bytes per parameter with fp32 weights).")
           .def(default_optimizer),
       ParamSpec::real("workload.learning_rate", "Learning rate.").positive(100).def(default_lr),
       ParamSpec::real("workload.beta1", "Adam first-moment decay.").range(0, 0.999999).def("0.9"),
       ParamSpec::real("workload.beta2", "Adam second-moment decay.").range(0, 0.999999999).def("0.999"),
-      ParamSpec::real("workload.eps", "Adam epsilon.").positive(1).def("1e-8"),
+      ParamSpec::real("workload.eps", "Adam and RMSProp epsilon (GPipe's AmoebaNet RMSProp: 1).").positive(1).def("1e-8"),
+      ParamSpec::real("workload.momentum", "Momentum of the momentum, lars and rmsprop optimizers.")
+          .range(0, 0.999999)
+          .def("0.9"),
+      ParamSpec::real("workload.lars_eta", "LARS trust coefficient eta.").positive(1).def("0.001"),
+      ParamSpec::real("workload.weight_decay",
+                      "LARS weight decay (its gradient term and in the trust ratio; not on biases and normalization "
+                      "parameters). Only with optimizer: lars.")
+          .range(0, 1)
+          .def("0"),
+      ParamSpec::real("workload.rmsprop_decay", "RMSProp decay of the mean square.").range(0, 0.999999).def("0.9"),
       ParamSpec::choice("workload.remat", {"none", "full", "dots", "names"},
                         "Re-materialization (activation checkpointing) of every layer, as JAX's checkpoint policies: "
                         "none keeps every activation (everything_saveable); full keeps only each layer's input and "
@@ -42,6 +56,11 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
 DType training_dtype(const ParamSet& p) { return p.s("workload.dtype") == "bf16" ? DType::BF16 : DType::F32; }
 
 void validate_training(const ParamSet& p) {
+  if (p.f("workload.weight_decay") != 0 && p.s("workload.optimizer") != "lars")
+    throw Error(Err::BadChoice, p.where("workload.weight_decay"),
+                "workload.weight_decay is LARS's weight decay, but workload.optimizer is " + p.s("workload.optimizer") +
+                    "; set optimizer: lars or drop weight_decay",
+                "workload.weight_decay");
   const bool names = p.s("workload.remat") == "names";
   if (names && p.strings("workload.remat_keep").empty())
     throw Error(Err::MissingKey, p.where("workload.remat"),
@@ -69,11 +88,20 @@ DType training_weight_dtype(const ParamSet& p) {
 
 OptimizerConfig training_optimizer(const ParamSet& p) {
   OptimizerConfig c;
-  c.kind = p.s("workload.optimizer") == "adam" ? Optimizer::Adam : Optimizer::Sgd;
+  const std::string o = p.s("workload.optimizer");
+  c.kind = o == "adam"       ? Optimizer::Adam
+           : o == "momentum" ? Optimizer::Momentum
+           : o == "lars"     ? Optimizer::Lars
+           : o == "rmsprop"  ? Optimizer::RmsProp
+                             : Optimizer::Sgd;
   c.learning_rate = p.f("workload.learning_rate");
   c.beta1 = p.f("workload.beta1");
   c.beta2 = p.f("workload.beta2");
   c.eps = p.f("workload.eps");
+  c.momentum = p.f("workload.momentum");
+  c.lars_eta = p.f("workload.lars_eta");
+  c.weight_decay = p.f("workload.weight_decay");
+  c.rmsprop_decay = p.f("workload.rmsprop_decay");
   return c;
 }
 

@@ -9,6 +9,7 @@
 namespace podsim {
 
 // workload.dtype, workload.weight_dtype, workload.optimizer, workload.learning_rate, workload.beta1/beta2/eps,
+// workload.momentum, workload.lars_eta, workload.weight_decay, workload.rmsprop_decay,
 // workload.remat and workload.remat_keep.
 std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer, const std::string& default_lr);
 DType training_dtype(const ParamSet& p);
