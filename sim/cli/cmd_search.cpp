@@ -24,6 +24,9 @@ SearchCommand* add_search_command(CLI::App& app) {
   c.app->add_option("experiment", c.file, "Experiment YAML file with a `search` section (or none: the defaults)")
       ->required();
   c.app->add_option("--out", c.opts.out, "Search folder (default: results/<experiment>-search)");
+  c.app->add_option("--set", c.opts.overrides,
+                    "Override a parameter of the experiment or its search section: --set path=value (repeatable)")
+      ->allow_extra_args(false);
   c.app->add_option("--budget", c.opts.budget,
                     "Simulate at most this many candidates, most promising first (default: search.budget; 0: all "
                     "that fit)")

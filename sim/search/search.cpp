@@ -83,13 +83,21 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
 
 int run_search(const std::string& experiment, const SearchOptions& opts) {
   // Stage 1: the space, every candidate validated by the loader.
-  const Experiment exp = load_experiment(experiment);
+  LoadOptions lo;
+  lo.overrides = opts.overrides;
+  const Experiment exp = load_experiment(experiment, lo);
   const SearchSpace space = search_space(exp);
   const std::string stem = fs::path(experiment).stem().string();
   const std::string out = fs::absolute(opts.out.empty() ? "results/" + stem + "-search" : opts.out)
                               .lexically_normal()
                               .string();
   YAML::Node base = base_node(experiment);
+  for (const std::string& o : opts.overrides) {  // --set: the experiment's values (the search's were read above)
+    const size_t eq = o.find('=');
+    const std::string path = o.substr(0, eq);
+    if (path.rfind("search.", 0) == 0 || path.rfind("strategy.", 0) == 0 || path.rfind("mesh.", 0) == 0) continue;
+    set_yaml_path(base, path, o.substr(eq + 1));
+  }
   const std::string base_text = emit(base);
   std::vector<Candidate> all = enumerate_candidates(space, exp);
   std::printf("search %s: %lld chips (%s), strategies %s; %zu candidates\n", experiment.c_str(),

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sim/sweep/driver.h"
 
@@ -24,6 +25,7 @@ namespace podsim {
 struct SearchOptions {
   SweepOptions sweep;    // backend, jobs, timeout, Slurm; sweep.out is ignored (the search folder's sweep/)
   std::string out;       // "" = results/<experiment name>-search
+  std::vector<std::string> overrides;  // --set path=value, on the experiment (and its search section)
   int64_t budget = -1;   // simulations at most; -1: search.budget; 0: every candidate that fits
   bool explain = false;  // print the winner's time breakdown beside the runner-up's
   bool dry_run = false;  // stop after stage 2 (the ordered candidates; nothing simulated)

@@ -243,19 +243,23 @@ void read_simulated(const std::string& sweep_dir, std::vector<SearchRow>& rows) 
   }
 }
 
+void set_yaml_path(YAML::Node& root, const std::string& path, const std::string& yaml_value) {
+  std::vector<std::string> parts;
+  std::stringstream ss(path);
+  for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
+  YAML::Node n = root;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node child = n[parts[i]];
+    n.reset(child);
+  }
+  n[parts.back()] = YAML::Load(yaml_value);
+}
+
 std::string best_yaml(const YAML::Node& base, const Candidate& c, const std::string& comment) {
   YAML::Node root = YAML::Clone(base);
   for (const std::string& o : c.overrides()) {
     const size_t eq = o.find('=');
-    std::vector<std::string> parts;
-    std::stringstream path(o.substr(0, eq));
-    for (std::string part; std::getline(path, part, '.');) parts.push_back(part);
-    YAML::Node n = root;
-    for (size_t i = 0; i + 1 < parts.size(); ++i) {
-      YAML::Node child = n[parts[i]];
-      n.reset(child);
-    }
-    n[parts.back()] = YAML::Load(o.substr(eq + 1));
+    set_yaml_path(root, o.substr(0, eq), o.substr(eq + 1));
   }
   YAML::Emitter em;
   em << root;

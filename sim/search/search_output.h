@@ -38,6 +38,9 @@ void read_simulated(const std::string& sweep_dir, std::vector<SearchRow>& rows);
 int report_search(const std::string& out, const std::string& experiment, const YAML::Node& base,
                   const SearchSpace& space, std::vector<SearchRow>& rows, const SearchOptions& opts);
 
+// Sets `path` (dotted) of a YAML mapping to `yaml_value`.
+void set_yaml_path(YAML::Node& root, const std::string& path, const std::string& yaml_value);
+
 // best.yaml's text: the experiment with the candidate's strategy, mesh and options, and a comment with its figures.
 std::string best_yaml(const YAML::Node& base, const Candidate& c, const std::string& comment);
 
