@@ -46,18 +46,22 @@ double comm_seconds(const Op& op, const ModelGraph& g, const Mesh& mesh, const H
   const double out = op.outputs.empty() ? 0 : g.tensor(op.outputs[0]).bytes();
   if (op.kind == OpKind::Send || op.kind == OpKind::Recv)
     return op.kind == OpKind::Send ? in / link + hop : 0;  // the sender's op covers the transfer
+  // The group: a ring per torus dimension it spans, in turn; each step of a ring crosses `stride` links.
   int64_t n = 1;
   size_t dims = 0;
+  double steps = 0;
   for (const auto& a : op.attrs.axes) {
     const int i = mesh.axis_index(a);
     if (i < 0) continue;
     n *= mesh.axis(i).size;
-    dims += mesh.axis(i).factors.size();
+    for (const MeshFactor& f : mesh.axis(i).factors) {
+      ++dims;
+      steps += static_cast<double>((f.size - 1) * f.stride);
+    }
   }
   if (n <= 1) return 0;
   const double bw = 2.0 * link * static_cast<double>(std::max<size_t>(1, dims));
   const double share = static_cast<double>(n - 1) / static_cast<double>(n);
-  const double steps = static_cast<double>(n - 1);
   switch (op.kind) {
     case OpKind::AllReduce: return 2 * share * in / bw + 2 * steps * hop;
     case OpKind::ReduceScatter: return share * in / bw + steps * hop;
@@ -92,17 +96,28 @@ Evaluation evaluate_candidate(const std::string& base_yaml, const std::string& l
         ev.peak_bytes = ep.memory.peak_bytes;
         ev.peak_role = prog.role;
       }
-      double compute = 0, comm = 0;
+      // Collectives over the data and fsdp axes (gradient reductions, weight gathers) run beside the compute of other
+      // layers; those over the model, expert and pipe axes sit between the ops that need them.
+      double compute = 0, comm = 0, hidden = 0;
       for (const ExecOp& op : ep.ops) {
         if (op.unit == Unit::Ici) {
-          for (OpId m : op.members) comm += comm_seconds(prog.graph.op(m), prog.graph, plan.mesh, e.hardware);
+          for (OpId m : op.members) {
+            const Op& o = prog.graph.op(m);
+            const double t = comm_seconds(o, prog.graph, plan.mesh, e.hardware);
+            const bool beside = !o.attrs.axes.empty() &&
+                                std::all_of(o.attrs.axes.begin(), o.attrs.axes.end(),
+                                            [](const std::string& a) { return a == "data" || a == "fsdp"; });
+            (beside ? hidden : comm) += t;
+          }
           continue;
         }
         const double mxu = op.mxu_flops / peak;
         const double vpu = vector_seconds(op.core_vector, chip);
         const double mem = (op.core_hbm_read + op.core_hbm_write) * op.cores / hbm;
-        compute += std::max({mxu, vpu, mem});
+        compute += std::max({mxu, vpu, mem}) + chip.hbm.latency;  // an op waits at least for its first data
       }
+      // What the data and fsdp collectives take beyond the compute they overlap with is exposed too.
+      comm += std::max(0.0, hidden - compute);
       double bubble = 0;
       if (pipeline) {
         const double M = static_cast<double>(plan.pipeline.micro_batches);

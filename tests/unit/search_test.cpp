@@ -164,7 +164,7 @@ TEST(SearchEvaluate, EstimateHasItsParts) {
   ASSERT_TRUE(dp.ok) << dp.problem;
   EXPECT_GT(dp.peak_bytes, 0);
   EXPECT_GT(dp.compute_s, 0);
-  EXPECT_GT(dp.comm_s, 0);  // the gradient all-reduce
+  EXPECT_EQ(dp.comm_s, 0);  // the gradient all-reduce runs beside the backward pass, which takes longer here
   EXPECT_EQ(dp.bubble_s, 0);
   EXPECT_DOUBLE_EQ(dp.estimate_s, dp.compute_s + dp.comm_s);
   // A pipeline of K = 2 stages and M = 2 micro-batches: the bubble is (K - 1) / M of the stage's work.
