@@ -261,8 +261,9 @@ std::string Candidate::name() const {
     if (a) n += "-";
     n += axes[a] + std::to_string(shape[a]);
     if (!placement.empty() && !placement[a].empty()) {
-      std::string p = placement[a];
+      std::string p = placement[a];  // a folder name: "x:8,y:4" -> "x.8_y.4"
       std::replace(p.begin(), p.end(), ':', '.');
+      std::replace(p.begin(), p.end(), ',', '_');
       n += "_" + p;
     }
   }

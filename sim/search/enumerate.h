@@ -51,7 +51,7 @@ struct Candidate {
 
   // The parameter overrides that make the experiment this candidate ("path=value", YAML values).
   std::vector<std::string> overrides() const;
-  // A short name usable as a run name: "fsdp64-model4_x-full-sp".
+  // A short name usable as a run (folder) name, only letters, digits and _ - . : "fsdp64-model4_x.4-full-sp".
   std::string name() const;
   std::string mesh_text() const;     // "fsdp 64 x model 4 (model: x)"
   std::string options_text() const;  // "remat full, sp, M 8, ring"

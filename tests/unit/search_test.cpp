@@ -94,6 +94,20 @@ TEST(SearchEnumerate, SmallSpaceByHand) {
   EXPECT_EQ(c[5].name(), "data2_y.2-model2_x-none");
 }
 
+TEST(SearchEnumerate, NamesAreFolderNames) {
+  Candidate c;
+  c.strategies = {"fsdp", "spmd"};
+  c.axes = {"fsdp", "model"};
+  c.shape = {256, 4};
+  c.placement = {"x:8,y:8,z:4", "z:4"};
+  c.remat = "full";
+  c.sequence_parallel = true;
+  // The sweep keeps letters, digits and _ - . + = in a run's folder name: the name needs none changed.
+  EXPECT_EQ(c.name(), "fsdp256_x.8_y.8_z.4-model4_z.4-full-sp");
+  EXPECT_EQ(c.mesh_text(), "fsdp 256 (x:8,y:8,z:4) x model 4 (z:4)");
+  EXPECT_EQ(c.overrides()[3], "mesh.placement=[\"x:8,y:8,z:4\", \"z:4\"]");
+}
+
 TEST(SearchEnumerate, PipelineOptionsAndAlgorithms) {
   Experiment e = load_experiment_text(std::string(kTiny) +
                                           "search: {strategies: [pipeline, fsdp], remat: [full, stage], "
