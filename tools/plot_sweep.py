@@ -4,7 +4,7 @@
 
 usage: plot_sweep.py POINTS.json     POINTS.json: {"out", "title", "x_label", "y_label", "legend_title",
                                      "categorical", "categories", "logx", "logy",
-                                     "series": [{"label", "x": [...], "y": [...]}]}
+                                     "series": [{"label", "x": [...], "y": [...], "markers_only"?}]}
 A numeric x draws lines; a categorical x (text) draws grouped bars, one group per category in "categories" order.
 Writes the PNG named by "out" and prints its path.
 """
@@ -56,7 +56,9 @@ def main(path):
         ax.set_xticklabels(categories, rotation=30 if tilt else 0, ha="right" if tilt else "center", fontsize=8)
     else:
         for s in series:
-            ax.plot(s["x"], s["y"], marker="o", markersize=4, label=s["label"] or None)
+            # "markers_only": points not joined by a line (podsim search's candidates on its Pareto plot).
+            style = "none" if s.get("markers_only") else "-"
+            ax.plot(s["x"], s["y"], marker="o", markersize=4, linestyle=style, label=s["label"] or None)
         if p["logx"]:
             ax.set_xscale("log", base=2)
             ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: "%g" % v))  # 1, 2, 4: not 2^0

@@ -164,6 +164,9 @@ int cmd_docs(const std::string& what) {
   }
   section("mesh", mesh_param_specs());
   section("run", run_param_specs());
+  std::cout << "\nThe `search` section bounds the space `podsim search` explores (docs/search.md); `podsim run` "
+               "ignores it\nand a resolved experiment leaves it out.\n";
+  section("search", search_param_specs());
   return 0;
 }
 

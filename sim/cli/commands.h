@@ -61,6 +61,12 @@ SweepCommand* add_sweep_command(CLI::App& app);
 bool sweep_selected(const SweepCommand* c);
 int cmd_sweep(SweepCommand* c);
 
+// `podsim search` (cmd_search.cpp), the same way.
+struct SearchCommand;
+SearchCommand* add_search_command(CLI::App& app);
+bool search_selected(const SearchCommand* c);
+int cmd_search(SearchCommand* c);
+
 // Regenerates docs/config.md or docs/errors.md text (printed to stdout).
 int cmd_docs(const std::string& what);
 

@@ -78,6 +78,7 @@ int sc_main(int argc, char** argv) {
                                          "(repeatable)")
       ->allow_extra_args(false);
   cli::SweepCommand* sweep = cli::add_sweep_command(app);
+  cli::SearchCommand* search = cli::add_search_command(app);
 
   std::string docs_what;
   auto* d = app.add_subcommand("docs", "Print the parameter reference (config) or the error catalogue (errors) in "
@@ -111,6 +112,7 @@ int sc_main(int argc, char** argv) {
     if (*d) return cli::cmd_docs(docs_what);
     if (*c) return cli::cmd_compare(cmp);
     if (cli::sweep_selected(sweep)) return cli::cmd_sweep(sweep);
+    if (cli::search_selected(search)) return cli::cmd_search(search);
   } catch (const std::exception& e) {
     return cli::report_failure(e);
   }

@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int64_t kMaxChips = 262144;
-const std::vector<std::string> kSections = {"hardware", "workload", "strategy", "mesh", "run"};
+const std::vector<std::string> kSections = {"hardware", "workload", "strategy", "mesh", "run", "search"};
 
 struct Override {
   std::string path;
@@ -617,6 +617,7 @@ Schema experiment_schema(const std::string& workload, const std::vector<std::str
         if (!s.find(spec.path)) s.add(spec);
   s.add_all(mesh_param_specs());
   s.add_all(run_param_specs());
+  s.add_all(search_param_specs());
   return s;
 }
 

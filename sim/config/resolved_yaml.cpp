@@ -58,6 +58,7 @@ std::string resolved_yaml(const Experiment& e, bool with_origins) {
   for (const auto& spec : e.specs) {
     auto it = e.params.values().find(spec.path);
     if (it == e.params.values().end() || !it->second.set) continue;
+    if (spec.path.rfind("search.", 0) == 0) continue;  // what podsim search explores, not part of a run
     std::vector<std::string> parts;
     std::stringstream ss(spec.path);
     for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);

@@ -166,6 +166,61 @@ std::vector<ParamSpec> mesh_param_specs() {
   };
 }
 
+std::vector<ParamSpec> search_param_specs() {
+  using P = ParamSpec;
+  return {
+      P::choice_list("search.strategies", {"data_parallel", "fsdp", "spmd", "pipeline", "moe"},
+                     "podsim search: the strategies a candidate may compose, each owning its mesh axis (data, fsdp, "
+                     "model, pipe, expert); [] takes data_parallel, fsdp, spmd and pipeline, and moe too when the "
+                     "workload has experts.")
+          .one_or_more()
+          .length(0, 5)
+          .def("[]"),
+      P::integer("search.max_strategies", "podsim search: the most strategies one candidate composes.")
+          .range(1, 5)
+          .def("3"),
+      P::choice("search.placements", {"auto", "all"},
+                "podsim search: auto lays every mesh out automatically (the last axis innermost); all also tries the "
+                "model and pipe axes on each other torus dimension that holds them whole, so that they stay on "
+                "neighbouring chips.")
+          .def("all"),
+      P::int_list("search.micro_batches", "podsim search: micro-batches tried by pipeline candidates.")
+          .range(1, 1 << 20)
+          .length(1, 16)
+          .one_or_more()
+          .def("[4, 8, 16]"),
+      P::choice_list("search.remat", {"none", "dots", "full", "stage"},
+                     "podsim search: re-materialization policies tried: none, dots and full are workload.remat; stage "
+                     "is a pipeline's per-stage re-materialization (strategy.remat), tried by pipeline candidates only.")
+          .one_or_more()
+          .length(1, 4)
+          .def("[none, dots, full]"),
+      P::bool_list("search.sequence_parallel",
+                   "podsim search: strategy.sequence_parallel values tried by candidates with spmd.")
+          .length(1, 2)
+          .def("[false, true]"),
+      P::text_list("search.algorithms",
+                   "podsim search: collective algorithms (`podsim list collectives`) tried for the gradient reductions "
+                   "of data_parallel (strategy.gradient_algorithm) and the gathers and reduce-scatters of fsdp "
+                   "(strategy.fsdp_algorithm); [] keeps the library's default.")
+          .length(0, 8)
+          .def("[]"),
+      P::choice("search.objective", {"step_time", "mfu"},
+                "podsim search: what the ranking minimises (step_time) or maximises (mfu); with search.memory_cap, "
+                "under that cap.")
+          .def("step_time"),
+      P::quantity("search.memory_cap", Quantity::Size,
+                  "podsim search: candidates whose peak HBM use exceeds this are dropped before simulating; unset: "
+                  "the chip's HBM capacity.")
+          .positive(1e15)
+          .optional(),
+      P::integer("search.budget", "podsim search: the most candidates simulated, most promising first by the cheap "
+                                  "estimate; 0: every candidate that fits (--budget overrides it).")
+          .range(0, 1000000)
+          .def("0"),
+  };
+}
+
 std::vector<ParamSpec> run_param_specs() {
   using P = ParamSpec;
   using Q = Quantity;

@@ -13,6 +13,8 @@ namespace podsim {
 std::vector<ParamSpec> hardware_param_specs();
 std::vector<ParamSpec> run_param_specs();
 std::vector<ParamSpec> mesh_param_specs();
+// The `search` section: the space `podsim search` explores (sim/search/, docs/search.md). `podsim run` ignores it.
+std::vector<ParamSpec> search_param_specs();
 
 // An ordered set of specs with lookup by path and by group prefix.
 class Schema {

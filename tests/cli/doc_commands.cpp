@@ -40,14 +40,26 @@ bool is_podsim_command(const std::string& t) {
 }
 
 // The experiment file of a `podsim run` command: its first argument ending in .yaml.
-std::string run_experiment(const std::string& command) {
+std::string experiment_of(const std::string& command, const std::string& subcommand) {
   std::istringstream in(command);
   std::vector<std::string> words;
   for (std::string w; in >> w;) words.push_back(w);
-  if (words.size() < 3 || words[1] != "run") return {};
+  if (words.size() < 3 || words[1] != subcommand) return {};
   for (size_t i = 2; i < words.size(); ++i)
     if (words[i].size() > 5 && words[i].compare(words[i].size() - 5, 5, ".yaml") == 0) return words[i];
   return {};
+}
+
+std::string run_experiment(const std::string& command) { return experiment_of(command, "run"); }
+
+// The overrides that shrink a command for the quick tier: a `podsim run` of a file reduced_sizes() names, or a
+// `podsim search` of a file search_reduced_sizes() names; null for neither.
+const std::vector<std::string>* quick_overrides(const std::string& command) {
+  auto r = reduced_sizes().find(run_experiment(command));
+  if (r != reduced_sizes().end()) return &r->second;
+  auto s = search_reduced_sizes().find(experiment_of(command, "search"));
+  if (s != search_reduced_sizes().end()) return &s->second;
+  return nullptr;
 }
 
 std::string tail(const std::string& text, size_t lines) {
@@ -108,7 +120,7 @@ std::vector<DocFile> doc_files_with_reduced_commands() {
   for (const DocFile& d : doc_files()) {
     auto commands = doc_commands(d.path);
     if (std::any_of(commands.begin(), commands.end(),
-                    [](const DocCommand& c) { return reduced_sizes().count(run_experiment(c.text)) > 0; }))
+                    [](const DocCommand& c) { return quick_overrides(c.text) != nullptr; }))
       out.push_back(d);
   }
   return out;
@@ -121,6 +133,7 @@ const std::vector<DocException>& doc_exceptions() {
   static const std::vector<DocException> table = {
       {"README.md", "--backend slurm", kSlurm},
       {"docs/sweeps.md", "--backend slurm", kSlurm},
+      {"docs/search.md", "EXP.yaml", "a template: EXP.yaml stands for any experiment with a search section"},
       // The contract's three steps, written for any experiment; README.md runs them on
       // configs/examples/data_parallel.yaml.
       {"docs/strategies.md", "exp.yaml", "a template: exp.yaml stands for any numeric experiment"},
@@ -150,9 +163,8 @@ void run_doc_commands(const std::string& doc, bool reduced) {
     }
     std::string command = c.text;
     if (reduced) {
-      auto it = reduced_sizes().find(run_experiment(command));
-      if (it != reduced_sizes().end()) {
-        for (const std::string& s : it->second) command += " --set " + quote(s);
+      if (const std::vector<std::string>* sets = quick_overrides(command)) {
+        for (const std::string& s : *sets) command += " --set " + quote(s);
         std::cout << doc << ":" << c.line << ": run with the quick tier's reduced size (tests/cli/shipped.h): "
                   << command << "\n";
       }

@@ -12,7 +12,8 @@
 // document, the line and the command, with the tail of its stderr.
 //
 // Not run: the commands of exceptions() below, each with its reason. In the quick tier, a `podsim run FILE`
-// command of a file that the shipped-experiment tests shrink (reduced_sizes() in tests/cli/shipped.h) runs with
+// command of a file that the shipped-experiment tests shrink (reduced_sizes() in tests/cli/shipped.h), or a
+// `podsim search FILE` command of a search they shrink (search_reduced_sizes()), runs with
 // those overrides appended, and the test prints that it did; the long tier runs every command as written.
 #pragma once
 

@@ -8,6 +8,9 @@
 // needs an entry in reduced_sizes(): `--set` overrides that shrink it for the quick tier (the long tier runs it at
 // full size).
 //
+// configs/search/: every search runs in the quick tier with the overrides of search_reduced_sizes() (a narrow model,
+// a small budget) and its best.yaml runs; the long tier runs each as shipped (`podsim search FILE`).
+//
 // configs/sweeps/: every sweep file plans in the quick tier (`podsim sweep plan`), and runs as shipped in the long
 // tier (`podsim sweep FILE`).
 //
@@ -81,6 +84,21 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
   return table;
 }
 
+// Overrides for each search under configs/search/ in the quick tier: the pod, batch, precision and search section as
+// shipped on a narrow 2-layer model (configs/models' kNarrowModel), compositions of at most 2 strategies and 2
+// simulations.
+inline const std::map<std::string, std::vector<std::string>>& search_reduced_sizes() {
+  static const std::vector<std::string> kNarrowSearch = {
+      "workload.layers=2",   "workload.d_model=256",   "workload.d_ff=1024",       "workload.head_dim=32",
+      "workload.vocab=4096", "workload.seq_len=128",   "search.max_strategies=2",  "search.budget=2"};
+  static const std::map<std::string, std::vector<std::string>> table = {
+      {"configs/search/llama2-7b-v5e.yaml", kNarrowSearch},
+      {"configs/search/llama2-70b-v5p.yaml", kNarrowSearch},
+      {"configs/search/gpt3-175b-v4.yaml", kNarrowSearch},
+  };
+  return table;
+}
+
 // Overrides that bring an example's numeric runs (compare_test.cpp: the example with run.numeric=true, and its
 // --single-device reference) within the quick budget, by path; they replace the file's reduced_sizes() entry.
 // Numeric kernels cost more than timing, so the Transformer examples shrink their widths, vocabulary and
@@ -144,6 +162,9 @@ inline std::vector<Shipped> yaml_files_under(const std::vector<std::string>& roo
 inline std::vector<Shipped> shipped_experiments() {
   return detail::yaml_files_under({"configs/quickstart.yaml", "configs/examples", "configs/papers", "configs/models"});
 }
+
+// Every file under configs/search/, sorted.
+inline std::vector<Shipped> shipped_searches() { return detail::yaml_files_under({"configs/search"}); }
 
 // Every file under configs/sweeps/, sorted.
 inline std::vector<Shipped> shipped_sweeps() { return detail::yaml_files_under({"configs/sweeps"}); }

@@ -47,3 +47,21 @@ TEST_P(ShippedSweepTest, RunsAsShipped) {
 
 INSTANTIATE_TEST_SUITE_P(Sweeps, ShippedSweepTest, ::testing::ValuesIn(shipped_sweeps()),
                          [](const ::testing::TestParamInfo<Shipped>& i) { return i.param.name; });
+
+namespace {
+
+class ShippedSearchFullTest : public ::testing::TestWithParam<Shipped> {};
+
+}  // namespace
+
+// Each search as shipped (docs/search.md gives their figures).
+TEST_P(ShippedSearchFullTest, SearchesAsShipped) {
+  const std::string out = test_dir() + "/search";
+  auto r = run_podsim({"search", source_dir() + "/" + GetParam().path, "--out", out, "-j", "2"});
+  ASSERT_EQ(r.code, 0) << GetParam().path << "\n" << r.out << r.err;
+  EXPECT_TRUE(exists(out + "/best.yaml"));
+  EXPECT_TRUE(exists(out + "/ranking.tsv"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Searches, ShippedSearchFullTest, ::testing::ValuesIn(shipped_searches()),
+                         [](const ::testing::TestParamInfo<Shipped>& i) { return i.param.name; });

@@ -41,3 +41,33 @@ TEST(ShippedSweeps, EverySweepPlans) {
     EXPECT_NE(r.out.find("every one valid"), std::string::npos) << f.path << "\n" << r.out;
   }
 }
+
+namespace {
+
+class ShippedSearchTest : public ::testing::TestWithParam<Shipped> {};
+
+}  // namespace
+
+// Each search runs reduced (search_reduced_sizes()), and the best candidate it writes runs as an experiment.
+TEST_P(ShippedSearchTest, SearchesReducedAndBestRuns) {
+  const Shipped& f = GetParam();
+  auto it = search_reduced_sizes().find(f.path);
+  ASSERT_NE(it, search_reduced_sizes().end()) << f.path << " needs an entry in search_reduced_sizes() (tests/cli/shipped.h)";
+  std::vector<std::string> args = {"search", source_dir() + "/" + f.path, "--out", test_dir() + "/s", "-j", "2",
+                                   "--no-plot"};
+  for (const std::string& s : it->second) args.insert(args.end(), {"--set", s});
+  auto r = run_podsim(args);
+  ASSERT_EQ(r.code, 0) << f.path << "\n" << r.out << r.err;
+  EXPECT_TRUE(exists(test_dir() + "/s/ranking.tsv"));
+  ASSERT_TRUE(exists(test_dir() + "/s/best.yaml"));
+  // best.yaml is the shipped model (the reduction is --set, not part of the file): run it reduced the same way.
+  std::vector<std::string> run = {"run", test_dir() + "/s/best.yaml", "--out", test_dir() + "/best", "-q",
+                                  "--trace-format", "off"};
+  for (const std::string& s : it->second)
+    if (s.rfind("search.", 0) != 0) run.insert(run.end(), {"--set", s});
+  auto b = run_podsim(run);
+  EXPECT_EQ(b.code, 0) << b.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Searches, ShippedSearchTest, ::testing::ValuesIn(shipped_searches()),
+                         [](const ::testing::TestParamInfo<Shipped>& i) { return i.param.name; });
