@@ -127,8 +127,7 @@ FaultConfig read_faults(const ParamSet& p, const PodConfig& pod, uint64_t seed) 
     const bool link = kind == "link";
     if (link && (clock != 1 || hbm != 1)) fail("a link takes 'bandwidth F' or 'down', not clock or hbm");
     if (!link && (bandwidth != 1 || down)) fail("a chip takes 'clock F' and 'hbm F', not bandwidth or down");
-    if (effects.empty() || (clock == 1 && hbm == 1 && bandwidth == 1 && !down))
-      fail("no effect: give clock, hbm, bandwidth (a factor below 1) or down");
+    if (effects.empty()) fail("no effect: give clock F, hbm F, bandwidth F or down after the ':'");
 
     std::vector<int64_t> targets;
     if (kind == "chip") {
