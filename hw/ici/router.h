@@ -39,8 +39,8 @@ struct IciLink {
   double bandwidth = 0;  // bytes/s
   double latency = 0;    // seconds per hop
   double free = 0;       // when the link can start the next chunk
-  bool down = false;     // hardware.faults: carries nothing; routes detour around it
   IMessageSink* sink = nullptr;
+  bool down = false;     // hardware.faults: carries nothing; routes detour around it
   // A link out of a pod reduced by symmetry (hw/pod/symmetry.h) to the chip that stands for `to`: the chips a
   // message names (src, dst, key.src) move by shift[d] along each dimension d as it crosses.
   bool shifted = false;
