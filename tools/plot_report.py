@@ -2,9 +2,9 @@
 """Draws the plots of a podsim run folder from its summary.json (called by `podsim report`).
 
 usage: plot_report.py [--fit-colors] RUN_DIR
-    writes RUN_DIR/timeline.png, memory.png, heatmap.png (pods of more than one chip) and pipeline.png (pipeline
-    runs), and prints their paths, and a line "note: ..." for a plot it leaves out. --fit-colors: the heat map's
-    colours span each panel's own range instead of 0-100 %.
+    writes RUN_DIR/timeline.png, memory.png, heatmap.png (pods of more than one chip), links.png (runs with
+    hardware.faults) and pipeline.png (pipeline runs), and prints their paths, and a line "note: ..." for a plot
+    it leaves out. --fit-colors: the heat map's colours span each panel's own range instead of 0-100 %.
 """
 import json
 import math
@@ -195,6 +195,46 @@ def heatmap(s, out, fit_colors=False):
     plt.close(fig)
 
 
+def links(s, out):
+    """Link utilization (busy / step time) per chip and outgoing direction, one panel per direction, for runs with
+    hardware.faults: a degraded link and the detour around a down one (marked x) show as busier rows or columns.
+    A 3-D pod is drawn as its z-planes stacked vertically, as in heatmap.png."""
+    f = s["faults"]
+    lu = f["link_utilization"]
+    dims = lu["dims"]
+    x = dims[0]
+    y = dims[1] if len(dims) > 1 else 1
+    z = dims[2] if len(dims) > 2 else 1
+    dirs = lu["directions"]
+    per = lu["per_chip"]
+    down = {(l["chip"], l["direction"]) for l in f["links"] if l["down"]}
+    fig, axes = plt.subplots(1, len(dirs), figsize=(3.2 * len(dirs) + 1, 3.6 if z == 1 else 6), squeeze=False)
+    im = None
+    for d, (ax, name) in enumerate(zip(axes[0], dirs)):
+        grid = [[100 * per[xi + x * (yi + y * k)][d] for xi in range(x)] for k in range(z) for yi in range(y)]
+        im = ax.imshow(grid, origin="lower", vmin=0, vmax=100, cmap="magma", aspect="auto" if z > 1 else "equal")
+        for c, dn in down:
+            if dn == name:
+                ax.text(c % x, (c // x) % y + y * (c // (x * y)), "x", ha="center", va="center", color="cyan",
+                        fontsize=10, fontweight="bold")
+        ax.set_title("links %s" % name, fontsize=10)
+        ax.set_xlabel("chip x")
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        if d == 0:
+            ax.set_ylabel("chip y" if z == 1 else "chip y + %d z" % y)
+        else:
+            ax.set_yticklabels([])
+        for k in range(1, z):
+            ax.axhline(k * y - 0.5, color="white", linewidth=0.8)
+    sl = f["slowest_link"]
+    fig.suptitle("%s: link utilization per chip and direction (x: down); busiest %s at %.1f %%"
+                 % (s["experiment"], sl["label"], 100 * sl["utilization"]), fontsize=11)
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label="busy (% of the step)")
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 PASS_COLOURS = {"forward": "#1f77b4", "backward": "#ff7f0e", "recompute": "#aec7e8"}
 PASS_TEXT = {"forward": "white", "backward": "black", "recompute": "black"}
 
@@ -265,6 +305,8 @@ def main():
         plots.append(("heatmap.png", lambda s, out: heatmap(s, out, fit_colors)))
     else:
         notes.append("note: no heatmap.png: one chip, no chips to compare")
+    if s.get("faults", {}).get("link_utilization"):  # runs with hardware.faults only
+        plots.append(("links.png", links))
     if s.get("pipeline", {}).get("stage_units"):  # runs with a pipeline strategy only
         plots.append(("pipeline.png", pipeline))
     for name, fn in plots:

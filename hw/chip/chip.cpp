@@ -19,9 +19,14 @@ Chip::Chip(sc_core::sc_module_name name, int64_t id, PodContext& ctx)
       m_id(id),
       m_ctx(ctx),
       m_cfg(ctx.exp->hardware.chip),
-      m_period(1.0 / ctx.exp->hardware.chip.clock),
+      m_period(0),
       m_stalls(ctx.exp->run.stall.probability, ctx.exp->run.stall.max,
                ctx.exp->run.seed * 0x2545f4914f6cdd1dull + static_cast<uint64_t>(id)) {
+  if (const ChipFault* f = ctx.exp->hardware.faults.chip(id)) {  // hardware.faults: a slower chip
+    m_cfg.clock *= f->clock;
+    m_cfg.hbm.bandwidth *= f->hbm;
+  }
+  m_period = 1.0 / m_cfg.clock;
   m_role = ctx.plan->role_of_chip[id];
   if (m_role >= 0) {
     m_program = &ctx.plan->programs[m_role];
@@ -41,7 +46,8 @@ Chip::Chip(sc_core::sc_module_name name, int64_t id, PodContext& ctx)
                                                   ComputeUnit::Kind::Vpu, c, m_period, *m_hbm, m_log, done));
   }
   m_router = std::make_unique<IciRouter>("ici", id, ctx.torus, ctx.messages, m_log, m_stalls,
-                                         [this](Message&& m) { m_dma->deliver(std::move(m)); });
+                                         [this](Message&& m) { m_dma->deliver(std::move(m)); },
+                                         [this](const Message& m, const std::string& why) { unroutable(m, why); });
   m_dma = std::make_unique<Dma>("dma", id, ctx, m_program ? &m_program->graph : nullptr, m_prog, *m_hbm, *m_router,
                                 m_log, m_store, [this](int32_t op, double s, double e) { op_done(op, s, e); },
                                 [this](int32_t op, double elements, double read, double write,
@@ -62,6 +68,21 @@ Chip::Chip(sc_core::sc_module_name name, int64_t id, PodContext& ctx)
     }
     SC_METHOD(kick);  // runs once at time 0
   }
+}
+
+void Chip::unroutable(const Message& m, const std::string& why) {
+  if (m_ctx.failure) return;
+  const int role = m_ctx.plan->role_of_chip[m.src];  // the op that sent `m`, named on its sender's program
+  std::string what = "a message";
+  if (role >= 0 && m.op >= 0 && m.op < static_cast<int32_t>(m_ctx.programs[role].ops.size()))
+    what = std::string(m.kind == MsgKind::Collective ? "collective '" : "transfer '") +
+           m_ctx.programs[role].ops[m.op].name + "'";
+  const ParamSet& p = m_ctx.exp->params;
+  m_ctx.failure = std::make_exception_ptr(
+      Error(Err::Unroutable, p.has("hardware.faults") ? p.where("hardware.faults") : SourceLocation{},
+            what + " cannot complete: " + why + " (hardware.faults)", "hardware.faults"));
+  sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);  // no "stopped by user"
+  sc_core::sc_stop();
 }
 
 void Chip::kick() {

@@ -46,6 +46,8 @@ class Chip : public sc_core::sc_module {
  private:
   SC_HAS_PROCESS(Chip);
   void kick();  // issues the ops with no dependencies at time 0
+  // No route is left for `m` (hardware.faults): records Error(Unroutable) naming its op and stops the simulation.
+  void unroutable(const Message& m, const std::string& why);
   void dispatch(int32_t op);
   // The adds of a collective's reduction on the cores' VPUs, queued behind their vector ops (hw/chip/dma.h).
   void reduce_on_vpus(int32_t op, double elements, double read, double write, std::function<void()> done);

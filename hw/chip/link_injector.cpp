@@ -21,8 +21,7 @@ LinkInjector::LinkInjector(int64_t chip, const PodContext& ctx, MessagePool& poo
       m_out(static_cast<size_t>(ctx.torus.directions())) {}
 
 void LinkInjector::send(Message&& m, FlowId flow, int32_t priority, bool read_hbm) {
-  int dir = m_ctx.torus.next_hop(m_chip, m.dst);
-  if (dir < 0) throw Error(Err::Internal, "a chip sends a message to itself");
+  const int dir = m_router.direction(m);  // dimension order, or a detour around a down link
   m_out[dir].flows[{priority, flow}].push_back({m_pool.put(std::move(m)), read_hbm});
   if (!m_out[dir].armed) pump(dir);
 }

@@ -45,6 +45,9 @@ struct Message {
   int32_t op = -1;     // the sender's exec op (for traces)
   uint64_t flow = 0;   // trace flow id
   uint32_t hops = 0;
+  // A detour around a down link (hw/ici/router.h): the direction the message keeps along the detour's dimension
+  // until its coordinate there is the destination's; -1 when it follows dimension-order routing.
+  int8_t detour = -1;
   // Bookkeeping of the chip handling the message now: the op and task its injection (sender) or landing
   // (receiver) completes; -1 when none.
   int32_t op_here = -1;

@@ -8,7 +8,7 @@
 namespace podsim {
 
 IciRouter::IciRouter(sc_core::sc_module_name name, int64_t chip, const Torus& torus, MessagePool& pool,
-                     ChipLog& log, StallInjector& stalls, Deliver deliver)
+                     ChipLog& log, StallInjector& stalls, Deliver deliver, Unroutable unroutable)
     : sc_core::sc_module(name),
       m_chip(chip),
       m_torus(torus),
@@ -16,6 +16,7 @@ IciRouter::IciRouter(sc_core::sc_module_name name, int64_t chip, const Torus& to
       m_log(log),
       m_stalls(stalls),
       m_deliver(std::move(deliver)),
+      m_unroutable(std::move(unroutable)),
       m_out(torus.directions(), nullptr) {
   SC_METHOD(wake);
   sensitive << m_queue.event();
@@ -33,6 +34,36 @@ void IciRouter::arrive(Message&& m, double head_time) {
   m_queue.schedule(at_seconds(head_time), [this, slot] { route(m_pool.take(slot)); });
 }
 
+int IciRouter::direction(Message& m) const {
+  int dir = m_torus.next_hop(m_chip, m.dst);
+  if (dir < 0) throw Error(Err::Internal, "chip " + std::to_string(m_chip) + " routes a message to itself");
+  if (m.detour >= 0) {
+    if (dir / 2 == m.detour / 2) dir = m.detour;  // still on the detour's dimension: keep its direction
+    else m.detour = -1;                           // the detour's dimension is done
+  }
+  const IciLink* link = m_out[dir];
+  if (link && !link->down) return dir;
+  // The link is down (or missing): the other way round this dimension's ring, once.
+  const int other = dir ^ 1;
+  const IciLink* back = m_out[other];
+  if (m.detour < 0 && link && m_torus.wrap()[dir / 2] && back && !back->down) {
+    m.detour = static_cast<int8_t>(other);
+    return other;
+  }
+  const std::string why =
+      "its message from " + m_torus.chip_label(m.src) + " to " + m_torus.chip_label(m.dst) + " finds the link " +
+      Torus::direction_name(dir) + " of " + m_torus.chip_label(m_chip) +
+      (link ? " down" : " missing (no wrap-around)") +
+      (m.detour >= 0 || !link || !m_torus.wrap()[dir / 2]
+           ? " and no way round it"
+           : " and the detour " + Torus::direction_name(other) + " down too");
+  if (!m_unroutable) throw Error(Err::Unroutable, why);
+  m_unroutable(m, why);
+  for (int d = 0; d < m_torus.directions(); ++d)  // the simulation stops; any link keeps the caller going
+    if (m_out[d]) return d;
+  return dir;
+}
+
 void IciRouter::route(Message&& m) {
   double now = now_seconds();
   if (m.dst == m_chip) {
@@ -45,11 +76,8 @@ void IciRouter::route(Message&& m) {
     }
     return;
   }
-  int dir = m_torus.next_hop(m_chip, m.dst);
-  IciLink* link = dir >= 0 ? m_out[dir] : nullptr;
-  if (!link)
-    throw Error(Err::Internal, "no ICI link from chip " + std::to_string(m_chip) + " toward chip " +
-                                   std::to_string(m.dst));
+  const int dir = direction(m);
+  IciLink* link = m_out[dir];
   double ser = m.bytes / link->bandwidth;
   double start = std::max(now, link->free) + m_stalls.draw();
   double end = std::max(start + ser, m.tail);
@@ -67,11 +95,13 @@ void IciRouter::route(Message&& m) {
   // A message on its last hop has nothing to forward: it can wake its destination when its tail arrives instead of
   // when its head does (one event less per message).
   double wake = m.dst == link->to ? m.tail : start + link->latency;
-  if (link->shift_dim >= 0) {
-    m.src = m_torus.shift(m.src, link->shift_dim, link->shift);
-    m.dst = m_torus.shift(m.dst, link->shift_dim, link->shift);
-    if (m.kind != MsgKind::Traffic) m.key.src = m_torus.shift(m.key.src, link->shift_dim, link->shift);
-  }
+  if (link->shifted)
+    for (int d = 0; d < m_torus.ndims(); ++d) {
+      if (link->shift[d] == 0) continue;
+      m.src = m_torus.shift(m.src, d, link->shift[d]);
+      m.dst = m_torus.shift(m.dst, d, link->shift[d]);
+      if (m.kind != MsgKind::Traffic) m.key.src = m_torus.shift(m.key.src, d, link->shift[d]);
+    }
   link->sink->arrive(std::move(m), wake);
 }
 

@@ -32,11 +32,15 @@ Pod::Pod(PodContext& ctx) : m_ctx(ctx), m_symmetry(find_symmetry(ctx)) {
       l.dir = d;
       l.bandwidth = ici.link_bandwidth;
       l.latency = ici.hop_latency;
+      if (const LinkFault* f = ctx.exp->hardware.faults.link(c, d)) {  // hardware.faults
+        l.bandwidth *= f->bandwidth;
+        l.down = f->down;
+      }
       const int64_t rep = m_symmetry.representative(to, t);
-      if (rep != to) {  // leaves the simulated box: re-enter at the other side, one period back
-        const int dim = d / 2;
-        l.shift_dim = dim;
-        l.shift = t.coords(rep)[dim] - t.coords(to)[dim];
+      if (rep != to) {  // leaves the simulated box: re-enter at the chip that stands for `to`
+        l.shifted = true;
+        const std::vector<int64_t> a = t.coords(rep), b = t.coords(to);
+        for (int dim = 0; dim < t.ndims(); ++dim) l.shift[dim] = a[dim] - b[dim];
       }
       l.sink = &m_view[rep]->router();
       m_links.push_back(l);

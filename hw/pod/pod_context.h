@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ struct PodContext {
   MessagePool messages;                   // every message in flight
   mutable ScheduleCache schedules;        // collective schedules, built as chips first run them and shared
   double traffic_window = 0;              // end of synthetic traffic injection (seconds), 0 when none
+  std::exception_ptr failure;             // an error a model met while running (rethrown after sc_start)
 
   // The group of `chip` for a collective over mesh `axes` (empty: every mesh axis).
   CollectiveGroup group(int64_t chip, const std::vector<std::string>& axes) const;

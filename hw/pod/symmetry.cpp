@@ -13,6 +13,7 @@ namespace podsim {
 bool PodSymmetry::reduced(const Torus& t) const { return simulated < t.chips(); }
 
 int64_t PodSymmetry::representative(int64_t chip, const Torus& t) const {
+  if (!map.empty()) return map[chip];
   int64_t out = 0, scale = 1;
   for (int d = 0; d < t.ndims(); ++d) {
     const int64_t n = t.dims()[d];
@@ -25,10 +26,11 @@ int64_t PodSymmetry::representative(int64_t chip, const Torus& t) const {
 
 std::string PodSymmetry::describe(const Torus& t) const {
   if (!reduced(t)) return "every chip (" + reason + ")";
+  if (!map.empty()) return std::to_string(simulated) + " of " + std::to_string(t.chips()) + " chips (" + note + ")";
   std::vector<std::string> p;
   for (int64_t v : period) p.push_back(std::to_string(v));
   return std::to_string(simulated) + " of " + std::to_string(t.chips()) + " chips (one box of " + join(p, " x ") +
-         " repeats over the torus)";
+         " repeats over the torus" + (note.empty() ? "" : "; " + note) + ")";
 }
 
 namespace {
@@ -68,6 +70,100 @@ bool group_invariant(const GroupUse& g, const Torus& t, int d, int64_t p) {
   return true;
 }
 
+// Whether moving every chip by `p` along dimension `d` maps each fault onto an equal one.
+bool faults_invariant(const FaultConfig& f, const Torus& t, int d, int64_t p) {
+  for (const ChipFault& c : f.chips) {
+    const ChipFault* o = f.chip(t.shift(c.chip, d, p));
+    if (!o || o->clock != c.clock || o->hbm != c.hbm) return false;
+  }
+  for (const LinkFault& l : f.links) {
+    const LinkFault* o = f.link(t.shift(l.chip, d, p), l.dir);
+    if (!o || o->bandwidth != l.bandwidth || o->down != l.down) return false;
+  }
+  return true;
+}
+
+// The classes of a step with faults (see the header): `s` holds the fault-free periods; `comm` the dimensions any
+// group or peer spans. Leaves `s` as the better of the two ways, or every chip with the reason.
+void apply_faults(const PodContext& ctx, const std::vector<bool>& comm, PodSymmetry& s) {
+  const Torus& t = ctx.torus;
+  const FaultConfig& f = ctx.exp->hardware.faults;
+  const Plan& plan = *ctx.plan;
+  const int64_t n = t.chips();
+  const int64_t nf = static_cast<int64_t>(f.chips.size() + f.links.size());
+  // Periodic faults: each period grows to a multiple that maps the faults onto themselves.
+  PodSymmetry a = s;
+  a.simulated = 1;
+  for (int d = 0; d < t.ndims(); ++d) {
+    const int64_t dim = t.dims()[d];
+    int64_t p = a.period[d];
+    while (p < dim && (dim % p != 0 || !faults_invariant(f, t, d, p))) p += a.period[d];
+    a.period[d] = std::min(p, dim);
+    a.simulated *= a.period[d];
+  }
+  a.note = "the " + std::to_string(nf) + " faults repeat with the box";
+  // Independent components: the cosets of the dimensions the step communicates along.
+  PodSymmetry b;
+  b.simulated = n + 1;
+  std::vector<bool> faulted(static_cast<size_t>(n), false);
+  auto key = [&](int64_t c) {  // the component: the chip's coordinates outside `comm`, as the chip at comm = 0
+    std::vector<int64_t> k = t.coords(c);
+    for (int d = 0; d < t.ndims(); ++d)
+      if (comm[d]) k[d] = 0;
+    return t.chip(k);
+  };
+  bool independent = false;
+  for (int d = 0; d < t.ndims(); ++d) independent = independent || (!comm[d] && t.dims()[d] > 1);
+  if (independent) {
+    for (const ChipFault& c : f.chips) faulted[key(c.chip)] = true;
+    for (const LinkFault& l : f.links) {
+      faulted[key(l.chip)] = true;
+      faulted[key(t.neighbor(l.chip, l.dir))] = true;
+    }
+    int64_t reference = -1, touched = 0, components = 0;
+    for (int64_t c = 0; c < n; ++c)
+      if (key(c) == c) {
+        ++components;
+        if (faulted[c]) ++touched;
+        else if (reference < 0) reference = c;
+      }
+    if (reference >= 0) {
+      const std::vector<int64_t> ref = t.coords(reference);
+      b.period = t.dims();
+      b.map.resize(static_cast<size_t>(n));
+      int64_t box = 1, whole = 1;
+      for (int d = 0; d < t.ndims(); ++d)
+        if (comm[d]) {
+          box *= s.period[d];
+          whole *= t.dims()[d];
+        }
+      bool ok = true;
+      for (int64_t c = 0; c < n && ok; ++c) {
+        if (faulted[key(c)]) {
+          b.map[c] = c;
+          continue;
+        }
+        std::vector<int64_t> r = t.coords(c);
+        for (int d = 0; d < t.ndims(); ++d) r[d] = comm[d] ? r[d] % s.period[d] : ref[d];
+        b.map[c] = t.chip(r);
+        ok = plan.role_of_chip[c] == plan.role_of_chip[b.map[c]];
+      }
+      b.simulated = touched * whole + box;
+      if (!ok) b.simulated = n + 1;
+      b.note = "the " + std::to_string(touched) + " of " + std::to_string(components) +
+               " independent components that faults touch simulated whole, one box of " + std::to_string(box) +
+               " chips for the others";
+    }
+  }
+  if (a.simulated <= b.simulated && a.simulated < n) s = a;
+  else if (b.simulated < n) s = b;
+  else {
+    s.period = t.dims();
+    s.simulated = n;
+    s.reason = "hardware.faults: no smaller set of classes keeps every fault in place";
+  }
+}
+
 }  // namespace
 
 PodSymmetry find_symmetry(const PodContext& ctx) {
@@ -83,6 +179,7 @@ PodSymmetry find_symmetry(const PodContext& ctx) {
 
   const Plan& plan = *ctx.plan;
   std::set<GroupUse> groups;
+  std::vector<bool> comm(static_cast<size_t>(t.ndims()), false);  // dimensions a group or a peer spans
   std::vector<std::pair<int32_t, const Op*>> p2p;  // distinct Send/Recv per role
   std::set<std::tuple<int32_t, std::vector<std::string>, int64_t, int64_t>> p2p_seen;
   for (int32_t role = 0; role < static_cast<int32_t>(plan.programs.size()); ++role) {
@@ -100,6 +197,8 @@ PodSymmetry find_symmetry(const PodContext& ctx) {
       const MeshGroup mg = plan.mesh.group(0, op.attrs.axes);
       GroupUse g;
       g.factors = mg.factors;
+      for (const MeshFactor& mf : mg.factors)
+        if (mf.size > 1) comm[mf.dim] = true;
       std::unique_ptr<ICollectiveAlgorithm> algo = CollectiveRegistry::instance().make(comm_algorithm(op));
       CollectiveRequest req;
       req.kind = collective_of(op.kind);
@@ -137,6 +236,16 @@ PodSymmetry find_symmetry(const PodContext& ctx) {
     }
     s.simulated *= s.period[d];
   }
+  if (e.hardware.faults.any()) {
+    for (const auto& [role, op] : p2p)  // a peer's route spans the dimensions it differs in
+      for (int64_t c = 0; c < t.chips(); ++c) {
+        if (plan.role_of_chip[c] != role) continue;
+        const std::vector<int64_t> a = t.coords(c), b = t.coords(ctx.p2p_peer(c, *op));
+        for (int d = 0; d < t.ndims(); ++d) comm[d] = comm[d] || a[d] != b[d];
+      }
+    apply_faults(ctx, comm, s);
+    if (!s.reduced(t)) return s;
+  }
   if (!s.reduced(t)) {
     s.reason = "no translation of the torus maps the step onto itself";
     return s;
@@ -147,6 +256,7 @@ PodSymmetry find_symmetry(const PodContext& ctx) {
       s.reason = "chip " + std::to_string(c) + " is traced and lies outside the box of chips that would be simulated";
       s.period = t.dims();
       s.simulated = t.chips();
+      s.map.clear();
       return s;
     }
   return s;

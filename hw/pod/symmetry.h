@@ -17,6 +17,15 @@
 // holds different values), injected stalls and synthetic traffic (random per chip) keep every chip, and so does a
 // trace of any chip outside the box (the default trace covers every chip; run.trace.chips: [0] stays in it). A
 // traced box chip names its peers by the box chips that stand for them.
+//
+// Faults (hardware.faults) break the symmetry only where they are. Two ways keep a smaller set of classes:
+// - the faults repeat with the box: each period grows to the smallest multiple that maps every fault onto an
+//   equal one (e.g. one slow chip in every second ring);
+// - the step never communicates along some torus dimensions (every group and peer lies in the others), so the
+//   pod falls apart into independent components, the cosets of those dimensions: a component a fault touches is
+//   simulated whole, every other component is stood for by one box of one fault-free component (e.g. rings along
+//   x on an X x Y pod with one slow chip: its ring of X chips and one box of the others, X + period_x chips).
+// The way with fewer chips wins; otherwise every chip is simulated.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +41,10 @@ struct PodSymmetry {
   std::vector<int64_t> period;  // per torus dimension
   int64_t simulated = 0;        // chips simulated: the product of the periods
   std::string reason;           // why every chip is simulated, when it is ("" otherwise)
+  // Per chip, the chip that stands for it, when the classes are not one box (faults in independent components);
+  // empty when `period` says it.
+  std::vector<int64_t> map;
+  std::string note;             // how faults shaped the classes ("" without faults)
 
   bool reduced(const Torus& t) const;
   // The chip of the simulated box that stands for `chip`: its coordinates modulo the periods.

@@ -98,6 +98,25 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
               << pct(t["accepted_throughput"]) << ", average latency " << format_time(t["average_latency_s"])
               << "\n";
   }
+  if (j.contains("faults")) {  // hardware.faults: who is slowest, and what waiting for it cost
+    const auto& f = j["faults"];
+    const auto& c = f["slowest_chip"];
+    const auto& l = f["slowest_link"];
+    std::cout << "  slowest chip  " << c["label"].get<std::string>() << ": " << format_time(c["compute_busy_s"])
+              << " TensorCore busy (clock x" << c["clock_factor"].get<double>() << ", HBM x"
+              << c["hbm_factor"].get<double>() << ")\n";
+    std::cout << "  slowest link  " << l["label"].get<std::string>() << ": " << pct(l["utilization"]) << " busy, "
+              << format_bytes(l["bytes"]) << " at " << format_bandwidth(l["bandwidth_Bps"]) << "\n";
+    const nlohmann::json* worst = nullptr;
+    for (const auto& w : f["collectives"])
+      if (!worst || w["wait_s"].get<double>() > (*worst)["wait_s"].get<double>()) worst = &w;
+    std::cout << "  waiting       " << format_time(f["collective_wait_s"])
+              << " in all for the slowest member of each collective";
+    if (worst && (*worst)["wait_s"].get<double>() > 0)
+      std::cout << "; most " << format_time((*worst)["wait_s"]) << " at " << (*worst)["name"].get<std::string>()
+                << " (chip " << (*worst)["slowest_member"].get<int64_t>() << " last)";
+    std::cout << "\n";
+  }
   // Ranked by busy time (the time a unit worked for the op); the time it waited is shown apart.
   std::vector<const nlohmann::json*> ops;
   for (const auto& o : j["ops"]) ops.push_back(&o);

@@ -81,12 +81,36 @@ struct PodConfig {
   int64_t chips() const;
 };
 
+// hardware.faults (sim/config/faults.h): chips that run slower and links that are slower or down. Each chip and
+// link appears at most once; factors of entries naming the same one multiply.
+struct ChipFault {
+  int64_t chip = 0;
+  double clock = 1;  // factor on hardware.chip.clock
+  double hbm = 1;    // factor on hardware.chip.hbm.bandwidth
+};
+
+struct LinkFault {
+  int64_t chip = 0;  // the link leaves this chip
+  int dir = 0;       // in this direction (topology/torus.h: 2 * dim + (0 for +, 1 for -))
+  double bandwidth = 1;  // factor on hardware.ici.link_bandwidth
+  bool down = false;
+};
+
+struct FaultConfig {
+  std::vector<ChipFault> chips;  // sorted by chip
+  std::vector<LinkFault> links;  // sorted by (chip, dir)
+  bool any() const { return !chips.empty() || !links.empty(); }
+  const ChipFault* chip(int64_t c) const;
+  const LinkFault* link(int64_t c, int dir) const;
+};
+
 struct HardwareConfig {
   std::string preset;
   std::string description;
   ChipConfig chip;
   IciConfig ici;
   PodConfig pod;
+  FaultConfig faults;
 };
 
 struct TraceOptions {

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "sim/common/text.h"
+#include "sim/config/faults.h"
 #include "sim/config/model_params.h"
 #include "sim/config/param_reader.h"
 #include "sim/config/yaml_syntax.h"
@@ -204,6 +205,7 @@ void build_typed(Experiment& e, const ParamSet& p) {
   r.combine_threshold = p.f("run.combine_threshold");
   r.stall.probability = p.f("run.stall.probability");
   r.stall.max = p.f("run.stall.max");
+  h.faults = read_faults(p, h.pod, r.seed);
 }
 
 SourceLocation file_location(const std::string& file) {

@@ -142,6 +142,14 @@ std::vector<ParamSpec> hardware_param_specs() {
                                         "every dimension.")
           .length(0, 3)
           .def("[]"),
+      P::text_list("hardware.faults",
+                   "Chips and links that are not as the preset says, one \"TARGET: EFFECT, ...\" each: "
+                   "\"chip 5: clock 0.8\" or \"chip (3,4): clock 0.8, hbm 0.5\" (clock and HBM bandwidth factors), "
+                   "\"random 4: clock 0.9\" or \"random 25%: ...\" (chips drawn with run.seed), \"link 12 +x: "
+                   "bandwidth 0.5\" or \"link (0,0) -y: down\" (one direction of a link). Factors in (0, 1]. A down "
+                   "link is detoured round the other way of its ring (topology/torus.h); docs/hardware.md, Faults.")
+          .length(0, 100000)
+          .def("[]"),
   };
 }
 

@@ -204,6 +204,8 @@ Simulation simulate(Prepared& p, bool progress) {
   Simulation s;
   auto t0 = std::chrono::steady_clock::now();
   s.pod = std::make_unique<Pod>(*p.ctx);
+  if (p.exp.hardware.faults.any() && !s.pod->symmetry().reduced(p.ctx->torus))
+    p.notes.push_back("simulated " + s.pod->symmetry().describe(p.ctx->torus));
   if (s.pod->symmetry().reduced(p.ctx->torus))
     p.notes.push_back("simulated " + s.pod->symmetry().describe(p.ctx->torus) +
                       "; every other chip does the same as the one that stands for it (run.symmetry: off simulates "
@@ -214,6 +216,7 @@ Simulation simulate(Prepared& p, bool progress) {
     RunProgress line(progress, ops, p.ctx->ops_completed);
     sc_core::sc_start();
   }
+  if (p.ctx->failure) std::rethrow_exception(p.ctx->failure);
   s.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   s.activations = g_model_activations;
   double now = sc_core::sc_time_stamp().to_seconds();

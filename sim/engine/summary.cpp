@@ -10,6 +10,7 @@
 #include "hw/timing/mxu_timing.h"
 #include "hw/timing/vpu_timing.h"
 #include "sim/engine/engine.h"
+#include "sim/engine/fault_report.h"
 #include "sim/engine/memory_summary.h"
 #include "sim/engine/moe_report.h"
 #include "sim/engine/pipeline_units.h"
@@ -478,6 +479,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   j["timeline"] = timeline_json(p, s, rc);  // the result chip over the step, in 100 bins (report plots)
   j["stalls"] = {{"injected", stalls}, {"seconds", stall_s}};
   if (auto moe = moe_report(p, s)) j["moe"] = *moe;
+  if (auto faults = fault_report(p, s)) j["faults"] = *faults;
   return j.dump(2) + "\n";
 }
 

@@ -199,6 +199,29 @@ void print_report(const std::string& dir, std::ostream& out) {
                        format_bytes(k.value("threshold_bytes", 0.0)).c_str());
     }
   }
+  if (j.contains("faults")) {  // hardware.faults: the slowest chip and link, the longest waits for a slowest member
+    const auto& f = j["faults"];
+    const auto& c = f["slowest_chip"];
+    const auto& l = f["slowest_link"];
+    rule(out);
+    out << strprintf("faults: %lld slow chips, %lld links down (links.png: utilization per link)\n",
+                     static_cast<long long>(f.value("slow_chips", 0)), static_cast<long long>(f.value("down_links", 0)));
+    out << strprintf("  slowest chip  %s: %s TensorCore busy (clock x%g, HBM x%g)\n",
+                     c.value("label", std::string()).c_str(), format_time(c.value("compute_busy_s", 0.0)).c_str(),
+                     c.value("clock_factor", 1.0), c.value("hbm_factor", 1.0));
+    out << strprintf("  slowest link  %s: %s busy, %s at %s\n", l.value("label", std::string()).c_str(),
+                     pct(l.value("utilization", 0.0)).c_str(), format_bytes(l.value("bytes", 0.0)).c_str(),
+                     format_bandwidth(l.value("bandwidth_Bps", 0.0)).c_str());
+    std::vector<nlohmann::json> w(f["collectives"].begin(), f["collectives"].end());
+    std::stable_sort(w.begin(), w.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+      return a.value("wait_s", 0.0) > b.value("wait_s", 0.0);
+    });
+    out << strprintf("  waiting for the slowest member: %s in all\n", format_time(f.value("collective_wait_s", 0.0)).c_str());
+    for (size_t i = 0; i < std::min<size_t>(5, w.size()) && w[i].value("wait_s", 0.0) > 0; ++i)
+      out << strprintf("    %12s  %s (chip %lld last)\n", format_time(w[i].value("wait_s", 0.0)).c_str(),
+                       w[i].value("name", std::string()).c_str(),
+                       static_cast<long long>(w[i].value("slowest_member", int64_t{-1})));
+  }
   if (j.contains("traffic")) {
     const auto& t = j["traffic"];
     rule(out);

@@ -145,6 +145,7 @@ namespace {
 // single-device step to compare with (`podsim run --single-device` refuses them with PODSIM-PLN-001).
 const std::set<std::string> kNoSingleDeviceStep = {"configs/examples/allreduce_16x16.yaml",
                                                   "configs/examples/alltoall_8x8.yaml",
+                                                  "configs/examples/link_down.yaml",
                                                   "configs/examples/traffic_uniform.yaml"};
 
 std::vector<Shipped> examples() { return detail::yaml_files_under({"configs/examples"}); }

@@ -172,6 +172,34 @@ TEST(ErrorsTest, CFG017_NotAMapping) {
   expect_error(kHw + "workload: matmul\n", "PODSIM-CFG-017", 3, 11);
 }
 
+TEST(ErrorsTest, CFG018_BadFault) {
+  // Each entry is named at its own line of the list.
+  const std::string ar = "workload:\n  model: collective\n  op: all_reduce\n  bytes: 1KiB\n";
+  auto r = expect_error(kHw + "  pod: {dims: [4, 4]}\n  faults:\n    - \"chip 3: clock 0.8\"\n"
+                        "    - \"chip (4,1): clock 0.8\"\n" + ar,
+                        "PODSIM-CFG-018", 6, 7);
+  EXPECT_NE(r.err.find("entry 2 'chip (4,1): clock 0.8': coordinate x=4 is outside the pod (0 to 3)"),
+            std::string::npos) << r.err;
+  r = expect_error(kHw + "  pod: {dims: [4, 4]}\n  faults:\n    - \"chip 3: clock 1.5\"\n" + ar, "PODSIM-CFG-018", 5, 7);
+  EXPECT_NE(r.err.find("clock factor '1.5' must lie in (0, 1]"), std::string::npos) << r.err;
+  r = expect_error(kHw + "  pod: {dims: [4, 4], wrap: [false, true]}\n  faults: [\"link (3,0) +x: down\"]\n" + ar,
+                   "PODSIM-CFG-018", 4, 12);
+  EXPECT_NE(r.err.find("chip 3 has no link in direction +x"), std::string::npos) << r.err;
+  r = expect_error(kHw + "  pod: {dims: [4, 4]}\n  faults: [\"link 3 +x: clock 0.5\"]\n" + ar, "PODSIM-CFG-018", 4, 12);
+  EXPECT_NE(r.err.find("a link takes 'bandwidth F' or 'down'"), std::string::npos) << r.err;
+  r = expect_error(kHw + "  pod: {dims: [4, 4]}\n  faults: [\"node 3: clock 0.5\"]\n" + ar, "PODSIM-CFG-018", 4, 12);
+  EXPECT_NE(r.err.find("expected \"chip ID: clock F, hbm F\""), std::string::npos) << r.err;
+}
+
+TEST(ErrorsTest, POD004_Unroutable) {
+  // A ring of 4 with +x of chip 1 and -x of chip 0 down: chip 1's message to chip 2 detours -x and meets the second.
+  auto r = expect_error(kHw + "  pod: {dims: [4, 1]}\n  faults: [\"link 1 +x: down\", \"link 0 -x: down\"]\n"
+                        "workload:\n  model: collective\n  op: all_reduce\n  bytes: 1MiB\n",
+                        "PODSIM-POD-004", 4, 11, {}, true);
+  EXPECT_EQ(r.code, exit_of("PODSIM-POD-004"));
+  EXPECT_NE(r.err.find("collective 'all_reduce' cannot complete"), std::string::npos) << r.err;
+}
+
 TEST(ErrorsTest, POD001_PodShape) {
   auto r = expect_error("hardware:\n  preset: tpu-v4\n  pod:\n    dims: [4, 4]\n" + kMm, "PODSIM-POD-001", 4, 11);
   EXPECT_NE(r.err.find("3 dimensions"), std::string::npos);

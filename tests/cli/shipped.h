@@ -66,6 +66,9 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       {"configs/models/palm-540b.yaml", kNarrowModel},
       // 256 chips as shipped; 1/64 of the data (4 MiB per chip instead of 256 MiB).
       {"configs/examples/allreduce_16x16.yaml", {"workload.bytes=4MiB"}},
+      // A straggler in a data x model step on 4 x 4 chips instead of 16 x 16 (every chip is simulated: the fault
+      // breaks the symmetry); the slow chip (1,2) and the step as shipped.
+      {"configs/examples/straggler.yaml", {"hardware.pod.dims=[4,4]", "mesh.shape=[4,4]"}},
       // 16 chips in three mesh axes as shipped; 2 layers instead of 8 (one per pipeline stage).
       {"configs/examples/pipeline_data_model.yaml", {"workload.layers=2"}},
       // GShard Table 1 (64 to 1024 chips, 12 or 36 layers, M = 1024): the same expert counts and strategy on a 4 x 4
@@ -114,6 +117,9 @@ inline const std::map<std::string, std::vector<std::string>>& numeric_reduced_si
       {"configs/examples/pipeline.yaml", kNarrowTransformer},
       {"configs/examples/pipeline_data_model.yaml", kNarrowTransformer},
       {"configs/examples/spmd_megatron.yaml", kNarrowTransformer},
+      {"configs/examples/straggler.yaml", {"hardware.pod.dims=[4,4]", "mesh.shape=[4,4]", "workload.d_model=64",
+                                           "workload.d_ff=256", "workload.vocab=256", "workload.seq_len=32",
+                                           "workload.batch=16"}},
       // One chip: a smaller product (the shipped one is 69 GFLOP) and 1 MiB of data instead of 64 MiB.
       {"configs/examples/matmul.yaml", {"workload.m=256", "workload.k=1024", "workload.n=1024"}},
       {"configs/examples/memory.yaml", {"workload.bytes=1MiB"}},

@@ -148,3 +148,24 @@ TEST(IciTest, SharedMiddleLinkSerialisesMultiHopTraffic) {
   EXPECT_NEAR(net.logs[1].link_bytes[Torus::direction(0, true)], 2 * bytes, 1);
   EXPECT_NEAR(net.logs[1].link_busy[Torus::direction(0, true)], 2 * ser, 1e-12);
 }
+
+// hardware.faults: the +x link of chip 1 is down. A message 1 -> 2 goes the other way round the ring of 8 (7 hops:
+// 1 -> 0 -> 7 -> ... -> 2, the detour's direction kept although half-way the shorter way turns to +x), then on in
+// dimension order (y). Hand count: 7 + 1 hops of latency, one serialisation (cut-through); nothing crosses the down
+// link.
+TEST(IciTest, DownLinkDetoursTheOtherWayRoundTheRing) {
+  Net net({8, 2}, {true, true});
+  const int plus_x = Torus::direction(0, true), minus_x = Torus::direction(0, false);
+  for (IciLink& l : net.links)
+    if (l.from == 1 && l.dir == plus_x) l.down = true;
+  const int64_t dst = net.torus.chip({2, 1});
+  Injector inj("inj", net, {msg(1, dst, 4096)});
+  sc_core::sc_start();
+  ASSERT_EQ(net.arrivals.size(), 1u);
+  EXPECT_EQ(net.arrivals[0].first, dst);
+  EXPECT_NEAR(net.arrivals[0].second, 8 * kLat + 4096 / kBw, 1e-12);
+  EXPECT_EQ(net.logs[1].link_bytes[plus_x], 0);
+  for (int64_t c : {1, 0, 7, 6, 5, 4, 3}) EXPECT_EQ(net.logs[c].link_bytes[minus_x], 4096) << c;
+  EXPECT_EQ(net.logs[2].link_bytes[Torus::direction(1, true)] + net.logs[2].link_bytes[Torus::direction(1, false)],
+            4096);
+}
