@@ -60,7 +60,12 @@ class DataParallel : public IStrategy {
   void annotate(const ModelGraph& g, const Experiment&, const Mesh&, Annotations& specs) const override {
     for (size_t t = 0; t < g.num_tensors(); ++t) {
       const TensorInfo& info = g.tensor(static_cast<TensorId>(t));
-      if ((info.role != TensorRole::Input && info.role != TensorRole::Label) || info.shape.empty()) continue;
+      // The batch, and state kept per example row (batch-norm moving averages: state no parameter owns).
+      bool per_example = info.role == TensorRole::OptimizerState;
+      for (OpId c : g.consumers(static_cast<TensorId>(t)))
+        per_example = per_example && g.tensor(g.op(c).inputs.front()).role != TensorRole::Parameter;
+      if ((info.role != TensorRole::Input && info.role != TensorRole::Label && !per_example) || info.shape.empty())
+        continue;
       ShardSpec s = ShardSpec::replicated(info.shape.size());
       s.dims[0] = {"data"};
       add_spec(specs, g, static_cast<TensorId>(t), s);

@@ -344,6 +344,23 @@ void GraphBuilder::backward(TensorId loss) {
 }
 
 void GraphBuilder::optimizer(const OptimizerConfig& cfg) {
+  for (OpId id : m_bn_stats) {  // batch-norm moving averages: state of the step, updated with the weights
+    const Op stats = m_g.op(id);
+    const TensorInfo mean = m_g.tensor(stats.outputs[0]);
+    const std::string n = stats.name.substr(0, stats.name.size() - std::string(".stats").size());
+    Op op;
+    op.name = n + ".moving";
+    op.kind = OpKind::BatchNormMoving;
+    op.phase = Phase::Optimizer;
+    op.cell = stats.cell;
+    op.attrs = stats.attrs;
+    const TensorId mm = m_g.add_tensor({n + ".moving_mean", mean.shape, DType::F32, TensorRole::OptimizerState});
+    const TensorId mv = m_g.add_tensor({n + ".moving_var", mean.shape, DType::F32, TensorRole::OptimizerState});
+    op.inputs = {mm, mv, stats.outputs[0], stats.outputs[1]};
+    op.outputs = {m_g.add_tensor({n + ".moving_mean.new", mean.shape, DType::F32, TensorRole::Updated, mm}),
+                  m_g.add_tensor({n + ".moving_var.new", mean.shape, DType::F32, TensorRole::Updated, mv})};
+    m_g.add_op(op);
+  }
   for (TensorId p : m_params) {
     auto it = m_grad.find(p);
     if (it == m_grad.end()) continue;
