@@ -62,10 +62,13 @@ enum class OpKind : uint8_t {
                      // the momentum): optimizer phase
   // The local steps of a batch norm whose groups span devices (its partition rule; never in a logical step): each
   // device's sums over its rows, all-reduced over the group's devices, then finished.
-  BatchNormSums,        // x -> sums[2, C] (sum of x, sum of x^2)
-  BatchNormFinish,      // sums -> (mean, rstd) for the local rows; attrs.count examples per group
-  BatchNormGradSums,    // inputs (dy, x, mean, rstd) -> sums[2, C] (sum of dy, sum of dy * xhat)
-  BatchNormGradFinish,  // inputs (dy, x, mean, rstd, gamma, local sums, group sums) -> (dx, dgamma, dbeta)
+  BatchNormSums,        // x [, the group's sum of x] -> [2, C]: the sum of x (or of its squared deviations from the
+                        // group's mean) as an fp32 pair (hi, lo)
+  BatchNormFinish,      // (the group's sum, sum of squared deviations) -> (mean, rstd) of the local rows; attrs.count
+                        // values per group
+  BatchNormGradSums,    // inputs (dy, x, mean, rstd) -> sums[4, C]: sum of dy and of dy * xhat, as pairs
+  BatchNormGradFinish,  // inputs (dy, x, mean, rstd, gamma, group sums) -> (dx, dgamma, dbeta); attrs.dim devices
+                        // per group
   // Loss.
   SoftmaxCrossEntropy,      // inputs (logits[T, V], labels[T]) -> (loss[1], probs[T, V]); mean over T
   SoftmaxCrossEntropyGrad,  // inputs (probs, labels) -> dlogits = (probs - onehot) / T

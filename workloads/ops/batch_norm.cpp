@@ -29,25 +29,45 @@ struct Dims {
 Dims dims_of(const TensorInfo& x) { return {x.shape[0], x.shape[1] * x.shape[2], x.shape[3]}; }
 int64_t group_of(const Op& op, int64_t batch) { return op.attrs.count > 0 ? op.attrs.count : batch; }
 
-// Sums over rows [r0, r1) of x (and x^2), in double, stored as fp32 as a sums tensor holds them.
-void sums_of(const float* x, const Dims& d, int64_t r0, int64_t r1, float* out) {
-  std::vector<double> s(static_cast<size_t>(2 * d.c), 0.0);
+// Sums over rows [r0, r1) of x, in double; with `mean`, of (x - mean)^2 (two passes: the variance without the
+// cancellation of E[x^2] - mean^2).
+void sums_of(const float* x, const Dims& d, int64_t r0, int64_t r1, const double* mean, double* out) {
+  std::vector<double> s(static_cast<size_t>(d.c), 0.0);
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t p = 0; p < d.pos; ++p) {
       const float* xr = x + (r * d.pos + p) * d.c;
       for (int64_t c = 0; c < d.c; ++c) {
-        s[c] += xr[c];
-        s[d.c + c] += static_cast<double>(xr[c]) * xr[c];
+        const double v = mean ? xr[c] - mean[c] : xr[c];
+        s[c] += mean ? v * v : v;
       }
     }
-  for (int64_t i = 0; i < 2 * d.c; ++i) out[i] = static_cast<float>(s[i]);
+  for (int64_t i = 0; i < d.c; ++i) out[i] = s[i];
 }
 
-// Mean and reciprocal standard deviation from a group's sums over n values, written to rows [r0, r1).
-void finish(const float* sums, int64_t c, double n, double eps, int64_t r0, int64_t r1, Tensor& mean, Tensor& rstd) {
+// A device's sums as fp32 pairs (hi, lo = the rounding error of hi): the all-reduce adds each part, and groups of
+// devices whose partial sums cancel keep the precision of one device's double sums (hi parts that nearly cancel add
+// exactly). Layout [2 * n]: the hi parts, then the lo parts.
+// hi keeps 12 significant bits, so that the hi parts of a few devices add exactly in fp32 (Dekker's split).
+void split(const double* s, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    int e = 0;
+    std::frexp(s[i], &e);
+    const double hi = std::ldexp(std::nearbyint(std::ldexp(s[i], 12 - e)), e - 12);
+    out[i] = static_cast<float>(hi);
+    out[n + i] = static_cast<float>(s[i] - hi);
+  }
+}
+void join(const float* in, int64_t n, double* s) {
+  for (int64_t i = 0; i < n; ++i) s[i] = static_cast<double>(in[i]) + in[n + i];
+}
+
+// Mean and reciprocal standard deviation from a group's sum and sum of squared deviations over n values, written to
+// rows [r0, r1).
+void finish(const double* sum, const double* m2, int64_t c, double n, double eps, int64_t r0, int64_t r1, Tensor& mean,
+            Tensor& rstd) {
   for (int64_t ch = 0; ch < c; ++ch) {
-    const double m = sums[ch] / n;
-    const double var = std::max(0.0, sums[c + ch] / n - m * m);
+    const double m = sum[ch] / n;
+    const double var = m2[ch] / n;
     const float rs = static_cast<float>(1.0 / std::sqrt(var + eps));
     for (int64_t r = r0; r < r1; ++r) {
       mean.data[r * c + ch] = static_cast<float>(m);
@@ -58,7 +78,7 @@ void finish(const float* sums, int64_t c, double n, double eps, int64_t r0, int6
 
 // Sums of dy and dy * xhat over rows [r0, r1).
 void grad_sums(const float* dy, const float* x, const Tensor& mean, const Tensor& rstd, const Dims& d, int64_t r0,
-               int64_t r1, float* out) {
+               int64_t r1, double* out) {
   std::vector<double> s(static_cast<size_t>(2 * d.c), 0.0);
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t p = 0; p < d.pos; ++p) {
@@ -69,12 +89,12 @@ void grad_sums(const float* dy, const float* x, const Tensor& mean, const Tensor
         s[d.c + c] += dy[o + c] * xhat;
       }
     }
-  for (int64_t i = 0; i < 2 * d.c; ++i) out[i] = static_cast<float>(s[i]);
+  for (int64_t i = 0; i < 2 * d.c; ++i) out[i] = s[i];
 }
 
 // dx for rows [r0, r1) from the group's sums over n values.
 void grad_dx(const float* dy, const float* x, const Tensor& mean, const Tensor& rstd, const Tensor& gamma,
-             const float* sums, double n, const Dims& d, int64_t r0, int64_t r1, Tensor& dx) {
+             const double* sums, double n, const Dims& d, int64_t r0, int64_t r1, Tensor& dx) {
   for (int64_t r = r0; r < r1; ++r)
     for (int64_t p = 0; p < d.pos; ++p) {
       const int64_t o = (r * d.pos + p) * d.c;
@@ -115,10 +135,13 @@ void stats_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   ops::check(d.b % e == 0, op, "the batch is not a multiple of the batch-norm group");
   const Tensor& x = in(s, op, 0);
   Tensor mean = ops::out_like(g, op, 0), rstd = ops::out_like(g, op, 1);
-  std::vector<float> sums(static_cast<size_t>(2 * d.c));
+  std::vector<double> sum(static_cast<size_t>(d.c)), mu(sum.size()), m2(sum.size());
+  const double n = static_cast<double>(e * d.pos);
   for (int64_t r = 0; r < d.b; r += e) {
-    sums_of(x.data.data(), d, r, r + e, sums.data());
-    finish(sums.data(), d.c, static_cast<double>(e * d.pos), op.attrs.eps, r, r + e, mean, rstd);
+    sums_of(x.data.data(), d, r, r + e, nullptr, sum.data());
+    for (int64_t c = 0; c < d.c; ++c) mu[c] = sum[c] / n;
+    sums_of(x.data.data(), d, r, r + e, mu.data(), m2.data());
+    finish(sum.data(), m2.data(), d.c, n, op.attrs.eps, r, r + e, mean, rstd);
   }
   ops::put(g, op, s, std::move(mean), 0);
   ops::put(g, op, s, std::move(rstd), 1);
@@ -150,13 +173,13 @@ void grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& rstd = in(s, op, 3);
   const Tensor& gamma = in(s, op, 4);
   Tensor dx = ops::out_like(g, op, 0), dgamma = ops::out_like(g, op, 1), dbeta = ops::out_like(g, op, 2);
-  std::vector<float> sums(static_cast<size_t>(2 * d.c));
+  std::vector<double> sums(static_cast<size_t>(2 * d.c));
   for (int64_t r = 0; r < d.b; r += e) {
     grad_sums(dy.data.data(), x.data.data(), mean, rstd, d, r, r + e, sums.data());
     grad_dx(dy.data.data(), x.data.data(), mean, rstd, gamma, sums.data(), static_cast<double>(e * d.pos), d, r, r + e, dx);
-    for (int64_t c = 0; c < d.c; ++c) {
-      dbeta.data[c] += sums[c];
-      dgamma.data[c] += sums[d.c + c];
+    for (int64_t c = 0; c < d.c; ++c) {  // each group's sums in fp32, as a device holding the group has them
+      dbeta.data[c] += static_cast<float>(sums[c]);
+      dgamma.data[c] += static_cast<float>(sums[d.c + c]);
     }
   }
   ops::put(g, op, s, std::move(dx), 0);
@@ -184,14 +207,24 @@ void moving_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
 void sums_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Dims d = dims_of(g.tensor(op.inputs[0]));
   Tensor out = ops::out_like(g, op);
-  sums_of(in(s, op, 0).data.data(), d, 0, d.b, out.data.data());
+  std::vector<double> sums(static_cast<size_t>(d.c)), mu;
+  if (op.inputs.size() > 1) {  // the second pass: deviations from the group's mean
+    mu.resize(sums.size());
+    join(in(s, op, 1).data.data(), d.c, mu.data());
+    for (double& m : mu) m /= static_cast<double>(op.attrs.count);
+  }
+  sums_of(in(s, op, 0).data.data(), d, 0, d.b, mu.empty() ? nullptr : mu.data(), sums.data());
+  split(sums.data(), d.c, out.data.data());
   ops::put(g, op, s, std::move(out));
 }
 
 void finish_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const TensorInfo& m = g.tensor(op.outputs[0]);
   Tensor mean = ops::out_like(g, op, 0), rstd = ops::out_like(g, op, 1);
-  finish(in(s, op, 0).data.data(), m.shape[1], static_cast<double>(op.attrs.count), op.attrs.eps, 0, m.shape[0], mean, rstd);
+  std::vector<double> sum(static_cast<size_t>(m.shape[1])), m2(sum.size());
+  join(in(s, op, 0).data.data(), m.shape[1], sum.data());
+  join(in(s, op, 1).data.data(), m.shape[1], m2.data());
+  finish(sum.data(), m2.data(), m.shape[1], static_cast<double>(op.attrs.count), op.attrs.eps, 0, m.shape[0], mean, rstd);
   ops::put(g, op, s, std::move(mean), 0);
   ops::put(g, op, s, std::move(rstd), 1);
 }
@@ -199,20 +232,25 @@ void finish_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
 void grad_sums_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Dims d = dims_of(g.tensor(op.inputs[1]));
   Tensor out = ops::out_like(g, op);
-  grad_sums(in(s, op, 0).data.data(), in(s, op, 1).data.data(), in(s, op, 2), in(s, op, 3), d, 0, d.b, out.data.data());
+  std::vector<double> sums(static_cast<size_t>(2 * d.c));
+  grad_sums(in(s, op, 0).data.data(), in(s, op, 1).data.data(), in(s, op, 2), in(s, op, 3), d, 0, d.b, sums.data());
+  split(sums.data(), 2 * d.c, out.data.data());
   ops::put(g, op, s, std::move(out));
 }
 
 void grad_finish_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Dims d = dims_of(g.tensor(op.inputs[1]));
-  const Tensor& local = in(s, op, 5);
-  const Tensor& group = in(s, op, 6);
+  std::vector<double> group(static_cast<size_t>(2 * d.c));
+  join(in(s, op, 5).data.data(), 2 * d.c, group.data());
   Tensor dx = ops::out_like(g, op, 0), dgamma = ops::out_like(g, op, 1), dbeta = ops::out_like(g, op, 2);
   grad_dx(in(s, op, 0).data.data(), in(s, op, 1).data.data(), in(s, op, 2), in(s, op, 3), in(s, op, 4),
-          group.data.data(), static_cast<double>(op.attrs.count), d, 0, d.b, dx);
+          group.data(), static_cast<double>(op.attrs.count), d, 0, d.b, dx);
+  // The group's sums in fp32, a 1/k share from each of its k devices (attrs.dim = k, a power of two divides
+  // exactly): the gradient all-reduce adds each group's once, as the single-device step does.
+  const double k = static_cast<double>(op.attrs.dim);
   for (int64_t c = 0; c < d.c; ++c) {
-    dbeta.data[c] = local.data[c];
-    dgamma.data[c] = local.data[d.c + c];
+    dbeta.data[c] = static_cast<float>(static_cast<float>(group[c]) / k);
+    dgamma.data[c] = static_cast<float>(static_cast<float>(group[d.c + c]) / k);
   }
   ops::put(g, op, s, std::move(dx), 0);
   ops::put(g, op, s, std::move(dgamma), 1);
@@ -296,13 +334,19 @@ OpSharding stats_rule(const OpShardingQuery& q) {
   if (s.local % s.group == 0) return r;
   const TensorInfo& x = q.g.tensor(q.op.inputs[0]);
   const int64_t c = x.shape[3];
-  // Slots: 0 x, 1 mean, 2 rstd, 3 local sums, 4 group sums.
-  r.scratch = {{q.op.name + ".sums", {2, c}, DType::F32}, {q.op.name + ".sums.group", {2, c}, DType::F32}};
+  // Two passes, each summed over the group's devices: the mean, then the squared deviations from it. Slots: 0 x,
+  // 1 mean, 2 rstd, 3 and 4 the sums of x (the device's, the group's), 5 and 6 those of the squared deviations.
+  r.scratch = {{q.op.name + ".sum", {2, c}, DType::F32},
+               {q.op.name + ".sum.group", {2, c}, DType::F32},
+               {q.op.name + ".m2", {2, c}, DType::F32},
+               {q.op.name + ".m2.group", {2, c}, DType::F32}};
   OpAttrs fin = q.op.attrs;
   fin.count = s.group * x.shape[1] * x.shape[2];
-  r.steps = {{"sums", OpKind::BatchNormSums, {0}, {3}, q.op.attrs},
+  r.steps = {{"sum", OpKind::BatchNormSums, {0}, {3}, fin},
              {"", OpKind::AllReduce, {3}, {4}, group_reduce(s)},
-             {"finish", OpKind::BatchNormFinish, {4}, {1, 2}, fin}};
+             {"m2", OpKind::BatchNormSums, {0, 4}, {5}, fin},
+             {"", OpKind::AllReduce, {5}, {6}, group_reduce(s)},
+             {"finish", OpKind::BatchNormFinish, {4, 6}, {1, 2}, fin}};
   return r;
 }
 
@@ -327,12 +371,13 @@ OpSharding grad_rule(const OpShardingQuery& q) {
   const TensorInfo& x = q.g.tensor(q.op.inputs[1]);
   const int64_t c = x.shape[3];
   // Slots: 0 dy, 1 x, 2 mean, 3 rstd, 4 gamma, 5 dx, 6 dgamma, 7 dbeta, 8 local sums, 9 group sums.
-  r.scratch = {{q.op.name + ".sums", {2, c}, DType::F32}, {q.op.name + ".sums.group", {2, c}, DType::F32}};
+  r.scratch = {{q.op.name + ".sums", {4, c}, DType::F32}, {q.op.name + ".sums.group", {4, c}, DType::F32}};
   OpAttrs fin = q.op.attrs;
   fin.count = s.group * x.shape[1] * x.shape[2];
+  fin.dim = s.group / s.local;
   r.steps = {{"sums", OpKind::BatchNormGradSums, {0, 1, 2, 3}, {8}, q.op.attrs},
              {"", OpKind::AllReduce, {8}, {9}, group_reduce(s)},
-             {"finish", OpKind::BatchNormGradFinish, {0, 1, 2, 3, 4, 8, 9}, {5, 6, 7}, fin}};
+             {"finish", OpKind::BatchNormGradFinish, {0, 1, 2, 3, 4, 9}, {5, 6, 7}, fin}};
   return r;
 }
 
