@@ -73,3 +73,19 @@ TEST(ResNetDataParallelTest, TheWholeBatchAsOneGroup) {
   EXPECT_EQ(r.whole, kParams + 1 + 3 * kBatchNorms);
   expect_reproduces_the_step(s);
 }
+
+// Weight-update sharding shards each filter along its first dimension the data axis divides: a filter
+// [KH, KW, Ci, Co] along its features, not its 1, 3 or 7 rows (which would pad 4x, 1.3x, 1.1x).
+TEST(ResNetDataParallelTest, WeightUpdateShardingSplitsFiltersAlongTheirFeatures) {
+  const Step s = plan_step(hardware("[4, 1]") +
+                           "workload: {model: resnet, depth: 18, image_size: 32, classes: 12, batch: 16, dtype: fp32, "
+                           "bn_batch: 8}\nstrategy: {name: data_parallel, weight_update_sharding: true}\n");
+  const auto lines = collectives(s.plan.programs[0]);
+  auto has = [&](const std::string& l) { return std::find(lines.begin(), lines.end(), l) != lines.end(); };
+  EXPECT_TRUE(has(rs("stem.conv.w.grad", "data", 3, 7 * 7 * 3 * 64 * 4, 7 * 7 * 3 * 16 * 4)));
+  EXPECT_TRUE(has(rs("layer1.0.a.conv.w.grad", "data", 2, 3 * 3 * 64 * 64 * 4, 3 * 3 * 16 * 64 * 4)));
+  EXPECT_TRUE(has(rs("layer2.0.down.conv.w.grad", "data", 2, 64 * 128 * 4, 16 * 128 * 4)));
+  EXPECT_TRUE(has(ag("layer2.0.down.conv.w.new", "data", 2, 16 * 128 * 4, 64 * 128 * 4)));
+  EXPECT_TRUE(has(rs("fc.w.grad", "data", 0, 512 * 12 * 4, 128 * 12 * 4)));
+  expect_reproduces_the_step(s);
+}
