@@ -30,7 +30,7 @@ namespace {
 
 bool reduction(OpKind k) { return k == OpKind::AllReduce || k == OpKind::ReduceScatter; }
 
-using BucketKey = std::tuple<int, std::vector<std::string>, std::string, int, int64_t, int32_t>;
+using BucketKey = std::tuple<int, std::vector<std::string>, std::string, int, int64_t, int32_t, int64_t>;
 
 struct Bucket {
   std::vector<OpId> members;  // in the order their inputs are ready
@@ -112,7 +112,8 @@ CombineStats combine_gradient_reductions(Program& prog, double threshold_bytes, 
     const TensorInfo& in = g.tensor(op.inputs.front());
     const double bytes = in.bytes();
     BucketKey key{static_cast<int>(op.kind), op.attrs.axes, op.attrs.algorithm, static_cast<int>(in.dtype),
-                  op.kind == OpKind::ReduceScatter ? op.attrs.dim : 0, unit_of_op ? (*unit_of_op)[id] : -1};
+                  op.kind == OpKind::ReduceScatter ? op.attrs.dim : 0, unit_of_op ? (*unit_of_op)[id] : -1,
+                  op.attrs.group_block};
     auto it = open.find(key);
     if (it != open.end()) {
       // The bucket closes when this reduction would overflow it, would make it start after an op that needs one

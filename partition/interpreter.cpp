@@ -93,7 +93,7 @@ std::vector<TensorStore> interpret_plan(const Plan& plan, const ModelGraph& logi
         if (op.kind != OpKind::AllReduce && op.kind != OpKind::ReduceScatter && op.kind != OpKind::AllGather &&
             op.kind != OpKind::AllToAll)
           throw Error(Err::Internal, std::string("the plan interpreter does not run ") + op_kind_name(op.kind));
-        const std::vector<int64_t> members = plan.mesh.members(c, op.attrs.axes);
+        const std::vector<int64_t> members = plan.mesh.members(c, op.attrs.axes, op.attrs.group_block);
         // Every sweep visits each chip once, so each waiting member counts once per sweep; the last to arrive runs it.
         if (++arrived[{op.name, members.front()}] < static_cast<int64_t>(members.size())) break;
         for (int64_t m : members)

@@ -255,7 +255,7 @@ int64_t Mesh::size(const std::vector<std::string>& axes) const {
   return n;
 }
 
-MeshGroup Mesh::group(int64_t chip, const std::vector<std::string>& axes) const {
+MeshGroup Mesh::group(int64_t chip, const std::vector<std::string>& axes, int64_t block) const {
   Torus t(m_dims, m_wrap);
   MeshGroup g;
   g.coords = t.coords(chip);
@@ -271,13 +271,37 @@ MeshGroup Mesh::group(int64_t chip, const std::vector<std::string>& axes) const 
       rc.push_back((g.coords[f.dim] / f.stride) % f.size);
     }
   }
+  if (block > 0 && block < g.shape.size()) {
+    // The fastest factors up to `block` ranks; a factor that does not fit whole is cut (no longer a ring).
+    if (g.shape.size() % block != 0)
+      throw Error(Err::Internal, "a group of " + std::to_string(block) + " consecutive ranks does not divide " +
+                                     std::to_string(g.shape.size()));
+    MeshGroup b;
+    b.coords = g.coords;
+    int64_t have = 1;
+    for (size_t i = 0; i < g.factors.size() && have < block; ++i) {
+      MeshFactor f = g.factors[i];
+      const bool whole = have * f.size <= block;
+      if (!whole) f.size = block / have;
+      if (have * f.size > block || block % (have * f.size) != 0)
+        throw Error(Err::Internal, "a group of " + std::to_string(block) + " ranks does not fit the mesh factors");
+      b.factors.push_back(f);
+      b.shape.dims.push_back(f.size);
+      b.shape.wrap.push_back(whole && g.shape.wrap[i]);
+      rc[i] %= f.size;
+      have *= f.size;
+    }
+    rc.resize(b.factors.size());
+    b.rank = b.shape.rank(rc);
+    return b;
+  }
   g.rank = g.shape.rank(rc);
   return g;
 }
 
-std::vector<int64_t> Mesh::members(int64_t chip, const std::vector<std::string>& axes) const {
+std::vector<int64_t> Mesh::members(int64_t chip, const std::vector<std::string>& axes, int64_t block) const {
   Torus t(m_dims, m_wrap);
-  MeshGroup g = group(chip, axes);
+  MeshGroup g = group(chip, axes, block);
   std::vector<int64_t> out;
   for (int64_t r = 0; r < g.shape.size(); ++r) out.push_back(g.chip_of(r, t));
   return out;

@@ -76,8 +76,10 @@ class Mesh {
   int64_t size(const std::vector<std::string>& axes) const;  // product of the axes' sizes
 
   // The group of `chip` over `axes` (empty: every axis), and its chips in rank order.
-  MeshGroup group(int64_t chip, const std::vector<std::string>& axes) const;
-  std::vector<int64_t> members(int64_t chip, const std::vector<std::string>& axes) const;
+  // `block` > 0: only the run of `block` consecutive ranks holding `chip` (a batch-norm group of replicas); it must
+  // divide the group's size.
+  MeshGroup group(int64_t chip, const std::vector<std::string>& axes, int64_t block = 0) const;
+  std::vector<int64_t> members(int64_t chip, const std::vector<std::string>& axes, int64_t block = 0) const;
 
   // "data 4 (y:4/8) x model 16 (x, y:2)".
   std::string describe() const;

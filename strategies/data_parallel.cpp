@@ -8,7 +8,8 @@
 // strategy.weight_update_sharding (Xu et al. 2020): the gradient is reduce-scattered instead, each replica updates
 // its 1/N of the parameter with its 1/N of the optimizer state, and the updated parameter is all-gathered. Bytes
 // moved are those of one all-reduce; update FLOPs and optimizer memory per chip are divided by N. The shard is
-// taken along the first dimension of the parameter that no other axis splits (padded when N does not divide it).
+// taken along the first dimension of the parameter that no other axis splits and N divides (else the one of those
+// that pads least).
 #include "collectives/i_algorithm.h"
 #include "sim/common/error.h"
 #include "sim/common/text.h"
@@ -60,24 +61,43 @@ class DataParallel : public IStrategy {
   void annotate(const ModelGraph& g, const Experiment&, const Mesh&, Annotations& specs) const override {
     for (size_t t = 0; t < g.num_tensors(); ++t) {
       const TensorInfo& info = g.tensor(static_cast<TensorId>(t));
-      if ((info.role != TensorRole::Input && info.role != TensorRole::Label) || info.shape.empty()) continue;
+      // The batch, and state kept per example row (batch-norm moving averages: state no parameter owns).
+      bool per_example = info.role == TensorRole::OptimizerState;
+      for (OpId c : g.consumers(static_cast<TensorId>(t)))
+        per_example = per_example && g.tensor(g.op(c).inputs.front()).role != TensorRole::Parameter;
+      if ((info.role != TensorRole::Input && info.role != TensorRole::Label && !per_example) || info.shape.empty())
+        continue;
       ShardSpec s = ShardSpec::replicated(info.shape.size());
       s.dims[0] = {"data"};
       add_spec(specs, g, static_cast<TensorId>(t), s);
     }
   }
 
-  void refine(const ModelGraph& g, const Experiment& exp, const Mesh&, Annotations& specs) const override {
+  void refine(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const override {
     if (!exp.params.b("strategy.weight_update_sharding")) return;
     for (const Op& op : g.ops()) {
       if (op.phase != Phase::Optimizer) continue;
       const TensorId param = op.inputs.front();
+      if (g.tensor(param).role != TensorRole::Parameter) continue;  // state split with the batch (batch-norm averages)
       const TensorInfo& info = g.tensor(param);
       auto it = specs.find(param);
       ShardSpec base = it != specs.end() ? it->second : ShardSpec::replicated(info.shape.size());
-      size_t dim = 0;
-      while (dim < base.rank() && base.splits(dim)) ++dim;
-      if (dim == base.rank()) dim = 0;
+      // The first dimension no other axis splits and the data axis divides (a convolution's filter [KH, KW, Ci, Co]
+      // shards along its features, not its 1 or 3 rows); when none divides, the one that pads least.
+      const int64_t n = mesh.axis_size("data");
+      size_t dim = base.rank();
+      for (size_t d = 0; d < base.rank() && dim == base.rank(); ++d)
+        if (!base.splits(d) && info.shape[d] % n == 0) dim = d;
+      if (dim == base.rank()) {  // none divides: the one that pads least (the first among equals)
+        dim = 0;
+        while (dim < base.rank() && base.splits(dim)) ++dim;
+        if (dim == base.rank()) dim = 0;
+        auto kept = [&](size_t d) {
+          return static_cast<double>(info.shape[d]) / static_cast<double>((info.shape[d] + n - 1) / n * n);
+        };
+        for (size_t d = dim + 1; d < base.rank(); ++d)
+          if (!base.splits(d) && kept(d) > kept(dim)) dim = d;
+      }
       ShardSpec s = base;
       s.dims[dim].push_back("data");
       // The gradient and every optimizer-state input (inputs 1 and up) in the sharded spec: the update runs there.

@@ -352,6 +352,23 @@ void GraphBuilder::backward(TensorId loss) {
 }
 
 void GraphBuilder::optimizer(const OptimizerConfig& cfg) {
+  for (OpId id : m_bn_stats) {  // batch-norm moving averages: state of the step, updated with the weights
+    const Op stats = m_g.op(id);
+    const TensorInfo mean = m_g.tensor(stats.outputs[0]);
+    const std::string n = stats.name.substr(0, stats.name.size() - std::string(".stats").size());
+    Op op;
+    op.name = n + ".moving";
+    op.kind = OpKind::BatchNormMoving;
+    op.phase = Phase::Optimizer;
+    op.cell = stats.cell;
+    op.attrs = stats.attrs;
+    const TensorId mm = m_g.add_tensor({n + ".moving_mean", mean.shape, DType::F32, TensorRole::OptimizerState});
+    const TensorId mv = m_g.add_tensor({n + ".moving_var", mean.shape, DType::F32, TensorRole::OptimizerState});
+    op.inputs = {mm, mv, stats.outputs[0], stats.outputs[1]};
+    op.outputs = {m_g.add_tensor({n + ".moving_mean.new", mean.shape, DType::F32, TensorRole::Updated, mm}),
+                  m_g.add_tensor({n + ".moving_var.new", mean.shape, DType::F32, TensorRole::Updated, mv})};
+    m_g.add_op(op);
+  }
   // LARS: the squared norms of every weight and its gradient first, then the updates, so that with the weights
   // sharded the small all-reduces of the norms are all ready before the first update needs one and the gradient
   // combiner (partition/combine.h) can issue them as one collective.

@@ -83,6 +83,17 @@ class GraphBuilder {
   Gating top2_gating(TensorId logits, int64_t capacity, double aux_coefficient, bool sample_second, uint64_t seed,
                      const std::string& name);
 
+  // Convolutional networks (workloads/ops/conv2d.cpp, pool.cpp, batch_norm.cpp): NHWC x, HWIO filter w; the
+  // window's size (pools), strides and padding in `win`. Throws when the window does not fit the padded input.
+  TensorId conv2d(TensorId x, TensorId w, const OpAttrs::Window& win, const std::string& name);
+  TensorId max_pool(TensorId x, const OpAttrs::Window& win, const std::string& name);
+  TensorId avg_pool(TensorId x, const OpAttrs::Window& win, const std::string& name);
+  // Training-mode batch normalization of x[B, H, W, C] over groups of `group` consecutive examples (0: the whole
+  // batch); its moving averages (state "<name>.moving_mean" / "<name>.moving_var", one row per example) are updated
+  // by optimizer() with `momentum`.
+  TensorId batch_norm(TensorId x, TensorId gamma, TensorId beta, int64_t group, const std::string& name,
+                      double eps = 1e-5, double momentum = 0.9);
+
   // Whether reverse mode computes a gradient for `t`: not for the batch, integer ids or stop-gradient values.
   bool wants_grad(TensorId t) const;
 
@@ -119,6 +130,7 @@ class GraphBuilder {
   int32_t m_cell = -1;
   std::vector<TensorId> m_params;
   std::map<TensorId, TensorId> m_grad;
+  std::vector<OpId> m_bn_stats;  // batch norms whose moving averages optimizer() updates
 };
 
 }  // namespace podsim

@@ -44,6 +44,31 @@ enum class OpKind : uint8_t {
   // Mixture of experts (GShard top-2 gating, workloads/ops/top2_gating.cpp).
   Top2Gating,      // logits[G, S, E] -> (combine[G, S, E, C], dispatch[G, S, E, C], aux_loss[1], routes[G, S, 4])
   Top2GatingGrad,  // inputs (logits, routes[, dcombine]) -> dlogits, including the auxiliary loss's gradient
+  // Convolutional networks (NHWC activations, HWIO filters; workloads/ops/conv2d.cpp, pool.cpp, batch_norm.cpp).
+  // Window attributes in attrs.window (filter size from the filter's shape).
+  Conv2d,            // inputs (x[B, H, W, Ci], w[KH, KW, Ci, Co]) -> y[B, Ho, Wo, Co]
+  Conv2dInputGrad,   // inputs (dy, w) -> dx[B, H, W, Ci]
+  Conv2dFilterGrad,  // inputs (x, dy) -> dw[KH, KW, Ci, Co]
+  MaxPool,           // x -> y over attrs.window (padding never wins the max)
+  MaxPoolGrad,       // inputs (dy, x) -> dx: each window's dy to its (first) maximum (select-and-scatter)
+  AvgPool,           // x -> y, the mean over the window's positions inside the input (global pooling: the whole map)
+  AvgPoolGrad,       // dy -> dx
+  // Batch normalization in training mode, over groups of attrs.count consecutive examples (0: the whole batch).
+  // Statistics are kept per example row ([B, C]: the example's group's), so they split with the batch.
+  BatchNormStats,    // x[B, H, W, C] -> (mean[B, C], rstd[B, C]) fp32
+  BatchNormApply,    // inputs (x, mean, rstd, gamma[C], beta[C]) -> y = (x - mean) * rstd * gamma + beta
+  BatchNormGrad,     // inputs (dy, x, mean, rstd, gamma) -> (dx, dgamma, dbeta)
+  BatchNormMoving,   // inputs (moving_mean, moving_var, mean, rstd) -> the moving averages updated (attrs.alpha
+                     // the momentum): optimizer phase
+  // The local steps of a batch norm whose groups span devices (its partition rule; never in a logical step): each
+  // device's sums over its rows, all-reduced over the group's devices, then finished.
+  BatchNormSums,        // x [, the group's sum of x] -> [2, C]: the sum of x (or of its squared deviations from the
+                        // group's mean) as an fp32 pair (hi, lo)
+  BatchNormFinish,      // (the group's sum, sum of squared deviations) -> (mean, rstd) of the local rows; attrs.count
+                        // values per group
+  BatchNormGradSums,    // inputs (dy, x, mean, rstd) -> sums[4, C]: sum of dy and of dy * xhat, as pairs
+  BatchNormGradFinish,  // inputs (dy, x, mean, rstd, gamma, group sums) -> (dx, dgamma, dbeta); attrs.dim devices
+                        // per group
   // Loss.
   SoftmaxCrossEntropy,      // inputs (logits[T, V], labels[T]) -> (loss[1], probs[T, V]); mean over T
   SoftmaxCrossEntropyGrad,  // inputs (probs, labels) -> dlogits = (probs - onehot) / T
@@ -96,6 +121,9 @@ struct OpAttrs {
   int64_t dim = 0, dim2 = 0;
   int64_t offset = 0;  // Slice without axes: which piece (the piece's size is the output's)
   std::string algorithm;
+  // Communication: the group is each run of `group_block` consecutive ranks of `axes` (0: all of them), e.g. the
+  // replicas sharing a batch-norm group.
+  int64_t group_block = 0;
   int64_t shift = 1;
   int64_t root = 0;
   int64_t peer = -1;
@@ -120,6 +148,12 @@ struct OpAttrs {
   // offers), message size in bytes, and injection window in seconds.
   std::string pattern;
   double rate = 0, message_bytes = 0, duration = 0;
+  // Convolution and pooling windows: size (pooling only; a convolution's is its filter's), strides, and padding
+  // before and after along height and width.
+  struct Window {
+    int64_t kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pb = 0, pl = 0, pr = 0;
+  };
+  Window window;
 };
 
 struct Op {

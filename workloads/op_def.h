@@ -50,15 +50,21 @@ struct OpCost {
   // consumers adjacent to it fuse with it, one reduction per fusion. Leave both false for an op that never fuses
   // (gathers, scatters, layout changes, communication).
   bool reduction = false;
+  // A reduction over the whole tensor rather than rows that fit on chip (batch-norm statistics): an elementwise
+  // consumer that reads the reduced tensor again cannot join its fusion (it needs a second pass).
+  bool whole_tensor = false;
 };
 
 OpCost op_cost(const ModelGraph& g, const Op& op);
 
-// The GEMM a MatMul op performs, derived from its tensors: `batch` independent products of M x K @ K x N. An
+// The GEMM a MatMul (or convolution) op performs, derived from its tensors: `batch` independent products of M x K @ K x N. An
 // operand that every batch entry shares (a weight) is flagged; the compiler and the MXU model read only this.
 struct GemmDims {
   int64_t batch = 1, m = 0, k = 0, n = 0;
   bool a_shared = false, b_shared = false;
+  // HBM bytes per GEMM element of A, B and C when an operand is not stored as the GEMM's matrix (a convolution
+  // reads its input once, not once per filter tap, in the tiled layout); 0: the tensor's element size.
+  double a_elem = 0, b_elem = 0, c_elem = 0;
 };
 GemmDims gemm_dims(const ModelGraph& g, const Op& op);  // throws Error(Internal) for other kinds
 inline double op_flops(const ModelGraph& g, const Op& op) { return op_cost(g, op).flops; }

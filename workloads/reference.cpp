@@ -47,6 +47,12 @@ Init param_init(const ModelGraph& g, TensorId t, double& std_dev) {
       if (op.kind == OpKind::LayerNorm) return i == 1 ? Init::Ones : Init::Zeros;
       if (op.kind == OpKind::RmsNorm) return Init::Ones;
       if (op.kind == OpKind::BiasAdd && i == 1) return Init::Zeros;
+      if (op.kind == OpKind::BatchNormApply && (i == 3 || i == 4)) return i == 3 ? Init::Ones : Init::Zeros;
+      if (op.kind == OpKind::Conv2d && i == 1) {  // scaled by the fan-in KH * KW * Ci
+        const auto& s = g.tensor(t).shape;
+        std_dev = 1.0 / std::sqrt(static_cast<double>(s[0] * s[1] * s[2]));
+        return Init::Normal;
+      }
       if (op.kind == OpKind::Embedding && i == 0) {
         std_dev = 1.0;
         return Init::Normal;

@@ -14,7 +14,7 @@ namespace podsim {
 void Dma::start_collective(Running& r, const Op& op) {
   const TensorInfo& in = m_graph->tensor(op.inputs.front());
   r.instance = collective_instance(op.name);
-  r.group = m_ctx.group(m_chip, op.attrs.axes);
+  r.group = m_ctx.group(m_chip, op.attrs.axes, op.attrs.group_block);
   r.req.kind = collective_of(op.kind);
   r.req.group = r.group.shape;
   r.req.elements = in.elements();

@@ -21,6 +21,7 @@ struct Open {
   FusionGroup group;
   std::set<TensorId> produced;  // outputs of the members
   bool matmul = false, reduction = false, closed = true;
+  std::set<TensorId> reduced;  // what the fusion's reduction read from outside it
 };
 
 bool consumes(const Op& op, const std::set<TensorId>& produced) {
@@ -73,6 +74,8 @@ std::vector<FusionGroup> fuse(const ModelGraph& g, const std::vector<OpId>& orde
     cur.matmul = r == Role::Matmul;
     cur.reduction = r == Role::Reduction;
     cur.closed = !enabled || r == Role::Opaque;
+    if (cur.reduction && op_cost(g, g.op(id)).whole_tensor)
+      cur.reduced.insert(g.op(id).inputs.begin(), g.op(id).inputs.end());
   };
   for (OpId id : order) {
     const Op& op = g.op(id);
@@ -87,7 +90,10 @@ std::vector<FusionGroup> fuse(const ModelGraph& g, const std::vector<OpId>& orde
         continue;
       }
     } else if (join && r == Role::Elementwise) {
-      // loop fusion, a matmul's epilogue, or a reduction's producers/consumers
+      // loop fusion, a matmul's epilogue, or a reduction's producers/consumers; but a consumer of the reduction
+      // that reads again what the reduction reduced (batch norm's normalization of x after x's statistics) needs
+      // the finished reduction before its pass: a second pass, a fusion of its own
+      for (TensorId t : op.inputs) join = join && !cur.reduced.count(t);
     } else if (join && r == Role::Reduction) {
       join = !cur.matmul && !cur.reduction;  // one reduction per fusion; none inside a matmul's epilogue
     } else {
@@ -99,6 +105,9 @@ std::vector<FusionGroup> fuse(const ModelGraph& g, const std::vector<OpId>& orde
     }
     cur.group.members.push_back(id);
     for (TensorId t : op.outputs) cur.produced.insert(t);
+    if (r == Role::Reduction && op_cost(g, op).whole_tensor)
+      for (TensorId t : op.inputs)
+        if (!cur.produced.count(t)) cur.reduced.insert(t);
     cur.reduction = cur.reduction || r == Role::Reduction;
   }
   flush();

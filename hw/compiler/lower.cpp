@@ -131,6 +131,9 @@ void lower_gemm(const ModelGraph& g, const Op& op, const std::vector<OpId>& memb
   ti.a_elem = stored_bytes(op.inputs[0]);
   ti.b_elem = stored_bytes(op.inputs[1]);
   ti.c_elem = dtype_bytes(ic.dtype);
+  if (a.a_elem > 0) ti.a_elem = a.a_elem;
+  if (a.b_elem > 0) ti.b_elem = a.b_elem;
+  if (a.c_elem > 0) ti.c_elem = a.c_elem;
   ti.a_shared = a.a_shared;
   ti.b_shared = a.b_shared;
   ti.vmem = chip.vmem;
@@ -169,7 +172,7 @@ void lower_gemm(const ModelGraph& g, const Op& op, const std::vector<OpId>& memb
   }
   w.core_folds = batch * k_folds * n_folds * w.m_chunks;
   // HBM: the tiler's operand traffic, the result unless the epilogue consumes it all, the epilogue's own traffic.
-  double c_all = static_cast<double>(a.batch * a.m * a.n) * ti.c_elem;
+  double c_all = static_cast<double>(a.batch * a.m * a.n) * dtype_bytes(ic.dtype);  // logical bytes, as matmul_out_write counts them
   double c_core = t.hbm_write;  // this core's result bytes
   double out_fraction = c_all > 0 ? epi.matmul_out_write / c_all : 1.0;
   e.core_hbm_read = t.hbm_read + epi.read / used;

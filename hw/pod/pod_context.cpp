@@ -4,8 +4,8 @@
 
 namespace podsim {
 
-CollectiveGroup PodContext::group(int64_t chip, const std::vector<std::string>& axes) const {
-  return plan->mesh.group(chip, axes);
+CollectiveGroup PodContext::group(int64_t chip, const std::vector<std::string>& axes, int64_t block) const {
+  return plan->mesh.group(chip, axes, block);
 }
 
 int64_t PodContext::p2p_peer(int64_t chip, const Op& op) const {

@@ -39,7 +39,7 @@ struct PodContext {
   std::exception_ptr failure;             // an error a model met while running (rethrown after sc_start)
 
   // The group of `chip` for a collective over mesh `axes` (empty: every mesh axis).
-  CollectiveGroup group(int64_t chip, const std::vector<std::string>& axes) const;
+  CollectiveGroup group(int64_t chip, const std::vector<std::string>& axes, int64_t block = 0) const;
   // The chip a Send or Recv of `chip` exchanges with: attrs.peer, or `shift` steps along its mesh axes when it
   // names some. Throws Error(Internal) when there is no chip that far along.
   int64_t p2p_peer(int64_t chip, const Op& op) const;

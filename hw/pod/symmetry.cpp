@@ -194,7 +194,7 @@ PodSymmetry find_symmetry(const PodContext& ctx) {
         if (p2p_seen.insert({role, op.attrs.axes, op.attrs.shift, op.attrs.peer}).second) p2p.push_back({role, &op});
         continue;
       }
-      const MeshGroup mg = plan.mesh.group(0, op.attrs.axes);
+      const MeshGroup mg = plan.mesh.group(0, op.attrs.axes, op.attrs.group_block);
       GroupUse g;
       g.factors = mg.factors;
       for (const MeshFactor& mf : mg.factors)

@@ -41,6 +41,8 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
     std::cout << "  throughput    " << format_count(j["samples_per_s"]) << " samples/s"
               << (j.contains("tokens_per_s") ? ", " + format_count(j["tokens_per_s"]) + " tokens/s" : std::string())
               << "\n";
+  if (j.contains("parameters"))
+    std::cout << "  parameters    " << format_count(j["parameters"].get<double>()) << " trainable\n";
   const auto& b = j["busy_fraction"];
   std::cout << "  busy          MXU " << pct(b["mxu"]) << "  VPU " << pct(b["vpu"]) << "  HBM " << pct(b["hbm"])
             << "  ICI " << pct(b["ici"]) << "\n";

@@ -284,6 +284,12 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   const std::string model = e.params.has("workload.model") ? e.params.s("workload.model") : "";
   const bool microbenchmark = model == "matmul" || model == "collective" || model == "traffic" || model == "memory";
   const auto batch = microbenchmark ? std::nullopt : count_param(e.params, "workload.batch");
+  if (!microbenchmark) {  // trainable parameters of the logical step
+    double params = 0;
+    for (const TensorInfo& t : p.graph.tensors())
+      if (t.role == TensorRole::Parameter) params += static_cast<double>(t.elements());
+    j["parameters"] = static_cast<int64_t>(params);
+  }
   if (T > 0 && batch) {
     j["samples_per_s"] = *batch / T;
     if (const auto seq = count_param(e.params, "workload.seq_len")) j["tokens_per_s"] = *batch * *seq / T;
@@ -378,7 +384,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
       double t = r.end - r.start;
       // The chips it spans: its group on the mesh, or a point-to-point transfer's peer.
       const bool p2p = op.kind == OpKind::Send || op.kind == OpKind::Recv;
-      const CollectiveGroup grp = p.ctx->group(rc.id(), op.attrs.axes);
+      const CollectiveGroup grp = p.ctx->group(rc.id(), op.attrs.axes, op.attrs.group_block);
       const std::string group = p2p ? (op.kind == OpKind::Send ? "to chip " : "from chip ") +
                                           std::to_string(p.ctx->p2p_peer(rc.id(), op))
                                     : grp.describe();

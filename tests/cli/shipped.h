@@ -71,6 +71,9 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       {"configs/examples/straggler.yaml", {"hardware.pod.dims=[4,4]", "mesh.shape=[4,4]"}},
       // 16 chips in three mesh axes as shipped; 2 layers instead of 8 (one per pipeline stage).
       {"configs/examples/pipeline_data_model.yaml", {"workload.layers=2"}},
+      // ResNet-50 on 1024 chips as shipped (batch 32768, distributed batch norm over pairs of replicas); 32 x 32
+      // images instead of 224 x 224.
+      {"configs/papers/resnet50/v3_1024.yaml", {"workload.image_size=32"}},
       // GShard Table 1 (64 to 1024 chips, 12 or 36 layers, M = 1024): the same expert counts and strategy on a 4 x 4
       // pod with 2 layers (one MoE layer) and narrow widths; the all-reduces over 64+ chips alone exceed the budget.
       {"configs/papers/gshard/moe_128e_12l.yaml", gshard_reduced()},

@@ -240,7 +240,10 @@ TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
   std::vector<OpKind> covered = {OpKind::MatMul, OpKind::Add, OpKind::Scale, OpKind::BiasAdd, OpKind::Relu,
                                  OpKind::Gelu, OpKind::LayerNorm, OpKind::Softmax,
                                  OpKind::Embedding, OpKind::SoftmaxCrossEntropy, OpKind::Reshape,
-                                 OpKind::Top2Gating, OpKind::Mul, OpKind::Silu, OpKind::RmsNorm, OpKind::Rope, OpKind::Convert};
+                                 OpKind::Top2Gating, OpKind::Mul, OpKind::Silu, OpKind::RmsNorm, OpKind::Rope, OpKind::Convert,
+                                 // tests/unit/cnn_ops_test.cpp
+                                 OpKind::Conv2d, OpKind::MaxPool, OpKind::AvgPool, OpKind::BatchNormStats,
+                                 OpKind::BatchNormApply};
   for (int k = 0; k <= static_cast<int>(OpKind::Traffic); ++k) {
     const OpKindDef* d = find_op_kind(static_cast<OpKind>(k));
     ASSERT_NE(d, nullptr) << "op kind " << k << " has no definition";

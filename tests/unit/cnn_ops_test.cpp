@@ -1,0 +1,297 @@
+// The convolutional ops (workloads/ops/conv2d.cpp, pool.cpp, batch_norm.cpp): forward kernels against direct
+// loops written here, gradients against central finite differences of a loss, the MXU mapping and tiled-layout
+// bytes of a convolution against hand counts, XLA-style fusion of batch norm, and groups of consecutive ranks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "hw/compiler/fusion.h"
+#include "plan/mesh.h"
+#include "workloads/builder.h"
+#include "workloads/ops/op_kind.h"
+#include "workloads/reference.h"
+
+using namespace podsim;
+
+namespace {
+
+OpAttrs::Window win(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pb, int64_t pl, int64_t pr) {
+  OpAttrs::Window w;
+  w.kh = kh, w.kw = kw, w.sh = sh, w.sw = sw, w.pt = pt, w.pb = pb, w.pl = pl, w.pr = pr;
+  return w;
+}
+
+void randomise(const ModelGraph& g, TensorStore& s, uint64_t seed) {
+  init_step_inputs(g, s, seed);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd(0, 1);
+  for (size_t i = 0; i < g.num_tensors(); ++i) {
+    const TensorInfo& t = g.tensor(static_cast<TensorId>(i));
+    if (g.producer(static_cast<TensorId>(i)) >= 0 || t.dtype == DType::I32) continue;
+    for (float& x : s.get_mut(static_cast<TensorId>(i)).data) x = static_cast<float>(nd(rng));
+  }
+}
+
+float at(const Tensor& t, const std::vector<int64_t>& shape, int64_t b, int64_t h, int64_t w, int64_t c) {
+  return t.data[static_cast<size_t>(((b * shape[1] + h) * shape[2] + w) * shape[3] + c)];
+}
+
+// conv2d against the definition, for one window.
+void check_conv(const std::vector<int64_t>& xs, const std::vector<int64_t>& ws, const OpAttrs::Window& w) {
+  ModelGraph g("conv");
+  GraphBuilder b(g, DType::F32);
+  TensorId x = b.param("x", xs), f = b.param("w", ws);
+  TensorId y = b.conv2d(x, f, w, "conv");
+  TensorStore s;
+  randomise(g, s, 7);
+  run_reference(g, s);
+  const auto& ys = g.tensor(y).shape;
+  EXPECT_EQ(ys[1], (xs[1] + w.pt + w.pb - ws[0]) / w.sh + 1);
+  EXPECT_EQ(ys[2], (xs[2] + w.pl + w.pr - ws[1]) / w.sw + 1);
+  double worst = 0;
+  for (int64_t n = 0; n < ys[0]; ++n)
+    for (int64_t oh = 0; oh < ys[1]; ++oh)
+      for (int64_t ow = 0; ow < ys[2]; ++ow)
+        for (int64_t co = 0; co < ys[3]; ++co) {
+          double ref = 0;
+          for (int64_t i = 0; i < ws[0]; ++i)
+            for (int64_t j = 0; j < ws[1]; ++j)
+              for (int64_t ci = 0; ci < ws[2]; ++ci) {
+                const int64_t ih = oh * w.sh - w.pt + i, iw = ow * w.sw - w.pl + j;
+                if (ih < 0 || iw < 0 || ih >= xs[1] || iw >= xs[2]) continue;
+                ref += static_cast<double>(at(s.get(x), xs, n, ih, iw, ci)) *
+                       s.get(f).data[static_cast<size_t>(((i * ws[1] + j) * ws[2] + ci) * ws[3] + co)];
+              }
+          worst = std::max(worst, std::fabs(ref - at(s.get(y), ys, n, oh, ow, co)));
+        }
+  EXPECT_LT(worst, 1e-4);
+}
+
+// Builds `make`'s forward ops on parameters, a cross-entropy loss of its output, and the backward pass; checks the
+// gradient of every parameter against central differences of the loss.
+void check_gradients(const std::string& what, const std::function<TensorId(GraphBuilder&)>& make, double h = 1e-2) {
+  SCOPED_TRACE(what);
+  ModelGraph g("grad");
+  GraphBuilder b(g, DType::F32);
+  TensorId out = make(b);
+  const auto shape = g.tensor(out).shape;
+  const int64_t c = shape.back(), rows = g.tensor(out).elements() / c;
+  TensorId logits = b.reshape(out, {rows, c}, "flat");
+  TensorId loss = b.softmax_cross_entropy(logits, b.label("labels", {rows}), "loss");
+  b.backward(loss);
+  TensorStore s;
+  randomise(g, s, 42);
+  run_reference(g, s);
+  auto forward_loss = [&] {
+    for (OpId id : g.topological_order())
+      if (g.op(id).phase == Phase::Forward || g.op(id).phase == Phase::Loss) run_op(g, g.op(id), s);
+    return static_cast<double>(s.get(loss).data[0]);
+  };
+  int checked = 0;
+  for (TensorId p : b.params()) {
+    TensorId gid = b.grad_of(p);
+    ASSERT_GE(gid, 0) << "no gradient for " << g.tensor(p).name;
+    const std::vector<float> analytic = s.get(gid).data;
+    std::vector<float>& xs = s.get_mut(p).data;
+    ASSERT_EQ(analytic.size(), xs.size());
+    const size_t step = std::max<size_t>(1, xs.size() / 30);
+    for (size_t e = 0; e < xs.size(); e += step) {
+      const float saved = xs[e];
+      xs[e] = static_cast<float>(saved + h);
+      const double lp = forward_loss();
+      xs[e] = static_cast<float>(saved - h);
+      const double lm = forward_loss();
+      xs[e] = saved;
+      const double numeric = (lp - lm) / (2 * h);
+      EXPECT_NEAR(analytic[e], numeric, 2e-4 + 2e-2 * std::fabs(numeric)) << g.tensor(p).name << " element " << e;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+}  // namespace
+
+TEST(CnnOpsTest, Conv2dForwardAgainstDirectLoop) {
+  check_conv({2, 5, 5, 3}, {3, 3, 3, 4}, win(3, 3, 1, 1, 1, 1, 1, 1));    // SAME 3x3
+  check_conv({2, 9, 9, 3}, {7, 7, 3, 4}, win(7, 7, 2, 2, 3, 3, 3, 3));    // the stem: 7x7/2, pad 3
+  check_conv({1, 6, 7, 2}, {1, 7, 2, 3}, win(1, 7, 1, 1, 0, 0, 3, 3));    // 1x7
+  check_conv({1, 7, 6, 2}, {7, 1, 2, 3}, win(7, 1, 1, 1, 3, 3, 0, 0));    // 7x1
+  check_conv({2, 7, 7, 4}, {1, 1, 4, 5}, win(1, 1, 2, 2, 0, 0, 0, 0));    // 1x1/2 VALID (a shortcut)
+  check_conv({1, 6, 6, 3}, {4, 4, 3, 2}, win(4, 4, 1, 1, 2, 1, 2, 1));    // explicit, uneven (space-to-depth stem)
+  check_conv({1, 8, 5, 2}, {3, 2, 2, 3}, win(3, 2, 3, 2, 0, 2, 1, 0));    // odd strides and padding
+}
+
+TEST(CnnOpsTest, ConvolutionGradients) {
+  check_gradients("3x3 stride 2", [](GraphBuilder& b) {
+    return b.conv2d(b.param("x", {2, 5, 5, 3}), b.param("w", {3, 3, 3, 4}), win(3, 3, 2, 2, 1, 1, 1, 1), "c");
+  });
+  check_gradients("1x7 and 7x1", [](GraphBuilder& b) {
+    TensorId h = b.conv2d(b.param("x", {1, 6, 6, 2}), b.param("w1", {1, 7, 2, 3}), win(1, 7, 1, 1, 0, 0, 3, 3), "c1");
+    return b.conv2d(h, b.param("w2", {7, 1, 3, 2}), win(7, 1, 1, 1, 3, 3, 0, 0), "c2");
+  });
+  check_gradients("uneven padding, stride 3x2", [](GraphBuilder& b) {
+    return b.conv2d(b.param("x", {2, 8, 5, 2}), b.param("w", {3, 2, 2, 3}), win(3, 2, 3, 2, 0, 2, 1, 0), "c");
+  });
+}
+
+TEST(CnnOpsTest, PoolingForwardAndGradients) {
+  ModelGraph g("pool");
+  GraphBuilder b(g, DType::F32);
+  const std::vector<int64_t> xs = {2, 5, 5, 3};
+  TensorId x = b.param("x", xs);
+  const auto w = win(3, 3, 2, 2, 1, 1, 1, 1);
+  TensorId mx = b.max_pool(x, w, "max"), av = b.avg_pool(x, w, "avg");
+  TensorStore s;
+  randomise(g, s, 3);
+  run_reference(g, s);
+  const auto& ys = g.tensor(mx).shape;
+  ASSERT_EQ(ys, (std::vector<int64_t>{2, 3, 3, 3}));
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t oh = 0; oh < 3; ++oh)
+      for (int64_t ow = 0; ow < 3; ++ow)
+        for (int64_t c = 0; c < 3; ++c) {
+          double m = -1e30, sum = 0;
+          int count = 0;
+          for (int64_t i = 0; i < 3; ++i)
+            for (int64_t j = 0; j < 3; ++j) {
+              const int64_t ih = oh * 2 - 1 + i, iw = ow * 2 - 1 + j;
+              if (ih < 0 || iw < 0 || ih >= 5 || iw >= 5) continue;
+              const double v = at(s.get(x), xs, n, ih, iw, c);
+              m = std::max(m, v), sum += v, ++count;
+            }
+          EXPECT_FLOAT_EQ(at(s.get(mx), ys, n, oh, ow, c), static_cast<float>(m));
+          EXPECT_NEAR(at(s.get(av), ys, n, oh, ow, c), sum / count, 1e-6);  // the valid positions only
+        }
+  check_gradients("max pool", [&](GraphBuilder& bb) { return bb.max_pool(bb.param("x", {2, 5, 5, 3}), w, "p"); },
+                  1e-3);
+  check_gradients("avg pool", [&](GraphBuilder& bb) { return bb.avg_pool(bb.param("x", {2, 5, 5, 3}), w, "p"); });
+  check_gradients("global avg pool", [&](GraphBuilder& bb) {
+    return bb.avg_pool(bb.param("x", {2, 3, 4, 3}), win(3, 4, 1, 1, 0, 0, 0, 0), "p");
+  });
+}
+
+TEST(CnnOpsTest, BatchNormForwardAndGradients) {
+  // Forward: groups of 2 of a batch of 4, against the definition.
+  ModelGraph g("bn");
+  GraphBuilder b(g, DType::F32);
+  const std::vector<int64_t> xs = {4, 3, 2, 5};
+  TensorId x = b.param("x", xs), gamma = b.param("gamma", {5}), beta = b.param("beta", {5});
+  TensorId y = b.batch_norm(x, gamma, beta, 2, "bn");
+  TensorStore s;
+  randomise(g, s, 5);
+  run_reference(g, s);
+  for (int64_t grp = 0; grp < 2; ++grp)
+    for (int64_t c = 0; c < 5; ++c) {
+      double m = 0, v = 0;
+      const int n = 2 * 3 * 2;
+      for (int64_t e = grp * 2; e < grp * 2 + 2; ++e)
+        for (int64_t h = 0; h < 3; ++h)
+          for (int64_t w = 0; w < 2; ++w) m += at(s.get(x), xs, e, h, w, c);
+      m /= n;
+      for (int64_t e = grp * 2; e < grp * 2 + 2; ++e)
+        for (int64_t h = 0; h < 3; ++h)
+          for (int64_t w = 0; w < 2; ++w) v += std::pow(at(s.get(x), xs, e, h, w, c) - m, 2);
+      v /= n;
+      for (int64_t e = grp * 2; e < grp * 2 + 2; ++e)
+        for (int64_t h = 0; h < 3; ++h)
+          for (int64_t w = 0; w < 2; ++w) {
+            const double ref = (at(s.get(x), xs, e, h, w, c) - m) / std::sqrt(v + 1e-5) * s.get(gamma).data[c] +
+                               s.get(beta).data[c];
+            EXPECT_NEAR(at(s.get(y), xs, e, h, w, c), ref, 1e-5);
+          }
+    }
+  check_gradients("whole batch", [](GraphBuilder& bb) {
+    return bb.batch_norm(bb.param("x", {3, 3, 2, 4}), bb.param("g", {4}), bb.param("b", {4}), 0, "bn");
+  });
+  check_gradients("groups of 2, then ReLU and a residual add", [](GraphBuilder& bb) {
+    TensorId xx = bb.param("x", {4, 2, 3, 3});
+    TensorId h = bb.relu(bb.batch_norm(xx, bb.param("g", {3}), bb.param("b", {3}), 2, "bn"), "relu");
+    return bb.add(h, xx, "res");
+  });
+}
+
+TEST(CnnOpsTest, BatchNormMovingAveragesAreUpdatedByTheOptimizer) {
+  ModelGraph g("bn");
+  GraphBuilder b(g, DType::F32);
+  TensorId x = b.param("x", {2, 2, 2, 3});
+  TensorId y = b.batch_norm(x, b.param("g", {3}), b.param("b", {3}), 0, "bn", 1e-5, 0.9);
+  TensorId loss = b.softmax_cross_entropy(b.reshape(y, {8, 3}, "flat"), b.label("labels", {8}), "loss");
+  b.backward(loss);
+  b.optimizer({});
+  TensorStore s;
+  randomise(g, s, 1);
+  run_reference(g, s);
+  const TensorId mm = g.find_tensor("bn.moving_mean"), nm = g.find_tensor("bn.moving_mean.new");
+  const TensorId mean = g.find_tensor("bn.mean");
+  ASSERT_GE(nm, 0);
+  EXPECT_EQ(g.tensor(nm).role, TensorRole::Updated);
+  EXPECT_EQ(g.tensor(nm).updates, mm);
+  for (size_t i = 0; i < s.get(nm).data.size(); ++i)
+    EXPECT_NEAR(s.get(nm).data[i], 0.9 * s.get(mm).data[i] + 0.1 * s.get(mean).data[i], 1e-6);
+}
+
+// The stem of ResNet-50 at 224 on the MXU: M = 256 x 112 x 112 rows, K = 7 x 7 x 3 = 147 contracted (taps packed:
+// two 128-row folds), N = 64 output features (half of the 128 columns); the input's 3 channels take 128 lanes in
+// HBM.
+TEST(CnnOpsTest, ConvolutionGemmAndTiledBytes) {
+  ModelGraph g("stem");
+  GraphBuilder b(g, DType::BF16);
+  TensorId x = b.input("x", {256, 224, 224, 3}, DType::BF16);
+  TensorId y = b.conv2d(x, b.param("w", {7, 7, 3, 64}), win(7, 7, 2, 2, 3, 3, 3, 3), "stem");
+  const Op& op = g.op(g.producer(y));
+  const GemmDims d = gemm_dims(g, op);
+  EXPECT_EQ(d.m, 256 * 112 * 112);
+  EXPECT_EQ(d.k, 147);
+  EXPECT_EQ(d.n, 64);
+  const OpCost c = op_cost(g, op);
+  EXPECT_DOUBLE_EQ(c.flops, 2.0 * 256 * 112 * 112 * 147 * 64);
+  const double x_tiled = 256.0 * 224 * 224 * 128 * 2;       // 3 channels padded to 128 lanes; W = 224 rows of 8
+  EXPECT_DOUBLE_EQ(tiled_bytes(g.tensor(x)), x_tiled);
+  EXPECT_DOUBLE_EQ(tiled_bytes(g.tensor(op.inputs[1])), 7.0 * 7 * 8 * 128 * 2);  // HWIO: 3 -> 8 sublanes, 64 -> 128
+  EXPECT_DOUBLE_EQ(tiled_bytes(g.tensor(y)), 256.0 * 112 * 112 * 128 * 2);
+  EXPECT_DOUBLE_EQ(c.bytes_read, x_tiled + 7.0 * 7 * 8 * 128 * 2);
+  // The GEMM's operands cost the tensors' tiled bytes, not the im2col matrix's.
+  EXPECT_DOUBLE_EQ(d.a_elem * static_cast<double>(d.m * d.k), x_tiled);
+  // Backward convolutions do the forward's multiply-adds.
+  GraphBuilder bb(g, DType::BF16);
+  const auto grads = find_op_kind(OpKind::Conv2d)->grad(bb, op, {y});
+  (void)grads;
+  for (const Op& o : g.ops())
+    if (o.kind == OpKind::Conv2dInputGrad || o.kind == OpKind::Conv2dFilterGrad)
+      EXPECT_DOUBLE_EQ(op_cost(g, o).flops, c.flops) << o.name;
+}
+
+// conv -> batch-norm statistics (a reduction fusion: one pass over the conv's output) -> normalization + ReLU
+// (a loop fusion of its own: it reads the conv's output again once the statistics are done).
+TEST(CnnOpsTest, BatchNormFusesAsXlaDoes) {
+  ModelGraph g("fuse");
+  GraphBuilder b(g, DType::BF16);
+  TensorId x = b.input("x", {8, 8, 8, 64}, DType::BF16);
+  TensorId h = b.conv2d(x, b.param("w", {3, 3, 64, 64}), win(3, 3, 1, 1, 1, 1, 1, 1), "conv");
+  h = b.relu(b.batch_norm(h, b.param("g", {64}), b.param("b", {64}), 0, "bn"), "relu");
+  std::vector<OpId> order = g.topological_order();
+  const auto groups = fuse(g, order, true);
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(g.op(groups[0].members[0]).kind, OpKind::Conv2d);
+  EXPECT_EQ(groups[1].kind, FusionKind::None);
+  EXPECT_EQ(g.op(groups[1].members[0]).kind, OpKind::BatchNormStats);
+  EXPECT_EQ(groups[2].kind, FusionKind::Loop);
+  EXPECT_EQ(groups[2].members.size(), 2u);
+}
+
+// Runs of consecutive ranks: on a ring of 8 on x, groups of 2 are lines of neighbours; on data = x(4) x y(2), a
+// block of 4 is the x ring and a block of 8 the whole axis.
+TEST(CnnOpsTest, GroupsOfConsecutiveRanks) {
+  Torus t({8, 2}, {true, true});
+  Mesh m = Mesh::layout({"data"}, {16}, t, {});
+  EXPECT_EQ(m.members(5, {"data"}, 2), (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(m.members(6, {"data"}, 4), (std::vector<int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(m.members(9, {"data"}, 8), (std::vector<int64_t>{8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(m.members(9, {"data"}, 0).size(), 16u);
+  EXPECT_EQ(m.group(5, {"data"}, 2).rank, 1);
+  EXPECT_FALSE(m.group(5, {"data"}, 2).shape.wrap[0]);  // a line of 2 on a ring of 8
+  EXPECT_TRUE(m.group(5, {"data"}, 8).shape.wrap[0]);   // the whole x ring
+}

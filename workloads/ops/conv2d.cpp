@@ -1,0 +1,299 @@
+// 2-D convolution, NHWC activations and HWIO filters: y[b, oh, ow, co] = sum over (i, j, ci) of
+// x[b, oh * sh - pt + i, ow * sw - pl + j, ci] * w[i, j, ci, co] (positions outside the input read zero), with its two
+// backward convolutions: the input gradient (dy with the filter, scattered back through the strides) and the filter
+// gradient (x with dy, summed over the batch and the output positions).
+//
+// Cost (docs/model.md, "Convolutions on the MXU"): each is one GEMM on the systolic array, as XLA's TPU backend runs
+// a convolution: the contraction is over the filter taps and input features (K = KH * KW * Ci, taps packed together
+// when Ci is below the array's rows), the output features fill the array's columns (N = Co: 64 features use half
+// of a 128-wide array), and the batch times the output positions stream through as rows (M = B * Ho * Wo). The input
+// gradient contracts KH * KW * Co against Ci, the filter gradient B * Ho * Wo against Co with KH * KW * Ci rows;
+// all three do the forward's multiply-adds. HBM traffic: each operand is read whole (the taps are formed on chip,
+// not materialized) in the TPU's tiled layout, whose two minor dimensions are padded to (8, 128): a 3- or
+// 64-channel tensor takes 128 lanes per position.
+//
+// Partitioning: the batch may be split (data parallel); height, width and features are gathered whole. The filter
+// gradient sums over the batch: partial over the batch's axes.
+#include <algorithm>
+
+#include "sim/common/error.h"
+#include "workloads/ops/kernel_util.h"
+
+namespace podsim {
+
+// Bytes of a tensor in the TPU's (8, 128) tiled layout: the minor dimension padded to 128 lanes, the second-minor
+// to 8 sublanes.
+double tiled_bytes(const TensorInfo& t) {
+  if (t.shape.empty()) return t.bytes();
+  const auto pad = [](int64_t n, int64_t to) { return (n + to - 1) / to * to; };
+  double n = static_cast<double>(pad(t.shape.back(), 128));
+  if (t.shape.size() >= 2) n *= static_cast<double>(pad(t.shape[t.shape.size() - 2], 8));
+  for (size_t d = 0; d + 2 < t.shape.size(); ++d) n *= static_cast<double>(t.shape[d]);
+  return n * dtype_bytes(t.dtype);
+}
+
+namespace {
+
+using ops::in;
+using W = OpAttrs::Window;
+
+struct ConvShape {
+  int64_t b, h, w, ci, kh, kw, co, ho, wo;
+};
+
+// Shapes from the op's tensors: x (or dx), filter (or dw), y (or dy).
+ConvShape conv_shape(const ModelGraph& g, const Op& op) {
+  TensorId x, f, y;
+  switch (op.kind) {
+    case OpKind::Conv2d: x = op.inputs[0], f = op.inputs[1], y = op.outputs[0]; break;
+    case OpKind::Conv2dInputGrad: x = op.outputs[0], f = op.inputs[1], y = op.inputs[0]; break;
+    default: x = op.inputs[0], f = op.outputs[0], y = op.inputs[1]; break;
+  }
+  const auto& xs = g.tensor(x).shape;
+  const auto& fs = g.tensor(f).shape;
+  const auto& ys = g.tensor(y).shape;
+  return {xs[0], xs[1], xs[2], xs[3], fs[0], fs[1], fs[3], ys[1], ys[2]};
+}
+
+double d(int64_t v) { return static_cast<double>(v); }
+
+OpCost conv_cost(const ModelGraph& g, const Op& op) {
+  const GemmDims a = conv_gemm_dims(g, op);
+  OpCost c;
+  c.unit = Unit::Mxu;
+  c.flops = 2.0 * d(a.m) * d(a.k) * d(a.n);
+  for (TensorId t : op.inputs) c.bytes_read += tiled_bytes(g.tensor(t));
+  c.bytes_written = tiled_bytes(g.tensor(op.outputs[0]));
+  return c;
+}
+
+// Loops over every (output position, tap) pair that reads the input: f(b, oh, ow, i, j, ih, iw).
+template <class F>
+void for_taps(const ConvShape& s, const W& w, F f) {
+  for (int64_t b = 0; b < s.b; ++b)
+    for (int64_t oh = 0; oh < s.ho; ++oh)
+      for (int64_t ow = 0; ow < s.wo; ++ow)
+        for (int64_t i = 0; i < s.kh; ++i) {
+          const int64_t ih = oh * w.sh - w.pt + i;
+          if (ih < 0 || ih >= s.h) continue;
+          for (int64_t j = 0; j < s.kw; ++j) {
+            const int64_t iw = ow * w.sw - w.pl + j;
+            if (iw < 0 || iw >= s.w) continue;
+            f(b, oh, ow, i, j, ih, iw);
+          }
+        }
+}
+
+void conv_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
+  const ConvShape s = conv_shape(g, op);
+  const Tensor& x = in(st, op, 0);
+  const Tensor& f = in(st, op, 1);
+  Tensor y = ops::out_like(g, op);
+  for_taps(s, op.attrs.window, [&](int64_t b, int64_t oh, int64_t ow, int64_t i, int64_t j, int64_t ih, int64_t iw) {
+    const float* xr = &x.data[((b * s.h + ih) * s.w + iw) * s.ci];
+    const float* fr = &f.data[(i * s.kw + j) * s.ci * s.co];
+    float* yr = &y.data[((b * s.ho + oh) * s.wo + ow) * s.co];
+    for (int64_t ci = 0; ci < s.ci; ++ci) {
+      const float xv = xr[ci];
+      const float* fc = fr + ci * s.co;
+      for (int64_t co = 0; co < s.co; ++co) yr[co] += xv * fc[co];
+    }
+  });
+  ops::put(g, op, st, std::move(y));
+}
+
+void input_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
+  const ConvShape s = conv_shape(g, op);
+  const Tensor& dy = in(st, op, 0);
+  const Tensor& f = in(st, op, 1);
+  Tensor dx = ops::out_like(g, op);
+  for_taps(s, op.attrs.window, [&](int64_t b, int64_t oh, int64_t ow, int64_t i, int64_t j, int64_t ih, int64_t iw) {
+    const float* dyr = &dy.data[((b * s.ho + oh) * s.wo + ow) * s.co];
+    const float* fr = &f.data[(i * s.kw + j) * s.ci * s.co];
+    float* dxr = &dx.data[((b * s.h + ih) * s.w + iw) * s.ci];
+    for (int64_t ci = 0; ci < s.ci; ++ci) {
+      const float* fc = fr + ci * s.co;
+      float acc = 0;
+      for (int64_t co = 0; co < s.co; ++co) acc += dyr[co] * fc[co];
+      dxr[ci] += acc;
+    }
+  });
+  ops::put(g, op, st, std::move(dx));
+}
+
+void filter_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
+  const ConvShape s = conv_shape(g, op);
+  const Tensor& x = in(st, op, 0);
+  const Tensor& dy = in(st, op, 1);
+  Tensor dw = ops::out_like(g, op);
+  for_taps(s, op.attrs.window, [&](int64_t b, int64_t oh, int64_t ow, int64_t i, int64_t j, int64_t ih, int64_t iw) {
+    const float* xr = &x.data[((b * s.h + ih) * s.w + iw) * s.ci];
+    const float* dyr = &dy.data[((b * s.ho + oh) * s.wo + ow) * s.co];
+    float* dwr = &dw.data[(i * s.kw + j) * s.ci * s.co];
+    for (int64_t ci = 0; ci < s.ci; ++ci) {
+      const float xv = xr[ci];
+      float* dc = dwr + ci * s.co;
+      for (int64_t co = 0; co < s.co; ++co) dc[co] += xv * dyr[co];
+    }
+  });
+  ops::put(g, op, st, std::move(dw));
+}
+
+std::vector<TensorId> conv_grad(GraphBuilder& b, const Op& op, const std::vector<TensorId>& dy) {
+  if (dy[0] < 0) return {-1, -1};
+  const TensorInfo x = b.graph().tensor(op.inputs[0]), f = b.graph().tensor(op.inputs[1]);
+  std::vector<TensorId> out(2, -1);
+  if (b.wants_grad(op.inputs[0]))
+    out[0] = b.emit(op.name + ".dx", OpKind::Conv2dInputGrad, Phase::Backward, {dy[0], op.inputs[1]}, x.shape, x.dtype,
+                    TensorRole::Gradient, op.attrs);
+  if (b.wants_grad(op.inputs[1]))
+    out[1] = b.emit(op.name + ".dw", OpKind::Conv2dFilterGrad, Phase::Backward, {op.inputs[0], dy[0]}, f.shape,
+                    f.dtype, TensorRole::Gradient, op.attrs);
+  return out;
+}
+
+// ---- partitioning: the batch may stay split; everything else whole ----
+ShardSpec batch_only(const ShardSpec& s) {
+  ShardSpec r = ShardSpec::replicated(s.rank());
+  if (s.rank() > 0) r.dims[0] = s.dims[0];
+  return r;
+}
+
+OpSharding conv_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  const ShardSpec x = batch_only(sharding::settled(q.in[0]));
+  r.in = {x, ShardSpec::replicated(4)};
+  r.out = {x};
+  return r;
+}
+
+OpSharding input_grad_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  const ShardSpec dy = batch_only(sharding::settled(q.in[0]));
+  r.in = {dy, ShardSpec::replicated(4)};
+  r.out = {dy};
+  return r;
+}
+
+OpSharding filter_grad_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  const ShardSpec x = batch_only(sharding::settled(q.in[0]));
+  r.in = {x, x};
+  ShardSpec w = ShardSpec::replicated(4);
+  w.partial = sharding::reduced_axes(x, {0});
+  r.out = {w};
+  return r;
+}
+
+const bool registered =
+    register_op_kind({OpKind::Conv2d, "conv2d", Unit::Mxu, conv_cost, conv_kernel, conv_grad, conv_rule}) &&
+    register_op_kind({OpKind::Conv2dInputGrad, "conv2d_input_grad", Unit::Mxu, conv_cost, input_grad_kernel, nullptr,
+                      input_grad_rule}) &&
+    register_op_kind({OpKind::Conv2dFilterGrad, "conv2d_filter_grad", Unit::Mxu, conv_cost, filter_grad_kernel,
+                      nullptr, filter_grad_rule});
+
+}  // namespace
+
+// The GEMM each convolution is on the MXU (see the top of this file), and the bytes per GEMM element that make its
+// operands' HBM traffic that of the tensors in their tiled layout (the input read once, not once per tap).
+GemmDims conv_gemm_dims(const ModelGraph& g, const Op& op) {
+  const ConvShape s = conv_shape(g, op);
+  GemmDims a;
+  const int64_t rows = s.b * s.ho * s.wo, taps = s.kh * s.kw;
+  if (op.kind == OpKind::Conv2d) {
+    a.m = rows, a.k = taps * s.ci, a.n = s.co;
+  } else if (op.kind == OpKind::Conv2dInputGrad) {
+    a.m = rows, a.k = taps * s.co, a.n = s.ci;
+  } else {
+    a.m = taps * s.ci, a.k = rows, a.n = s.co;
+  }
+  a.b_shared = true;
+  const auto per = [](double bytes, int64_t x, int64_t y) { return bytes / (d(x) * d(y)); };
+  a.a_elem = per(tiled_bytes(g.tensor(op.inputs[0])), a.m, a.k);
+  a.b_elem = per(tiled_bytes(g.tensor(op.inputs[1])), a.k, a.n);
+  a.c_elem = per(tiled_bytes(g.tensor(op.outputs[0])), a.m, a.n);
+  return a;
+}
+
+}  // namespace podsim
+
+namespace podsim {
+
+namespace {
+
+// Output size along one dimension; throws when the window does not fit the padded input.
+int64_t out_size(const std::string& name, const char* dim, int64_t in, int64_t k, int64_t stride, int64_t lo,
+                 int64_t hi) {
+  if (k > in + lo + hi || k < 1 || stride < 1)
+    throw Error(Err::OutOfRange, "op '" + name + "': a window of " + std::to_string(k) + " along " + dim +
+                                   " is larger than the padded input (" + std::to_string(in) + " + " +
+                                   std::to_string(lo + hi) + " padding)");
+  return (in + lo + hi - k) / stride + 1;
+}
+
+}  // namespace
+
+TensorId GraphBuilder::conv2d(TensorId x, TensorId w, const OpAttrs::Window& win, const std::string& name) {
+  const auto xs = m_g.tensor(x).shape, ws = m_g.tensor(w).shape;
+  if (xs.size() != 4 || ws.size() != 4 || ws[2] != xs[3])
+    throw Error(Err::Internal, "conv2d '" + name + "': input " + m_g.tensor(x).shape_text() + " and filter " +
+                                   m_g.tensor(w).shape_text() + " (NHWC and HWIO, filter input features = C)");
+  OpAttrs at;
+  at.window = win;
+  at.window.kh = ws[0];
+  at.window.kw = ws[1];
+  const int64_t ho = out_size(name, "height", xs[1], ws[0], win.sh, win.pt, win.pb);
+  const int64_t wo = out_size(name, "width", xs[2], ws[1], win.sw, win.pl, win.pr);
+  return forward(name, OpKind::Conv2d, {x, w}, {xs[0], ho, wo, ws[3]}, m_g.tensor(x).dtype, at);
+}
+
+TensorId GraphBuilder::max_pool(TensorId x, const OpAttrs::Window& win, const std::string& name) {
+  const auto xs = m_g.tensor(x).shape;
+  OpAttrs at;
+  at.window = win;
+  const int64_t ho = out_size(name, "height", xs[1], win.kh, win.sh, win.pt, win.pb);
+  const int64_t wo = out_size(name, "width", xs[2], win.kw, win.sw, win.pl, win.pr);
+  return forward(name, OpKind::MaxPool, {x}, {xs[0], ho, wo, xs[3]}, m_g.tensor(x).dtype, at);
+}
+
+TensorId GraphBuilder::avg_pool(TensorId x, const OpAttrs::Window& win, const std::string& name) {
+  const auto xs = m_g.tensor(x).shape;
+  OpAttrs at;
+  at.window = win;
+  const int64_t ho = out_size(name, "height", xs[1], win.kh, win.sh, win.pt, win.pb);
+  const int64_t wo = out_size(name, "width", xs[2], win.kw, win.sw, win.pl, win.pr);
+  return forward(name, OpKind::AvgPool, {x}, {xs[0], ho, wo, xs[3]}, m_g.tensor(x).dtype, at);
+}
+
+TensorId GraphBuilder::batch_norm(TensorId x, TensorId gamma, TensorId beta, int64_t group, const std::string& name,
+                                  double eps, double momentum) {
+  // Scale and offset are normalization parameters: LARS leaves them out of its trust ratio and weight decay.
+  set_param_kind(gamma, ParamKind::Norm);
+  set_param_kind(beta, ParamKind::Norm);
+  const TensorInfo xi = m_g.tensor(x);
+  if (xi.shape.size() != 4 || (group > 0 && xi.shape[0] % group != 0))
+    throw Error(Err::Internal, "batch_norm '" + name + "' of " + xi.shape_text() + " in groups of " +
+                                   std::to_string(group));
+  OpAttrs at;
+  at.count = group;
+  at.eps = eps;
+  at.alpha = momentum;
+  Op op;
+  op.name = name + ".stats";
+  op.kind = OpKind::BatchNormStats;
+  op.phase = m_phase;
+  op.cell = m_cell;
+  op.attrs = at;
+  op.inputs = {x};
+  const std::vector<int64_t> rows = {xi.shape[0], xi.shape[3]};
+  const TensorId mean = m_g.add_tensor({name + ".mean", rows, DType::F32, TensorRole::Activation});
+  const TensorId rstd = m_g.add_tensor({name + ".rstd", rows, DType::F32, TensorRole::Activation});
+  op.outputs = {mean, rstd};
+  m_bn_stats.push_back(m_g.add_op(op));
+  return forward(name, OpKind::BatchNormApply, {x, mean, rstd, gamma, beta}, xi.shape, xi.dtype, at);
+}
+
+}  // namespace podsim

@@ -1,0 +1,168 @@
+// Pooling over NHWC windows (attrs.window: size, strides, padding): max pooling (padding never wins) and average
+// pooling over the window's positions inside the input (so a padded border averages fewer values; global average
+// pooling is a window of the whole map). Gradients: max pooling's sends each window's dy to the window's first
+// maximum (XLA's select-and-scatter); average pooling's spreads dy evenly over the window's positions.
+//
+// Cost: vector-unit work per output element times the window (a compare or add per tap), and HBM traffic of the
+// tensors in the TPU's tiled layout (docs/model.md). Pools run as their own kernels (XLA's reduce-window and
+// select-and-scatter). Partitioning: the batch may be split; height, width and features are whole.
+#include <limits>
+
+#include "workloads/ops/kernel_util.h"
+
+namespace podsim {
+namespace {
+
+using ops::in;
+
+struct PoolShape {
+  int64_t b, h, w, c, ho, wo;
+};
+
+PoolShape pool_shape(const TensorInfo& x, const TensorInfo& y) {
+  return {x.shape[0], x.shape[1], x.shape[2], x.shape[3], y.shape[1], y.shape[2]};
+}
+
+// The input positions of output (oh, ow)'s window: f(ih, iw) for each inside the input.
+template <class F>
+void window(const PoolShape& s, const OpAttrs::Window& w, int64_t oh, int64_t ow, F f) {
+  for (int64_t i = 0; i < w.kh; ++i) {
+    const int64_t ih = oh * w.sh - w.pt + i;
+    if (ih < 0 || ih >= s.h) continue;
+    for (int64_t j = 0; j < w.kw; ++j) {
+      const int64_t iw = ow * w.sw - w.pl + j;
+      if (iw >= 0 && iw < s.w) f(ih, iw);
+    }
+  }
+}
+
+OpCost pool_cost(const ModelGraph& g, const Op& op, TensorId small, double per_tap) {
+  OpCost c;
+  c.unit = Unit::Vpu;
+  const double taps = static_cast<double>(op.attrs.window.kh * op.attrs.window.kw);
+  c.vector.elements = static_cast<double>(g.tensor(small).elements());
+  c.vector.simple = taps * per_tap;
+  c.flops = c.vector.elements * taps;
+  for (TensorId t : op.inputs) c.bytes_read += tiled_bytes(g.tensor(t));
+  c.bytes_written = tiled_bytes(g.tensor(op.outputs[0]));
+  return c;
+}
+
+OpCost max_pool_cost(const ModelGraph& g, const Op& op) { return pool_cost(g, op, op.outputs[0], 1); }
+OpCost avg_pool_cost(const ModelGraph& g, const Op& op) { return pool_cost(g, op, op.outputs[0], 1); }
+// Select-and-scatter: compare to find the window's maximum, then add dy at it.
+OpCost max_pool_grad_cost(const ModelGraph& g, const Op& op) { return pool_cost(g, op, op.inputs[0], 3); }
+OpCost avg_pool_grad_cost(const ModelGraph& g, const Op& op) { return pool_cost(g, op, op.inputs[0], 1); }
+
+void max_pool_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
+  const PoolShape s = pool_shape(g.tensor(op.inputs[0]), g.tensor(op.outputs[0]));
+  const Tensor& x = in(st, op, 0);
+  Tensor y = ops::out_like(g, op);
+  for (int64_t b = 0; b < s.b; ++b)
+    for (int64_t oh = 0; oh < s.ho; ++oh)
+      for (int64_t ow = 0; ow < s.wo; ++ow)
+        for (int64_t c = 0; c < s.c; ++c) {
+          float m = -std::numeric_limits<float>::infinity();
+          window(s, op.attrs.window, oh, ow,
+                 [&](int64_t ih, int64_t iw) { m = std::max(m, x.data[((b * s.h + ih) * s.w + iw) * s.c + c]); });
+          y.data[((b * s.ho + oh) * s.wo + ow) * s.c + c] = m;
+        }
+  ops::put(g, op, st, std::move(y));
+}
+
+void max_pool_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
+  const PoolShape s = pool_shape(g.tensor(op.inputs[1]), g.tensor(op.inputs[0]));
+  const Tensor& dy = in(st, op, 0);
+  const Tensor& x = in(st, op, 1);
+  Tensor dx = ops::out_like(g, op);
+  for (int64_t b = 0; b < s.b; ++b)
+    for (int64_t oh = 0; oh < s.ho; ++oh)
+      for (int64_t ow = 0; ow < s.wo; ++ow)
+        for (int64_t c = 0; c < s.c; ++c) {
+          float m = -std::numeric_limits<float>::infinity();
+          int64_t at = -1;
+          window(s, op.attrs.window, oh, ow, [&](int64_t ih, int64_t iw) {
+            const int64_t k = ((b * s.h + ih) * s.w + iw) * s.c + c;
+            if (x.data[k] > m) m = x.data[k], at = k;
+          });
+          if (at >= 0) dx.data[at] += dy.data[((b * s.ho + oh) * s.wo + ow) * s.c + c];
+        }
+  ops::put(g, op, st, std::move(dx));
+}
+
+void avg_pool_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
+  const PoolShape s = pool_shape(g.tensor(op.inputs[0]), g.tensor(op.outputs[0]));
+  const Tensor& x = in(st, op, 0);
+  Tensor y = ops::out_like(g, op);
+  for (int64_t b = 0; b < s.b; ++b)
+    for (int64_t oh = 0; oh < s.ho; ++oh)
+      for (int64_t ow = 0; ow < s.wo; ++ow) {
+        float* yr = &y.data[((b * s.ho + oh) * s.wo + ow) * s.c];
+        int64_t n = 0;
+        window(s, op.attrs.window, oh, ow, [&](int64_t ih, int64_t iw) {
+          const float* xr = &x.data[((b * s.h + ih) * s.w + iw) * s.c];
+          for (int64_t c = 0; c < s.c; ++c) yr[c] += xr[c];
+          ++n;
+        });
+        for (int64_t c = 0; c < s.c && n > 0; ++c) yr[c] /= static_cast<float>(n);
+      }
+  ops::put(g, op, st, std::move(y));
+}
+
+void avg_pool_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
+  const PoolShape s = pool_shape(g.tensor(op.outputs[0]), g.tensor(op.inputs[0]));
+  const Tensor& dy = in(st, op, 0);
+  Tensor dx = ops::out_like(g, op);
+  for (int64_t b = 0; b < s.b; ++b)
+    for (int64_t oh = 0; oh < s.ho; ++oh)
+      for (int64_t ow = 0; ow < s.wo; ++ow) {
+        int64_t n = 0;
+        window(s, op.attrs.window, oh, ow, [&](int64_t, int64_t) { ++n; });
+        if (n == 0) continue;
+        const float* dyr = &dy.data[((b * s.ho + oh) * s.wo + ow) * s.c];
+        const float inv = 1.0f / static_cast<float>(n);
+        window(s, op.attrs.window, oh, ow, [&](int64_t ih, int64_t iw) {
+          float* dxr = &dx.data[((b * s.h + ih) * s.w + iw) * s.c];
+          for (int64_t c = 0; c < s.c; ++c) dxr[c] += dyr[c] * inv;
+        });
+      }
+  ops::put(g, op, st, std::move(dx));
+}
+
+std::vector<TensorId> max_pool_grad(GraphBuilder& b, const Op& op, const std::vector<TensorId>& dy) {
+  if (dy[0] < 0) return {-1};
+  const TensorInfo x = b.graph().tensor(op.inputs[0]);
+  return {b.emit(op.name + ".dx", OpKind::MaxPoolGrad, Phase::Backward, {dy[0], op.inputs[0]}, x.shape, x.dtype,
+                 TensorRole::Gradient, op.attrs)};
+}
+
+std::vector<TensorId> avg_pool_grad(GraphBuilder& b, const Op& op, const std::vector<TensorId>& dy) {
+  if (dy[0] < 0) return {-1};
+  const TensorInfo x = b.graph().tensor(op.inputs[0]);
+  return {b.emit(op.name + ".dx", OpKind::AvgPoolGrad, Phase::Backward, {dy[0]}, x.shape, x.dtype,
+                 TensorRole::Gradient, op.attrs)};
+}
+
+// Every operand and the output split along the batch as the first input is; nothing else split.
+OpSharding batch_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  r.attrs = q.op.attrs;
+  ShardSpec s = ShardSpec::replicated(4);
+  s.dims[0] = sharding::settled(q.in[0]).dims[0];
+  r.in.assign(q.op.inputs.size(), s);
+  r.out = {s};
+  return r;
+}
+
+const bool registered =
+    register_op_kind({OpKind::MaxPool, "max_pool", Unit::Vpu, max_pool_cost, max_pool_kernel, max_pool_grad,
+                      batch_rule}) &&
+    register_op_kind({OpKind::MaxPoolGrad, "max_pool_grad", Unit::Vpu, max_pool_grad_cost, max_pool_grad_kernel,
+                      nullptr, batch_rule}) &&
+    register_op_kind({OpKind::AvgPool, "avg_pool", Unit::Vpu, avg_pool_cost, avg_pool_kernel, avg_pool_grad,
+                      batch_rule}) &&
+    register_op_kind({OpKind::AvgPoolGrad, "avg_pool_grad", Unit::Vpu, avg_pool_grad_cost, avg_pool_grad_kernel,
+                      nullptr, batch_rule});
+
+}  // namespace
+}  // namespace podsim
