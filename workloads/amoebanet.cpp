@@ -137,6 +137,9 @@ class Net {
   int64_t m_group;
 };
 
+// strategy.micro_batches when the step runs as a pipeline, else 0.
+int64_t micro_batches(const ParamSet& p) { return p.has("strategy.micro_batches") ? p.i("strategy.micro_batches") : 0; }
+
 class AmoebaNetWorkload : public IWorkload {
  public:
   std::vector<ParamSpec> params() const override {
@@ -154,7 +157,7 @@ class AmoebaNetWorkload : public IWorkload {
         ParamSpec::integer("workload.classes", "Output classes.").range(2, 1LL << 24).def("1000"),
         ParamSpec::integer("workload.bn_batch",
                            "Examples per batch-norm group: batch statistics over each run of this many consecutive "
-                           "examples (0: the whole batch). GPipe normalizes each micro-batch: batch / micro_batches.")
+                           "examples (0: the whole batch; under strategy pipeline, each micro-batch, as GPipe).")
             .range(0, 1LL << 24)
             .def("0"),
     };
@@ -183,6 +186,13 @@ class AmoebaNetWorkload : public IWorkload {
                       " is not a multiple of 32: the stem and four reduction cells halve it five times (e.g. 32, 224)",
                   "workload.image_size");
     const int64_t batch = p.i("workload.batch"), group = p.i("workload.bn_batch");
+    const int64_t micro = micro_batches(p);
+    if (group > 0 && micro > 0 && batch % micro == 0 && (batch / micro) % group != 0)
+      throw Error(Err::NotDivisible, p.where("workload.bn_batch"),
+                  "workload.bn_batch = " + std::to_string(group) + " does not divide the pipeline's micro-batch of " +
+                      std::to_string(batch / micro) + " examples: a stage normalizes one micro-batch at a time (GPipe); "
+                      "choose a divisor of it (0: the whole micro-batch)",
+                  "workload.bn_batch");
     if (group > 0 && batch % group != 0)
       throw Error(Err::NotDivisible, p.where("workload.bn_batch"),
                   "workload.bn_batch = " + std::to_string(group) + " does not divide workload.batch = " +
@@ -195,7 +205,10 @@ class AmoebaNetWorkload : public IWorkload {
     const int64_t batch = p.i("workload.batch"), size = p.i("workload.image_size");
     ModelGraph g("amoebanet_d_" + std::to_string(L) + "_" + std::to_string(D));
     GraphBuilder b(g, training_dtype(p), training_weight_dtype(p));
-    Net net(g, b, p.i("workload.bn_batch"));
+    // Under a pipeline a stage normalizes each micro-batch (GPipe): groups of batch / micro_batches at most.
+    const int64_t micro = micro_batches(p);
+    const int64_t group = p.i("workload.bn_batch") > 0 || micro <= 0 ? p.i("workload.bn_batch") : batch / micro;
+    Net net(g, b, group);
     int32_t unit = 0;
     b.set_cell(unit);
     TensorId x = b.input("images", {batch, size, size, 3}, training_dtype(p));

@@ -108,6 +108,10 @@ TEST(AmoebaNetTest, BadInputIsRefusedAtItsKey) {
   fails(amoeba("  filters: 100\n"), Err::NotDivisible, 6, "not a multiple of 8");
   fails(amoeba("  image_size: 48\n"), Err::NotDivisible, 6, "not a multiple of 32");
   fails(amoeba("  bn_batch: 3\n"), Err::NotDivisible, 6, "does not divide workload.batch");
+  // Under a pipeline a group lies within one micro-batch (batch 8 in 4 micro-batches of 2).
+  fails("hardware:\n  preset: tpu-v3\n  pod: {dims: [2, 1]}\nworkload:\n  model: amoebanet\n  batch: 8\n"
+        "  bn_batch: 4\nstrategy:\n  name: pipeline\n  micro_batches: 4\n",
+        Err::NotDivisible, 7, "micro-batch of 2 examples");
 }
 
 // The two ops the cells add to the convolutional ones: channel concatenation (forward by hand, gradient against
@@ -164,4 +168,48 @@ TEST(AmoebaNetTest, ConcatAndShiftedConvolution) {
       EXPECT_NEAR(analytic[e], (lp - lm) / 2e-2, 2e-4 + 2e-2 * std::fabs((lp - lm) / 2e-2)) << g.tensor(p).name << e;
     }
   }
+}
+
+// GPipe over a tiny AmoebaNet-D: 4 stages, 2 micro-batches of 2 examples, with and without re-materialization.
+// GPipe normalizes each micro-batch: the reference is the single-device step with batch-norm groups of one
+// micro-batch (bn_batch = batch / micro_batches = 2), which is what each stage computes on a micro-batch.
+TEST(AmoebaNetTest, PipelineReproducesOneChipWithAndWithoutRemat) {
+  for (const char* remat : {"false", "true"}) {
+    SCOPED_TRACE(remat);
+    const Step s = plan_step(hardware("[4, 1]") + tiny(4, ", bn_batch: 2") +
+                             "strategy: {name: pipeline, micro_batches: 2, remat: " + remat + "}\n");
+    ASSERT_EQ(s.plan.pipeline.stages, 4);
+    // The units (stem 0, cells 1..7, classifier 8) cut into contiguous stages covering them all.
+    std::vector<int32_t> all;
+    for (const auto& cells : s.plan.pipeline.cells) all.insert(all.end(), cells.begin(), cells.end());
+    EXPECT_EQ(all, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+    expect_reproduces_the_step(s);
+  }
+}
+
+// Without bn_batch, a pipelined AmoebaNet normalizes each micro-batch (GPipe): the same step as bn_batch = 2.
+TEST(AmoebaNetTest, PipelineNormalizesEachMicroBatch) {
+  const Step s = plan_step(hardware("[2, 1]") + tiny(4, "") + "strategy: {name: pipeline, micro_batches: 2}\n");
+  const Op& stats = s.graph.op(s.graph.producer(s.graph.find_tensor("stem.bn.mean")));
+  EXPECT_EQ(stats.attrs.count, 2);
+  expect_reproduces_the_step(s);
+}
+
+// The stages are balanced by estimated cost: over two stages the cut the pipeline picks has the smallest largest
+// stage (and so, with the total fixed, the smallest variance, GPipe's criterion) of every cut, each planned here with
+// strategy.stage_boundaries.
+TEST(AmoebaNetTest, PipelineStagesAreCostBalanced) {
+  const std::string base = hardware("[2, 1]") + tiny(4, ", bn_batch: 2") + "strategy: {name: pipeline, micro_batches: 2";
+  const Step balanced = plan_step(base + "}\n");
+  const auto& sec = balanced.plan.pipeline.stage_seconds;
+  ASSERT_EQ(sec.size(), 2u);
+  double best = 1e300;
+  int64_t best_cut = -1;
+  for (int64_t cut = 1; cut <= 8; ++cut) {
+    const Step s = plan_step(base + ", stage_boundaries: [" + std::to_string(cut) + "]}\n");
+    const double worst = std::max(s.plan.pipeline.stage_seconds[0], s.plan.pipeline.stage_seconds[1]);
+    if (worst < best) best = worst, best_cut = cut;
+  }
+  EXPECT_DOUBLE_EQ(std::max(sec[0], sec[1]), best);
+  EXPECT_EQ(balanced.plan.pipeline.cells[1].front(), best_cut);
 }
