@@ -21,7 +21,13 @@ Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> acc
   PartitionInput in{g, micro};
   for (size_t t = 0; t < g.num_tensors(); ++t) {
     const TensorInfo& info = g.tensor(static_cast<TensorId>(t));
-    if (g.producer(static_cast<TensorId>(t)) >= 0 || (info.role != TensorRole::Input && info.role != TensorRole::Label))
+    // The batch, and state kept per example row (batch-norm moving averages: state no parameter owns), which each
+    // micro-batch updates for its own rows.
+    bool per_example = info.role == TensorRole::OptimizerState;
+    for (OpId c : g.consumers(static_cast<TensorId>(t)))
+      per_example = per_example && g.tensor(g.op(c).inputs.front()).role != TensorRole::Parameter;
+    if (g.producer(static_cast<TensorId>(t)) >= 0 ||
+        (info.role != TensorRole::Input && info.role != TensorRole::Label && !per_example))
       continue;
     if (info.shape.empty() || info.shape[0] % M != 0)
       throw Error(Err::NotDivisible, "the pipeline's " + std::to_string(M) + " micro-batches do not divide the batch of '" +
@@ -150,7 +156,40 @@ Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> acc
       u.add_op(c);
       out.instance.push_back(micro_op ? static_cast<int32_t>(m) : -1);
     }
-    for (size_t j = 0; j < op.outputs.size(); ++j) map[op.outputs[j]] = outs[j];
+    for (size_t j = 0; j < op.outputs.size(); ++j) {
+      map[op.outputs[j]] = outs[j];
+      // A step result updated per example row (batch-norm moving averages), in M pieces: joined into the logical
+      // tensor (each piece flattened to one row, the rows concatenated: the pieces in batch order).
+      const TensorId lt = op.outputs[j], logical = p.local_logical[lt];
+      if (!micro_op || logical < 0 || g.tensor(logical).role != TensorRole::Updated) continue;
+      const int64_t piece = pg.tensor(lt).elements();
+      std::vector<TensorId> rows;
+      auto step = [&](const std::string& name, OpKind kind, std::vector<TensorId> ins, std::vector<int64_t> shape,
+                      TensorId origin) {
+        TensorInfo info = pg.tensor(lt);
+        info.name = name;
+        info.shape = std::move(shape);
+        if (origin < 0) info.role = TensorRole::Activation, info.updates = -1;
+        else if (info.updates >= 0) info.updates = map[info.updates].empty() ? -1 : map[info.updates].front();
+        const TensorId t = u.add_tensor(info);
+        out.origin.push_back(origin);
+        out.slice_of.push_back(-1);
+        Op o;
+        o.name = name;
+        o.kind = kind;
+        o.phase = op.phase;
+        o.cell = op.cell;
+        o.inputs = std::move(ins);
+        o.outputs = {t};
+        u.add_op(o);
+        out.instance.push_back(-1);
+        return t;
+      };
+      for (int64_t m = 0; m < M; ++m)
+        rows.push_back(step(logical_name(lt) + "/row" + std::to_string(m), OpKind::Reshape, {outs[j][m]}, {1, piece}, -1));
+      const TensorId joined = step(logical_name(lt) + "/join", OpKind::Concat, rows, {1, piece * M}, -1);
+      map[lt] = {step(logical_name(lt), OpKind::Reshape, {joined}, g.tensor(logical).shape, logical)};
+    }
   }
   return out;
 }

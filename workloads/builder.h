@@ -74,6 +74,8 @@ class GraphBuilder {
   TensorId softmax_cross_entropy(TensorId logits, TensorId labels, const std::string& name);
   // The same elements in row-major order under another shape of the same size: reshape(x, {G, S, D}, "groups").
   TensorId reshape(TensorId x, std::vector<int64_t> shape, const std::string& name);
+  // The inputs (all of one shape) concatenated along the last dimension (workloads/ops/concat.cpp).
+  TensorId concat(const std::vector<TensorId>& xs, const std::string& name);
   // GShard's top-2 gating of logits [G, S, E] with `capacity` slots per expert and group
   // (workloads/ops/top2_gating.cpp). The aux_loss output is aux_coefficient x the load-balancing loss, a term of
   // the step's loss: add it to the loss (its gradient rule, like cross-entropy's, takes d(loss)/d(term) = 1).

@@ -41,6 +41,8 @@ enum class OpKind : uint8_t {
   MemoryStream,   // HBM microbenchmark traffic: out = x; attrs.pattern read | write | copy | gather, attrs.message_bytes
                   // the request size (workload.model: memory)
   Reshape,        // the same elements in row-major order under another shape ([B, S, D] -> [G, S', D])
+  Concat,         // the inputs (equal shapes) side by side along the last dimension (channels): x[..., k C + c] =
+                  // input k's [..., c]; its gradient is one Slice per input
   // Mixture of experts (GShard top-2 gating, workloads/ops/top2_gating.cpp).
   Top2Gating,      // logits[G, S, E] -> (combine[G, S, E, C], dispatch[G, S, E, C], aux_loss[1], routes[G, S, 4])
   Top2GatingGrad,  // inputs (logits, routes[, dcombine]) -> dlogits, including the auxiliary loss's gradient

@@ -86,6 +86,11 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       // (at full size each simulates a multi-billion-parameter step with up to 32 micro-batches).
       {"configs/papers/gpipe/transformer48.yaml", kSmallPipelinedTransformer},
       {"configs/papers/gpipe/transformer_l_memory.yaml", kSmallPipelinedTransformer},
+      // The same 8 stages and re-materialization over a tiny AmoebaNet-D (3 normal cells: 9 units, 16 filters,
+      // 32x32 images) and 8 micro-batches of 2 (at full size 128 images of 224x224 in 32 micro-batches).
+      {"configs/papers/gpipe/amoebanet_d_18_256.yaml",
+       {"workload.cells=3", "workload.filters=16", "workload.image_size=32", "workload.batch=16",
+        "strategy.micro_batches=8"}},
   };
   return table;
 }

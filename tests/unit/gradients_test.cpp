@@ -243,7 +243,9 @@ TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
                                  OpKind::Top2Gating, OpKind::Mul, OpKind::Silu, OpKind::RmsNorm, OpKind::Rope, OpKind::Convert,
                                  // tests/unit/cnn_ops_test.cpp
                                  OpKind::Conv2d, OpKind::MaxPool, OpKind::AvgPool, OpKind::BatchNormStats,
-                                 OpKind::BatchNormApply};
+                                 OpKind::BatchNormApply,
+                                 // tests/unit/amoebanet_test.cpp
+                                 OpKind::Concat};
   for (int k = 0; k <= static_cast<int>(OpKind::Traffic); ++k) {
     const OpKindDef* d = find_op_kind(static_cast<OpKind>(k));
     ASSERT_NE(d, nullptr) << "op kind " << k << " has no definition";
