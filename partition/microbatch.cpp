@@ -55,6 +55,7 @@ Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> acc
     const bool piece = origin < 0 && p.local_logical[local] >= 0 && !s.is_partial() && s.rank() > 0 &&
                        s.dims[0] == std::vector<std::string>{"micro"};
     out.slice_of.push_back(piece ? p.local_logical[local] : -1);
+    out.sum_of.push_back(-1);
     return id;
   };
   auto logical_name = [&](TensorId local) {
@@ -68,6 +69,7 @@ Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> acc
     TensorId id = u.add_tensor(whole);
     out.origin.push_back(b.logical);
     out.slice_of.push_back(-1);
+    out.sum_of.push_back(-1);
     if (!uses_micro(b.spec)) {
       map[b.local] = {id};
       continue;
@@ -82,6 +84,7 @@ Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> acc
       TensorId pid = u.add_tensor(part);
       out.origin.push_back(-1);
       out.slice_of.push_back(b.logical);
+      out.sum_of.push_back(-1);
       Op s;
       s.name = part.name;
       s.kind = OpKind::Slice;
@@ -114,11 +117,14 @@ Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> acc
       // The sum over micro-batches: accumulated in the order given (that in which their backward passes end).
       const TensorId x = op.inputs.front(), y = op.outputs.front();
       TensorId acc = input_of(x, accumulation_order.front());
+      if (M > 1)  // each micro-batch's value is a part of the sum
+        for (int64_t m = 0; m < M; ++m) out.sum_of[input_of(x, m)] = p.local_logical[y];
       int32_t cell = u.op(u.producer(acc)).cell;
       for (int64_t m = 1; m < M; ++m) {
         const bool last = m == M - 1;
         TensorId next = add(y, last ? logical_name(y) : logical_name(y) + "/sum" + std::to_string(m),
                             last ? p.local_logical[y] : -1);
+        if (!last) out.sum_of[next] = p.local_logical[y];
         Op a;
         a.name = logical_name(y) + "/accumulate" + std::to_string(m);
         a.kind = OpKind::Add;
@@ -174,6 +180,7 @@ Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> acc
         const TensorId t = u.add_tensor(info);
         out.origin.push_back(origin);
         out.slice_of.push_back(-1);
+        out.sum_of.push_back(-1);
         Op o;
         o.name = name;
         o.kind = kind;

@@ -23,6 +23,8 @@ struct Microbatched {
   ModelGraph graph;
   std::vector<TensorId> origin;   // per tensor of `graph`: the logical tensor it is (-1: a micro-batch's value)
   std::vector<TensorId> slice_of;  // per tensor: the logical tensor whose micro-batch it holds (-1: none)
+  std::vector<TensorId> sum_of;    // per tensor: the logical sum it is a running part of (-1: none), for the
+                                   // partial sums of the accumulation before the last add
   std::vector<int32_t> instance;  // per op: its micro-batch, or -1 for ops that run once per step
 };
 

@@ -60,6 +60,7 @@ Microbatched stage_remat(Microbatched mb, bool remat, int64_t M, const std::func
     const bool copy = static_cast<TensorId>(t) != src;  // a recomputed micro-batch value: never a step tensor
     out.origin.push_back(copy ? -1 : mb.origin[src]);
     out.slice_of.push_back(mb.slice_of[src]);
+    out.sum_of.push_back(copy ? -1 : mb.sum_of[src]);
   }
   return out;
 }
@@ -216,6 +217,28 @@ PipelineResult pipeline_step(const PipelineInput& in) {
     if (it == in.annotations.end() || it->second.rank() != U.tensor(u).shape.size()) return std::nullopt;
     return it->second;
   };
+  // A running sum of gradients over the micro-batches is stored as its gradient is when the parameter itself is
+  // stored split over an axis it is gathered over for use (fsdp): each micro-batch's partial gradient is
+  // reduce-scattered into the shard as soon as its backward pass ends (ZeRO-3 and FSDP with gradient
+  // accumulation; GSPMD with a sharded accumulator), never held whole: a stage's whole gradients would outweigh
+  // its sharded weights many times. Elsewhere (data parallel, weight-update sharding) the whole sum is reduced
+  // once, after the last micro-batch.
+  std::set<std::string> gathered_axes;
+  for (const auto& [l, use] : in.gathered_for_use) {
+    auto it = in.annotations.find(l);
+    if (it == in.annotations.end()) continue;
+    for (const auto& dim : it->second.dims)
+      for (const std::string& a : dim)
+        if (!use.uses(a)) gathered_axes.insert(a);
+  }
+  auto sum_spec = [&](TensorId u) -> std::optional<ShardSpec> {
+    if (mb.sum_of[u] < 0) return std::nullopt;
+    auto it = in.annotations.find(mb.sum_of[u]);
+    if (it == in.annotations.end() || it->second.rank() != U.tensor(u).shape.size()) return std::nullopt;
+    for (const std::string& a : gathered_axes)
+      if (it->second.uses(a)) return it->second;
+    return std::nullopt;
+  };
   auto boundary_spec = [&](TensorId u) {
     if (auto s = spec_of_u(u)) return *s;
     ShardSpec s = ShardSpec::replicated(U.tensor(u).shape.size());
@@ -229,7 +252,8 @@ PipelineResult pipeline_step(const PipelineInput& in) {
     Stage& s = stages[k];
     PartitionInput pi{s.g, in.mesh};
     for (size_t t = 0; t < s.g.num_tensors(); ++t)
-      if (auto spec = spec_of_u(s.u_of[t])) pi.annotations[static_cast<TensorId>(t)] = *spec;
+      if (auto spec = spec_of_u(s.u_of[t]); spec || (spec = sum_spec(s.u_of[t])))
+        pi.annotations[static_cast<TensorId>(t)] = *spec;
     for (size_t t = 0; t < s.g.num_tensors(); ++t) {
       const TensorId o = mb.origin[s.u_of[t]];
       auto it = o >= 0 ? in.gathered_for_use.find(o) : in.gathered_for_use.end();

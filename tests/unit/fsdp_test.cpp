@@ -444,6 +444,41 @@ TEST(FsdpTest, PipelineStagesGatherOneUnitAhead) {
             2);  // fc0.w and fc0.b, forward only
   expect_reproduces_the_step(s);
 }
+// Inside pipeline stages the gradients are accumulated over the micro-batches in their shards, as ZeRO-3 and FSDP
+// accumulate: each micro-batch's gradient is reduce-scattered as soon as its backward op makes it, and the adds
+// work on shards. Held whole until the last micro-batch, a stage's gradients would outweigh its sharded weights
+// many times (GPT-3 175B over 8 stages x 128 fsdp chips: 164 GiB a chip). On the last stage (fc1, out), GPipe with
+// 2 micro-batches over 2 fsdp chips: 2 reduce-scatters per parameter, each right after the op that makes its
+// gradient, and no gradient ever whole after that.
+TEST(FsdpTest, PipelineStagesAccumulateGradientsInTheirShards) {
+  const Step s = plan_step(hardware("[4, 1]") + mlp("sgd") +
+                           "strategy: {name: [pipeline, fsdp], micro_batches: 2}\nmesh: {axes: [pipe, fsdp], shape: [2, 2]}\n");
+  const Program& p = s.plan.programs.at(1);
+  std::vector<std::string> scatters;
+  for (const std::string& c : collectives(p))
+    if (c.rfind("reduce_scatter", 0) == 0) scatters.push_back(c);
+  std::vector<std::string> want;
+  for (const auto& [name, elements] : kMlpParams) {
+    if (name.rfind("fc0", 0) == 0) continue;  // the first stage's
+    for (int m : {0, 1})
+      want.push_back(rs(name + ".grad/mb" + std::to_string(m), "fsdp", 0, elements * F32, elements * F32 / 2));
+  }
+  EXPECT_EQ(scatters, sorted(want));
+  for (size_t i = 0; i < p.order.size(); ++i) {
+    const Op& op = p.graph.op(p.order[i]);
+    if (op.kind == OpKind::ReduceScatter) {  // issued right after the op that makes the gradient
+      ASSERT_GT(i, 0u);
+      EXPECT_EQ(p.order[i - 1], p.graph.producer(op.inputs.front())) << op.name;
+    }
+    if (op.name.find(".grad/accumulate") != std::string::npos) {  // adds of shards
+      const std::string param = op.name.substr(0, op.name.find(".grad/"));
+      const auto it = std::find_if(kMlpParams.begin(), kMlpParams.end(), [&](const auto& q) { return q.first == param; });
+      ASSERT_NE(it, kMlpParams.end()) << op.name;
+      EXPECT_EQ(p.graph.tensor(op.outputs.front()).elements(), it->second / 2) << op.name;
+    }
+  }
+  expect_reproduces_the_step(s);
+}
 // strategy.fsdp_keep_gathered (FSDP's reshard_after_forward=False): one gather per parameter, its copy serving the
 // backward pass too. The peak is then at the loss, with every gathered copy the backward pass still reads live:
 // all the weight matrices and layer-norm gammas of every layer and the head, whole.
