@@ -59,6 +59,13 @@ class ResNetWorkload : public IWorkload {
                            "are all-reduced (Ying et al. 2018's distributed batch norm).")
             .range(0, 1LL << 24)
             .def("0"),
+        ParamSpec::integer("workload.bn_group",
+                           "Data-parallel replicas per batch-norm group, as Ying et al. 2018 write it (1: per-replica "
+                           "batch norm; N: the statistics of N neighbouring replicas all-reduced together; 0: unset, "
+                           "workload.bn_batch applies). Sets workload.bn_batch to N times the per-replica batch; N "
+                           "must divide the data axis.")
+            .range(0, 1LL << 24)
+            .def("0"),
     };
     for (auto& s : training_param_specs("sgd", "0.1")) p.push_back(s);
     return p;

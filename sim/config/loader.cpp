@@ -530,6 +530,38 @@ void read_parameters(ParamReader& L, const YAML::Node& root, const std::string& 
   }
 }
 
+// workload.bn_group (replicas per batch-norm group) as the workload's bn_batch (examples per group), now that the
+// data axis is known. Returns whether it set bn_batch.
+bool resolve_bn_group(Experiment& e, const Mesh& mesh) {
+  const auto& values = e.params.values();
+  const auto it = values.find("workload.bn_group");
+  if (it == values.end() || !it->second.set || e.params.i("workload.bn_group") == 0) return false;
+  const int64_t group = e.params.i("workload.bn_group"), data = mesh.axis_size("data");
+  const SourceLocation& where = it->second.where;
+  if (e.params.where("workload.bn_batch").origin != "default")
+    throw Error(Err::StrategyMismatch, where,
+                "workload.bn_group and workload.bn_batch both size the batch-norm groups (replicas, examples); "
+                "set one of them",
+                "workload.bn_group");
+  if (mesh.axis_index("data") < 0)
+    throw Error(Err::StrategyMismatch, where,
+                "workload.bn_group counts data-parallel replicas, but the mesh has no `data` axis (axes: " +
+                    join(mesh.names(), ", ") + "); use workload.bn_batch (examples per group) instead",
+                "workload.bn_group");
+  if (data % group != 0)
+    throw Error(Err::NotDivisible, where,
+                "workload.bn_group = " + std::to_string(group) + " replicas does not divide the data axis of " +
+                    std::to_string(data) + "; choose a divisor of " + std::to_string(data),
+                "workload.bn_group");
+  const int64_t batch = e.params.i("workload.batch");
+  if (batch % data != 0) return false;  // the strategy's own error names the batch
+  ParamValue v = e.params.at("workload.bn_batch");
+  v.data = group * (batch / data);
+  v.where = where;
+  e.params.put(v);
+  return true;
+}
+
 Experiment load(const YAML::Node& file_root, const std::string& file, const std::string& stem, const LoadOptions& opts) {
   ParamReader L;
   std::vector<Override> overrides = parse_overrides(opts.overrides);
@@ -582,7 +614,7 @@ Experiment load(const YAML::Node& file_root, const std::string& file, const std:
   e.specs = L.schema.specs();
   workload->validate(e.params);
   for (const auto& st : strats) st->validate(e.params);
-  plan_mesh(e);
+  if (resolve_bn_group(e, plan_mesh(e))) workload->validate(e.params);
   return e;
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "plan_steps.h"
+#include "tests/unit/load_errors.h"
 #include "workloads/builder.h"
 #include "workloads/op_def.h"
 
@@ -94,22 +95,12 @@ TEST(AmoebaNetTest, DataParallelReproducesOneChip) {
 }
 
 TEST(AmoebaNetTest, BadInputIsRefusedAtItsKey) {
-  auto fails = [](const std::string& yaml, Err err, int line, const std::string& needle) {
-    try {
-      load_experiment_text(yaml, "exp.yaml", {});
-      ADD_FAILURE() << "accepted:\n" << yaml;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.id(), error_info(err).id) << e.what();
-      EXPECT_EQ(e.where().line, line) << e.what();
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
-  fails(amoeba("  cells: 10\n"), Err::NotDivisible, 6, "not a multiple of 3");
-  fails(amoeba("  filters: 100\n"), Err::NotDivisible, 6, "not a multiple of 8");
-  fails(amoeba("  image_size: 48\n"), Err::NotDivisible, 6, "not a multiple of 32");
-  fails(amoeba("  bn_batch: 3\n"), Err::NotDivisible, 6, "does not divide workload.batch");
+  expect_load_error(amoeba("  cells: 10\n"), Err::NotDivisible, 6, "not a multiple of 3");
+  expect_load_error(amoeba("  filters: 100\n"), Err::NotDivisible, 6, "not a multiple of 8");
+  expect_load_error(amoeba("  image_size: 48\n"), Err::NotDivisible, 6, "not a multiple of 32");
+  expect_load_error(amoeba("  bn_batch: 3\n"), Err::NotDivisible, 6, "does not divide workload.batch");
   // Under a pipeline a group lies within one micro-batch (batch 8 in 4 micro-batches of 2).
-  fails("hardware:\n  preset: tpu-v3\n  pod: {dims: [2, 1]}\nworkload:\n  model: amoebanet\n  batch: 8\n"
+  expect_load_error("hardware:\n  preset: tpu-v3\n  pod: {dims: [2, 1]}\nworkload:\n  model: amoebanet\n  batch: 8\n"
         "  bn_batch: 4\nstrategy:\n  name: pipeline\n  micro_batches: 4\n",
         Err::NotDivisible, 7, "micro-batch of 2 examples");
 }

@@ -65,6 +65,19 @@ TEST(ResNetDataParallelTest, GroupsSpanningReplicasAllReduceTheirStatistics) {
   expect_reproduces_the_step(s);
 }
 
+// workload.bn_group, Ying et al.'s way of writing the groups (replicas, not examples), makes the same plan as the
+// bn_batch it stands for: 2 replicas of 4 images are groups of 8, 1 replica a group of 4.
+TEST(ResNetDataParallelTest, GroupsOfReplicasAreGroupsOfTheirExamples) {
+  for (const auto& [replicas, examples] : {std::pair{2, 8}, std::pair{1, 4}, std::pair{4, 16}}) {
+    const Step by_replicas = plan_step(hardware("[4, 1]") +
+                                       "workload: {model: resnet, depth: 18, image_size: 32, classes: 10, batch: 16, "
+                                       "dtype: fp32, bn_group: " + std::to_string(replicas) +
+                                       "}\nstrategy: {name: data_parallel}\n");
+    EXPECT_EQ(by_replicas.exp.params.i("workload.bn_batch"), examples);
+    EXPECT_EQ(collectives(by_replicas.plan.programs[0]), collectives(resnet18(examples).plan.programs[0]));
+  }
+}
+
 // The whole batch as one group: the statistics all-reduce spans every replica.
 TEST(ResNetDataParallelTest, TheWholeBatchAsOneGroup) {
   const Step s = resnet18(0);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/config/loader.h"
+#include "tests/unit/load_errors.h"
 #include "workloads/i_workload.h"
 #include "workloads/op_def.h"
 
@@ -84,21 +85,18 @@ TEST(ResNetTest, SpaceToDepthChangesOnlyTheStem) {
 }
 
 TEST(ResNetTest, BadInputIsRefusedAtItsKey) {
-  auto fails = [](const std::string& yaml, Err err, int line, const std::string& needle) {
-    try {
-      load_experiment_text(yaml, "exp.yaml", {});
-      ADD_FAILURE() << "accepted:\n" << yaml;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.id(), error_info(err).id) << e.what();
-      EXPECT_EQ(e.where().line, line) << e.what();
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
-  fails(resnet("  bn_batch: 3\n"), Err::NotDivisible, 6, "does not divide workload.batch");
-  fails(resnet("  depth: 42\n"), Err::BadChoice, 6, "depth");
-  fails(resnet("  space_to_depth: true\n  image_size: 65\n"), Err::NotDivisible, 6, "even image_size");
+  expect_load_error(resnet("  bn_batch: 3\n"), Err::NotDivisible, 6, "does not divide workload.batch");
+  expect_load_error(resnet("  depth: 42\n"), Err::BadChoice, 6, "depth");
+  expect_load_error(resnet("  space_to_depth: true\n  image_size: 65\n"), Err::NotDivisible, 6, "even image_size");
   // Groups of 8 examples against replicas of 12: neither within one replica nor whole replicas.
-  fails("hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\nworkload:\n  model: resnet\n  batch: 48\n"
+  expect_load_error("hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\nworkload:\n  model: resnet\n  batch: 48\n"
         "  bn_batch: 8\nstrategy:\n  name: data_parallel\nmesh:\n  axes: [data]\n  shape: [4]\n",
         Err::NotDivisible, 7, "data-parallel replicas");
+  // workload.bn_group: replicas per group, a divisor of the data axis, not with bn_batch, only with a data axis.
+  const std::string four = "hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\nworkload:\n  model: resnet\n  batch: 48\n";
+  expect_load_error(four + "  bn_group: 3\nstrategy:\n  name: data_parallel\n", Err::NotDivisible, 7,
+                    "does not divide the data axis of 4");
+  expect_load_error(four + "  bn_group: 2\n  bn_batch: 24\nstrategy:\n  name: data_parallel\n", Err::StrategyMismatch, 7,
+                    "set one of them");
+  expect_load_error(four + "  bn_group: 2\nstrategy:\n  name: spmd\n", Err::StrategyMismatch, 7, "no `data` axis");
 }
