@@ -92,7 +92,15 @@ void ModelGraph::add_control(OpId before, OpId after) {
   if (before < 0 || after < 0 || static_cast<size_t>(before) >= m_ops.size() ||
       static_cast<size_t>(after) >= m_ops.size() || before == after)
     throw Error(Err::Internal, "control edge between unknown ops");
-  if (!boost::edge(before, after, m_impl->g).second) boost::add_edge(before, after, m_impl->g);
+  const auto& g = m_impl->g;
+  bool exists = false;
+  if (boost::out_degree(before, g) <= boost::in_degree(after, g)) {
+    exists = boost::edge(before, after, g).second;
+  } else {
+    for (auto [it, end] = boost::in_edges(after, g); it != end && !exists; ++it)
+      exists = boost::source(*it, g) == static_cast<Impl::G::vertex_descriptor>(before);
+  }
+  if (!exists) boost::add_edge(before, after, m_impl->g);
 }
 
 TensorId ModelGraph::find_tensor(const std::string& name) const {

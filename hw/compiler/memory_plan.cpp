@@ -59,19 +59,15 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
   for (size_t t = 0; t < nt; ++t)
     if (g.producer(static_cast<TensorId>(t)) < 0) add(static_cast<TensorId>(t));
 
+  // The live set at the peak is kept as bits (the peak moves up at most once per op); its largest tensors are
+  // named once, at the end.
+  std::vector<bool> live_at_peak;
   auto record_peak = [&](int32_t at) {
     if (now.total() > plan.peak_bytes) {
       plan.peak_bytes = now.total();
       plan.peak_op = at;
       plan.at_peak = now;
-      std::vector<LiveTensor> lt;
-      for (size_t t = 0; t < nt; ++t)
-        if (live[t]) lt.push_back({g.tensor(t).name, role_name(g.tensor(t).role), g.tensor(t).bytes()});
-      std::sort(lt.begin(), lt.end(), [](const LiveTensor& a, const LiveTensor& b) {
-        return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name;
-      });
-      if (lt.size() > 5) lt.resize(5);
-      plan.largest_at_peak = lt;
+      live_at_peak = live;
     }
   };
   record_peak(0);
@@ -104,6 +100,19 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
       }
     }
     plan.live_after_op.push_back(now.total());
+  }
+  std::vector<TensorId> at_peak;
+  for (size_t t = 0; t < live_at_peak.size(); ++t)
+    if (live_at_peak[t]) at_peak.push_back(static_cast<TensorId>(t));
+  const auto larger = [&](TensorId a, TensorId b) {
+    const double x = g.tensor(a).bytes(), y = g.tensor(b).bytes();
+    return x != y ? x > y : g.tensor(a).name < g.tensor(b).name;
+  };
+  const size_t named = std::min<size_t>(5, at_peak.size());
+  std::partial_sort(at_peak.begin(), at_peak.begin() + static_cast<std::ptrdiff_t>(named), at_peak.end(), larger);
+  for (size_t i = 0; i < named; ++i) {
+    const TensorInfo& info = g.tensor(at_peak[i]);
+    plan.largest_at_peak.push_back({info.name, role_name(info.role), info.bytes()});
   }
   return plan;
 }
