@@ -39,6 +39,16 @@ void summary_head(const Prepared& p, bool simulated, J& j) {
   j["simulated"] = simulated;
 }
 
+std::optional<int64_t> trainable_parameters(const Prepared& p) {
+  const ParamSet& params = p.exp.params;
+  const std::string model = params.has("workload.model") ? params.s("workload.model") : "";
+  if (model == "matmul" || model == "collective" || model == "traffic" || model == "memory") return std::nullopt;
+  double n = 0;
+  for (const TensorInfo& t : p.graph.tensors())
+    if (t.role == TensorRole::Parameter) n += static_cast<double>(t.elements());
+  return static_cast<int64_t>(n);
+}
+
 bool every_role_fits(const Prepared& p) {
   for (size_t r = 0; r < p.plan.programs.size(); ++r)
     if (p.ctx->programs[r].memory.peak_bytes > p.exp.hardware.chip.hbm.capacity) return false;
@@ -105,6 +115,7 @@ std::string memory_summary_json(const Prepared& p) {
                      {"fits", mem["fits"]}});
   }
   j["roles"] = roles;
+  if (const auto n = trainable_parameters(p)) j["parameters"] = *n;
   if (p.plan.pipeline.stages > 0) j["pipeline"] = pipeline_plan(p);
   j["notes"] = p.plan.notes;
   return j.dump(2) + "\n";

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
@@ -25,6 +26,10 @@ nlohmann::ordered_json memory_section(const Prepared& p);
 // The fields both summaries begin with: version, experiment, hardware, workload, strategy, numeric, seed, pod_dims,
 // chips, active_chips, and "simulated" (whether a step was simulated).
 void summary_head(const Prepared& p, bool simulated, nlohmann::ordered_json& j);
+
+// Trainable parameters of the logical step; none for the op-level microbenchmarks (matmul, collective, traffic,
+// memory), whose operands are no model's.
+std::optional<int64_t> trainable_parameters(const Prepared& p);
 
 // summary.json "pipeline" as planned (stages, micro-batches, schedule, remat, stage cells and estimates, the ideal
 // bubble); a simulated run adds what it measured. A null value when the plan has no pipeline.

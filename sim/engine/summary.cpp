@@ -284,12 +284,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   const std::string model = e.params.has("workload.model") ? e.params.s("workload.model") : "";
   const bool microbenchmark = model == "matmul" || model == "collective" || model == "traffic" || model == "memory";
   const auto batch = microbenchmark ? std::nullopt : count_param(e.params, "workload.batch");
-  if (!microbenchmark) {  // trainable parameters of the logical step
-    double params = 0;
-    for (const TensorInfo& t : p.graph.tensors())
-      if (t.role == TensorRole::Parameter) params += static_cast<double>(t.elements());
-    j["parameters"] = static_cast<int64_t>(params);
-  }
+  if (const auto n = trainable_parameters(p)) j["parameters"] = *n;
   if (T > 0 && batch) {
     j["samples_per_s"] = *batch / T;
     if (const auto seq = count_param(e.params, "workload.seq_len")) j["tokens_per_s"] = *batch * *seq / T;
