@@ -43,6 +43,9 @@ TEST(MemoryOnlyTest, FiguresEqualThoseOfAFullRun) {
   }
   EXPECT_EQ(m["memory"], f["memory"]);
   EXPECT_EQ(m["peak_memory_bytes"], f["peak_memory_bytes"]);
+  ASSERT_TRUE(m.contains("parameters"));  // counted from the graph, as the full run counts them
+  EXPECT_EQ(m["parameters"], f["parameters"]);
+  EXPECT_GT(m["parameters"].get<int64_t>(), 0);
   EXPECT_TRUE(m["memory"]["fits"].get<bool>());
   // The stages differ (the first holds the embedding, the last the head), so equal figures are not one figure
   // copied four times.
@@ -63,6 +66,7 @@ TEST(MemoryOnlyTest, MatmulPeakIsTheHandCount) {
   EXPECT_EQ(s["memory"]["at_peak"]["weights"].get<double>(), b);
   EXPECT_EQ(s["memory"]["at_peak"]["activations"].get<double>(), a + c);
   EXPECT_EQ(s["roles"][0]["peak_memory_bytes"].get<double>(), a + b + c);
+  EXPECT_FALSE(s.contains("parameters"));  // a microbenchmark's operands are no model's
 }
 
 // Nothing simulated: no step time or per-op timing in summary.json, host.json says so and has no simulation wall
