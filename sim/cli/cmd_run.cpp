@@ -53,6 +53,16 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
               << " HBM" << (m["fits"].get<bool>() ? "" : "  ** DOES NOT FIT **") << "  (weights "
               << format_bytes(a["weights"]) << ", gradients " << format_bytes(a["gradients"]) << ", optimizer "
               << format_bytes(a["optimizer_state"]) << ", activations " << format_bytes(a["activations"]) << ")\n";
+    // The line above is the result chip's; roles differ (pipeline stages), and the heaviest is what must fit.
+    const nlohmann::json* heaviest = nullptr;
+    if (j.contains("roles"))
+      for (const auto& r : j["roles"])
+        if (!heaviest || r["peak_memory_bytes"].get<double>() > (*heaviest)["peak_memory_bytes"].get<double>())
+          heaviest = &r;
+    if (heaviest && (*heaviest)["peak_memory_bytes"].get<double>() > m["peak_bytes"].get<double>())
+      std::cout << "  heaviest role " << (*heaviest)["role"].get<std::string>() << ": "
+                << format_bytes((*heaviest)["peak_memory_bytes"]) << " at its peak (the line above is the result "
+                << "chip's; every role in summary.json's roles)\n";
   }
   if (j.contains("fusion") && j["fusion"]["mode"] != "none") {
     const auto& f = j["fusion"];

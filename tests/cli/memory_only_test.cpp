@@ -128,3 +128,25 @@ TEST(MemoryOnlyTest, HelpNamesTheFlag) {
   EXPECT_EQ(h.code, 0);
   EXPECT_NE(h.out.find("--memory-only"), std::string::npos) << h.out;
 }
+
+// The console's "peak memory" is the result chip's; when another role peaks higher (the last stage of the shipped
+// pipeline holds the head), the console names that role with its summary.json figure. One role: no such line.
+TEST(MemoryOnlyTest, ConsoleNamesTheHeaviestRoleOfAFullRun) {
+  auto full = run_podsim({"run", kPipeline, "--out", "full"});
+  ASSERT_EQ(full.code, 0) << full.err;
+  const json s = summary("full");
+  const json* heaviest = nullptr;
+  for (const auto& r : s["roles"])
+    if (!heaviest || r["peak_memory_bytes"].get<double>() > (*heaviest)["peak_memory_bytes"].get<double>())
+      heaviest = &r;
+  ASSERT_NE(heaviest, nullptr);
+  ASSERT_GT((*heaviest)["peak_memory_bytes"].get<double>(), s["peak_memory_bytes"].get<double>());
+  EXPECT_NE(full.out.find("heaviest role " + (*heaviest)["role"].get<std::string>() + ": "), std::string::npos)
+      << full.out;
+
+  std::string exp = write_file("one.yaml", "hardware:\n  preset: tpu-v3\nworkload:\n  model: matmul\n  m: 256\n"
+                                           "  k: 512\n  n: 384\n");
+  auto one = run_podsim({"run", exp, "--out", "one"});
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_EQ(one.out.find("heaviest role"), std::string::npos) << one.out;
+}
