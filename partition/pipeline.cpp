@@ -7,6 +7,7 @@
 #include <optional>
 #include <queue>
 #include <set>
+#include <tuple>
 
 #include "partition/microbatch.h"
 #include "partition/partitioner.h"
@@ -24,6 +25,7 @@ enum class Group : uint8_t { Forward, Recompute, Backward, Step };
 struct StageOp {
   int32_t instance = -1;  // micro-batch, -1 for once-per-step ops
   Group group = Group::Step;
+  bool accumulation = false;  // adds a micro-batch's value into the running sum over micro-batches
 };
 
 // One stage's part of the micro-batched step, as a graph of its own (partitioned afterwards).
@@ -197,8 +199,11 @@ PipelineResult pipeline_step(const PipelineInput& in) {
       t = add_tensor(s, u);
       s.of_u[u] = t;
     }
+    bool accumulation = false;
+    if (op.kind == OpKind::Add && m < 0)
+      for (TensorId u : op.inputs) accumulation = accumulation || mb.sum_of[u] >= 0;
     s.g.add_op(c);
-    s.ops[c.name] = {m, group};
+    s.ops[c.name] = {m, group, accumulation};
   }
 
   // 4. Specs for each stage: the strategies' annotations of the logical tensors, applied to the values that hold
@@ -373,20 +378,30 @@ PipelineResult pipeline_step(const PipelineInput& in) {
         for (OpId c : g.successors(*it)) k2 = std::min(k2, key[c]);
         key[*it] = k2 == std::numeric_limits<int64_t>::max() ? 0 : k2;
       }
-    // Kahn's order by (key, op id).
+    // Kahn's order by (key, op id), except that a gradient accumulation goes first among the ready ops of its
+    // key: a micro-batch's gradient is added into the running sum as soon as it is made and freed, as a training
+    // loop over micro-batches does, rather than held with the whole sum until the unit's last op (which would
+    // keep two sets of the stage's gradients live during every backward pass).
+    std::vector<bool> accumulation(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      auto it = s.ops.find(g.op(static_cast<OpId>(i)).name);
+      accumulation[i] = it != s.ops.end() && it->second.accumulation;
+    }
     auto issue_order = [&] {
       std::vector<int> indeg(n, 0);
       for (size_t i = 0; i < n; ++i) indeg[i] = static_cast<int>(g.predecessors(static_cast<OpId>(i)).size());
-      std::priority_queue<std::pair<int64_t, OpId>, std::vector<std::pair<int64_t, OpId>>, std::greater<>> ready;
+      using Entry = std::tuple<int64_t, bool, OpId>;  // key, not an accumulation, op id
+      std::priority_queue<Entry, std::vector<Entry>, std::greater<>> ready;
+      auto push = [&](OpId o) { ready.push({key[o], !accumulation[o], o}); };
       for (size_t i = 0; i < n; ++i)
-        if (indeg[i] == 0) ready.push({key[i], static_cast<OpId>(i)});
+        if (indeg[i] == 0) push(static_cast<OpId>(i));
       std::vector<OpId> out;
       while (!ready.empty()) {
-        OpId o = ready.top().second;
+        OpId o = std::get<2>(ready.top());
         ready.pop();
         out.push_back(o);
         for (OpId c : g.successors(o))
-          if (--indeg[c] == 0) ready.push({key[c], c});
+          if (--indeg[c] == 0) push(c);
       }
       return out;
     };

@@ -63,3 +63,22 @@ TEST(MemoryFiguresTest, PipelineStagesHoldTheirOwnWeights) {
     EXPECT_EQ(r["memory_at_peak"]["optimizer_state"].get<double>(), 2 * weights[k]) << k;
   }
 }
+
+// Five hidden layers and the output layer on 2 stages (three layers each), 4 micro-batches of b = B / 4 rows: each
+// micro-batch's weight gradient is added into the running sum over micro-batches as soon as it is made, so at a
+// stage's peak its gradients are the sums (one copy of the stage's weights) plus at most one layer's micro-batch
+// gradient and the b x H activation gradients flowing through the layer (two of them). Holding each micro-batch's
+// gradients until the end of its backward pass would keep two copies of the stage's weights.
+TEST(MemoryFiguresTest, PipelineAccumulatesEachGradientAsItIsMade) {
+  const json s = memory_only("accumulate", "hardware: {preset: tpu-v3, pod: {dims: [2, 1]}}\n" + mlp(5) +
+                                               "strategy: {name: pipeline, micro_batches: 4}\n");
+  const double b = B / 4, hidden = (H * H + H) * F32;
+  const std::vector<double> weights = {(I * H + H) * F32 + 2 * hidden, 2 * hidden + (H * C + C) * F32};
+  ASSERT_EQ(s["roles"].size(), weights.size());
+  for (size_t k = 0; k < weights.size(); ++k) {
+    const json& m = s["roles"][k]["memory_at_peak"];
+    EXPECT_EQ(m["weights"].get<double>(), weights[k]) << k;
+    EXPECT_GE(m["gradients"].get<double>(), weights[k]) << k;
+    EXPECT_LE(m["gradients"].get<double>(), weights[k] + hidden + 2 * b * H * F32) << k;
+  }
+}

@@ -255,7 +255,8 @@ TEST(ReportPipelineTest, ChartIsDrawnFromTheUnits) {
           EXPECT_TRUE(c == 'W' || c == 'o') << "stage " << k << " column " << x << ": " << c;
           background += c == 'W';
         }
-        EXPECT_GE(background, 0.9 * n) << "stage " << k;  // a faint grid line may cross the bubble
+        // A faint grid line (one or two columns) may cross the bubble, however narrow the bubble is.
+        EXPECT_LE(n - background, std::max(2.0, 0.1 * n)) << "stage " << k;
         bubble_columns += n;
       }
       busy_until = std::max(busy_until, b);
