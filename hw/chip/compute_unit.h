@@ -29,7 +29,8 @@ struct UnitJob {
   double read_run = 0;     // run length of strided or gathered accesses
   HbmPattern read_pattern = HbmPattern::Stream;
   HbmPattern write_pattern = HbmPattern::Stream;
-  int64_t vpu_cycles = 0;  // MXU jobs: the epilogue's vector cycles, overlapped with the MXU (output fusion)
+  int64_t vpu_cycles = 0;  // MXU jobs: the vector unit's cycles on the results (pops, the output fusion's epilogue)
+  bool vpu_serial = false;  // MXU jobs: those cycles run between the MXU's streams (results through the vector unit)
   // When set, called at the end instead of the unit's Done callback (work the DMA engines queue: reductions).
   std::function<void(double start, double end)> on_done;
 };

@@ -19,6 +19,7 @@ struct GemmWork {
   int64_t core_folds = 0;     // weight folds one core performs (all its M chunks)
   int64_t rows_per_fold = 0;  // rows streamed per fold (the core's M, or its M chunk, padded to 8 rows in TPU mode)
   int64_t m_chunks = 1;       // M chunks per core, each reloading every weight fold (accumulator capacity, VMEM tile)
+  int64_t result_vectors = 0;  // (sublanes x lanes) vectors of results one core pops from its MXUs (padded tiles)
   int64_t k_pad = 0, n_pad = 0;    // K and N padded to whole folds (multiples of R and C)
   int64_t m_tile = 0, n_tile = 0;  // chosen VMEM tile (rows, cols) of the output
   const char* split = "none";      // how the op is split across cores: "n", "m", "batch" or "none"

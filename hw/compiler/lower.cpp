@@ -171,6 +171,10 @@ void lower_gemm(const ModelGraph& g, const Op& op, const std::vector<OpId>& memb
     w.rows_per_fold = ceil_div(ceil_div(m, w.m_chunks), 8) * 8;
   }
   w.core_folds = batch * k_folds * n_folds * w.m_chunks;
+  // Each output tile leaves the MXU once, after its last K fold: its rows (padded to whole vectors of sublanes rows)
+  // by its padded columns, in vectors of sublanes x lanes.
+  w.result_vectors = batch * w.m_chunks * ceil_div(w.rows_per_fold, chip.vpu.sublanes) *
+                     ceil_div(w.n_pad, chip.vpu.lanes);
   // HBM: the tiler's operand traffic, the result unless the epilogue consumes it all, the epilogue's own traffic.
   double c_all = static_cast<double>(a.batch * a.m * a.n) * dtype_bytes(ic.dtype);  // logical bytes, as matmul_out_write counts them
   double c_core = t.hbm_write;  // this core's result bytes

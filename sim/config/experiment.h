@@ -21,6 +21,11 @@ struct MxuConfig {
   // Cycles each fold's weight push occupies the array's input port, when weights and left-operand rows enter through
   // one port (docs/model.md, MXU): double buffering hides the weight shift, not the push. 0: a separate weight path.
   int64_t weight_push = 0;
+  // Cycles the vector unit spends on each (sublanes x lanes) vector of results it pops from an MXU's result buffer
+  // and stores to VMEM (docs/model.md, MXU). > 0: the results leave through the vector unit that also feeds the MXU,
+  // so an output tile's pops and its epilogue run between the MXU's streams, not beside them. 0: a path of their
+  // own, and the epilogue overlaps the next tile group.
+  int64_t result_pop = 0;
 };
 
 struct VpuConfig {

@@ -23,6 +23,7 @@ void read_model_params(Experiment& e) {
   real("hardware.chip.hbm.refresh_time", h.refresh_time);
   integer("hardware.chip.mxu.accumulator_rows", e.hardware.chip.mxu.accumulator_rows);
   integer("hardware.chip.mxu.weight_push", e.hardware.chip.mxu.weight_push);
+  integer("hardware.chip.mxu.result_pop", e.hardware.chip.mxu.result_pop);
   if (p.has("run.fusion")) e.run.fusion = p.s("run.fusion");
   if (p.has("run.symmetry")) e.run.symmetry = p.s("run.symmetry");
 }

@@ -115,6 +115,10 @@ J op_table(const Prepared& p, const Chip& chip) {
                   {"mxus", static_cast<int64_t>(e.cores) * cfg.mxu.count},
                   {"split", e.gemm.split}, {"m_tile", e.gemm.m_tile}, {"n_tile", e.gemm.n_tile}};
       if (e.core_vector.elements > 0) o["mxu"]["epilogue_vpu_cycles"] = vpu_cycles(cfg.vpu, e.core_vector);
+      if (cfg.mxu.result_pop > 0) {
+        o["mxu"]["result_vectors"] = e.gemm.result_vectors;
+        o["mxu"]["result_pop_cycles"] = e.gemm.result_vectors * cfg.mxu.result_pop;
+      }
     }
     ops.push_back(o);
   }

@@ -29,7 +29,8 @@ std::vector<std::string> mxu_only(std::vector<std::string> more = {}) {
                                 "hardware.chip.hbm.refresh_interval=0s", "hardware.chip.hbm.activate_interval=0ns",
                                 "hardware.chip.hbm.faw=0ns",            "hardware.chip.hbm.row_cycle=0ns",
                                 "hardware.chip.hbm.write_batch=0",      "hardware.chip.vmem.capacity=256MiB",
-                                "hardware.chip.mxu.weight_push=0"};  // the array alone (WeightPushTakesTheInputPort)
+                                "hardware.chip.mxu.weight_push=0",   // the array alone (WeightPushTakesTheInputPort,
+                                "hardware.chip.mxu.result_pop=0"};   // ResultsLeaveThroughTheVectorUnit)
   s.insert(s.end(), more.begin(), more.end());
   return s;
 }
@@ -114,9 +115,46 @@ TEST(ChipTest, WeightPushTakesTheInputPort) {
     EXPECT_EQ(push["ops"][0]["cycles"].get<int64_t>(), with) << m;
     EXPECT_EQ(own["ops"][0]["cycles"].get<int64_t>(), without) << m;
   }
+  // A fold pushes only the weight rows it holds: K = 64 (an attention head) pushes 64 rows. 2048 x 64 x 256 is 2
+  // folds of 2048 rows: 128 + 2048 + (2048 + 64) + 254 = 4542 (a whole 128-row push would give 4606).
+  auto shallow = simulate_in_child(matmul(2048, 64, 256), mxu_only({"hardware.chip.mxu.weight_push=128"}));
+  ASSERT_FALSE(shallow.contains("error")) << shallow.dump();
+  EXPECT_EQ(shallow["ops"][0]["cycles"].get<int64_t>(), 4542);
   // The preset carries it.
   auto v3 = simulate_in_child(matmul(2048, 1024, 128), {"hardware.chip.tensorcores=1", "hardware.chip.mxu.count=1"});
   EXPECT_EQ(v3["ops"][0]["cycles"].get<int64_t>(), 17662);
+}
+
+TEST(ChipTest, ResultsLeaveThroughTheVectorUnit) {
+  // TPU v3 pops each 8 x 128 vector of results through the vector unit (hardware.chip.mxu.result_pop = 2 cycles),
+  // between the MXU's streams. 2048 x 1024 x 128 on one MXU (no weight push): 16,766 MXU cycles, then 2048 / 8 x
+  // 128 / 128 = 256 result vectors: 16,766 + 2 x 256 = 17,278. Batched, with N = 64 padded to the 128 lanes:
+  // 4 x 512 x 64 x 64 is 4 folds of 512 rows, 128 + 512 + 3 x 512 + 254 = 2430 cycles, and 4 x 512 / 8 = 256
+  // vectors: 2430 + 512 = 2942.
+  auto pop = mxu_only({"hardware.chip.mxu.result_pop=2"});
+  auto s = simulate_in_child(matmul(2048, 1024, 128), pop);
+  auto batched = simulate_in_child(
+      "hardware: {preset: tpu-v3}\nworkload: {model: matmul, batch: 4, m: 512, k: 64, n: 64}\n", pop);
+  ASSERT_FALSE(s.contains("error") || batched.contains("error")) << s.dump() << batched.dump();
+  EXPECT_EQ(s["ops"][0]["cycles"].get<int64_t>(), 16766);  // the MXU's own
+  EXPECT_EQ(s["ops"][0]["mxu"]["result_vectors"].get<int64_t>(), 256);
+  expect_time_in_cycles(s["ops"][0], 17278);
+  EXPECT_EQ(batched["ops"][0]["mxu"]["result_vectors"].get<int64_t>(), 256);
+  expect_time_in_cycles(batched["ops"][0], 2942);
+  // The epilogue follows the pops instead of overlapping the MXU: the MLP layer of EpilogueRunsOnTheVpuAlongside-
+  // TheMxu (33,150 MXU cycles, 49,152 of epilogue) pops 1024 / 8 x 4096 / 128 = 4096 vectors:
+  // 33,150 + 2 x 4096 + 49,152 = 90,494 cycles, where the overlapped epilogue took 51,223.
+  auto mlp = simulate_in_child(
+      "hardware: {preset: tpu-v3}\nworkload: {model: mlp, batch: 1024, input: 8, hidden: 4096, layers: 1, classes: "
+      "16, activation: gelu}\n",
+      pop);
+  ASSERT_FALSE(mlp.contains("error")) << mlp.dump();
+  const auto& fused = op_with_member(mlp, "fc0.gelu");
+  EXPECT_EQ(fused["mxu"]["epilogue_vpu_cycles"].get<int64_t>(), 49152);
+  expect_time_in_cycles(fused, 90494);
+  // The preset carries it.
+  auto v3 = simulate_in_child(matmul(2048, 1024, 128), {"hardware.chip.tensorcores=1", "hardware.chip.mxu.count=1"});
+  EXPECT_EQ(v3["ops"][0]["mxu"]["result_pop_cycles"].get<int64_t>(), 512);
 }
 
 TEST(ChipTest, FoldsShareTheChipsMxus) {
@@ -126,7 +164,7 @@ TEST(ChipTest, FoldsShareTheChipsMxus) {
                               "hardware.chip.hbm.latency=0ns", "hardware.chip.hbm.cas=0ns",
                               "hardware.chip.hbm.refresh_interval=0s", "hardware.chip.hbm.activate_interval=0ns",
                               "hardware.chip.hbm.faw=0ns", "hardware.chip.hbm.row_cycle=0ns",
-                              "hardware.chip.hbm.write_batch=0"});
+                              "hardware.chip.hbm.write_batch=0", "hardware.chip.mxu.result_pop=0"});
   ASSERT_FALSE(s.contains("error")) << s.dump();
   const auto& op = s["ops"][0];
   EXPECT_EQ(op["mxu"]["folds_per_mxu"].get<int64_t>(), 16);

@@ -219,7 +219,8 @@ TEST(ConfigErrorTest, UnknownKeyWithoutANearOneListsTheValidKeys) {
     FAIL();
   } catch (const Error& o) {
     EXPECT_NE(std::string(o.what()).find("unknown key 'hardware.chip.mxu.foo' (valid keys in 'hardware.chip.mxu': "
-                                         "accumulator_rows, cols, count, rows, weight_double_buffer, weight_push)"),
+                                         "accumulator_rows, cols, count, result_pop, rows, weight_double_buffer, "
+                                         "weight_push)"),
               std::string::npos)
         << o.what();
   }
