@@ -90,6 +90,12 @@ double adam_step_bound(DType precision, int64_t n) {
   return 2 * std::sqrt(static_cast<double>(allowed_reversals(precision, elements)) / static_cast<double>(elements));
 }
 
+double unit_roundoff(DType stored) { return stored == DType::BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -24); }
+
+double sgd_step_bound(DType precision, DType stored, double new_norm, double step_norm) {
+  return precision_tolerance(precision) + 2 * unit_roundoff(stored) * new_norm / step_norm;
+}
+
 Judgement judge(const TensorRule& rule, const Tensor& got, const Tensor& reference, const Tensor* reference_grad) {
   Judgement j;
   Measure m = rule.measure;
@@ -118,6 +124,8 @@ Judgement judge(const TensorRule& rule, const Tensor& got, const Tensor& referen
       break;
     case Measure::SgdStep: scale = rule.learning_rate * std::sqrt(sum_squares(reference_grad->data)); break;
   }
+  if (m == Measure::SgdStep && scale > 0)  // plus the rounding of the stored result: sgd_step_bound()
+    j.bound = sgd_step_bound(rule.precision, rule.dtype, std::sqrt(sum_squares(reference.data)), scale);
   j.error = scale > 0 ? std::sqrt(diff2) / scale : std::sqrt(diff2);
   if (!finite) j.error = INFINITY;
   j.pass = j.error <= j.bound;

@@ -22,7 +22,7 @@ double precision_tolerance(DType precision);
 enum class Measure : uint8_t {
   Norm,      // ||a - b|| / ||b|| (||a - b|| when b is 0); bound: the precision's tolerance
   AdamStep,  // a parameter Adam updated: ||a - b|| / (lr sqrt(n)), the norm of a full first step
-  SgdStep,   // a parameter SGD updated: ||a - b|| / (lr ||g||), g the reference's gradient
+  SgdStep,   // a parameter SGD updated: ||a - b|| / (lr ||g||), g the reference's gradient; bound: sgd_step_bound
 };
 const char* measure_name(Measure m);  // "norm", "adam step", "sgd step"
 
@@ -55,6 +55,14 @@ Judgement judge(const TensorRule& rule, const Tensor& got, const Tensor& referen
 // precision's tolerance on the gradient. allowed_reversals() is the count it stays within with probability
 // 1 - kReversalTail, and at least 1; adam_step_bound() the error relative to a full step (lr sqrt(n)) that many
 // reversals make: 2 sqrt(allowed / n).
+// SGD's new parameter w' = w - lr g is stored rounded to its type's grid. Two runs whose gradients agree within
+// the precision's tolerance tau give steps within tau lr ||g|| of each other, and each element's rounded result
+// may then land on neighbouring grid points, one unit in the last place apart at most (<= 2 u |w'|, u the stored
+// type's unit roundoff: 2^-24 fp32, 2^-8 bf16). Relative to the step lr ||g||: tau + 2 u ||w'|| / (lr ||g||). A
+// step far below the parameter's resolution gets a bound above 1 (a wrong step cannot be told from rounding).
+double unit_roundoff(DType stored);
+double sgd_step_bound(DType precision, DType stored, double new_norm, double step_norm);
+
 constexpr double kReversalTail = 1e-3;
 int64_t allowed_reversals(DType precision, int64_t n);
 double adam_step_bound(DType precision, int64_t n);

@@ -165,6 +165,33 @@ TEST(CompareRulesTest, NormAndSgdErrorsByHand) {
   EXPECT_NEAR(j.error, 0.005 / std::sqrt(5.0), 1e-6);
 }
 
+// SGD's new parameter is rounded to its type's grid: a step far smaller than the parameter (lr 1e-4 on weights of 1)
+// is resolved to one unit in the last place, so two correct runs may differ by that ulp (2^-23 at 1 in fp32). The
+// bound adds the rounding, 2 u ||w'|| / (lr ||g||), by hand: 1e-5 + 2 * 2^-24 * sqrt(2) / (1e-4 * sqrt(2)). A step
+// in the wrong direction (error 2) still fails.
+TEST(CompareRulesTest, SgdStepBelowTheParameterGridIsJudgedWithItsRounding) {
+  TensorRule sgd;
+  sgd.measure = Measure::SgdStep;
+  sgd.learning_rate = 1e-4;
+  sgd.precision = DType::F32;
+  sgd.dtype = DType::F32;
+  const Tensor g = tensor({1, 1});
+  const Tensor reference = tensor({1, 1});
+  const double bound = 1e-5 + 2 * std::ldexp(1.0, -24) * std::sqrt(2.0) / (1e-4 * std::sqrt(2.0));
+  Judgement j = judge(sgd, tensor({1.0f + std::ldexp(1.0f, -23), 1}), reference, &g);
+  EXPECT_NEAR(j.bound, bound, 1e-12);
+  EXPECT_NEAR(j.error, std::ldexp(1.0, -23) / (1e-4 * std::sqrt(2.0)), 1e-9);  // 8.4e-4: one ulp in one element
+  EXPECT_TRUE(j.pass);
+  EXPECT_NEAR(sgd_step_bound(DType::F32, DType::F32, std::sqrt(2.0), 1e-4 * std::sqrt(2.0)), bound, 1e-12);
+  j = judge(sgd, tensor({1 + 2e-4f, 1 + 2e-4f}), reference, &g);  // the step taken the wrong way: 2 lr g apart
+  EXPECT_NEAR(j.error, 2, 1e-3);
+  EXPECT_FALSE(j.pass);
+  // bf16 storage: its grid is 2^16 times coarser.
+  sgd.dtype = DType::BF16;
+  EXPECT_NEAR(judge(sgd, reference, reference, &g).bound, 1e-5 + 2 * std::ldexp(1.0, -8) * std::sqrt(2.0) /
+                                                                     (1e-4 * std::sqrt(2.0)), 1e-9);
+}
+
 TEST(CompareRulesTest, FileStemsAreThoseRunsWrite) {
   EXPECT_EQ(tensor_file_stem("layer0.attn.q.w.grad"), "layer0.attn.q.w.grad");
   EXPECT_EQ(tensor_file_stem("a/all_reduce[data]#3"), "a_all_reduce_data__3");
