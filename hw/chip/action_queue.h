@@ -39,7 +39,7 @@ class ActionQueue {
       ++g_model_activations;
       a();
     }
-    g_progress_seconds.store(now.to_seconds(), std::memory_order_relaxed);
+    g_progress_seconds.store(to_seconds(now), std::memory_order_relaxed);
     g_progress_activations.store(g_model_activations, std::memory_order_relaxed);
     if (!m_heap.empty() && (!m_armed || m_heap.top().at < m_armed_at)) arm(m_heap.top().at);
   }
