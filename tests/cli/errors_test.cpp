@@ -262,6 +262,29 @@ TEST(ErrorsTest, PLN003_BadSharding) {
   EXPECT_NE(n.err.find("matches no tensor"), std::string::npos) << n.err;
 }
 
+// A spatial split finer than a feature map names the layer and its height, at strategy.spatial: ResNet-18 at 64
+// pixels has 4 rows in its last stage's input, 2 out of its first (stride-2) convolution.
+TEST(ErrorsTest, PLN004_SpatialSplit) {
+  const std::string head = "hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\n"
+                           "workload: {model: resnet, depth: 18, image_size: 64, batch: 2, dtype: fp32}\n"
+                           "strategy:\n  name: spmd\n  spmd_axes: [spatial]\n  spatial: true\n"
+                           "mesh: {axes: [spatial], shape: [4]}\n";
+  auto r = expect_error(head, "PODSIM-PLN-004", 8, 12, {}, true);
+  EXPECT_NE(r.err.find("cannot split layer 'layer4.0.a.conv' (height 4) over the 4 devices of axis 'spatial'"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.code, exit_of("PODSIM-PLN-004"));
+  EXPECT_FALSE(exists(test_dir() + "/out"));
+  // A map the axis does not divide evenly (image 96 over 4: layer3's first, stride-2 convolution takes 12 rows,
+  // 3 per device, to 6).
+  auto u = expect_error("hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\n"
+                        "workload: {model: resnet, depth: 18, image_size: 96, batch: 2, dtype: fp32}\n"
+                        "strategy:\n  name: spmd\n  spmd_axes: [spatial]\n  spatial: true\n"
+                        "mesh: {axes: [spatial], shape: [4]}\n",
+                        "PODSIM-PLN-004", 8, 12, {}, true);
+  EXPECT_NE(u.err.find("'layer3.0.a.conv' (height 12)"), std::string::npos) << u.err;
+  EXPECT_NE(u.err.find("do not both divide evenly"), std::string::npos) << u.err;
+}
+
 TEST(ErrorsTest, MEM001_OutOfMemory) {
   auto r = expect_error(kHw + "workload:\n  model: matmul\n  m: 65536\n  k: 65536\n  n: 65536\n  dtype: fp32\n",
                         "PODSIM-MEM-001", 4, 10, {}, true);

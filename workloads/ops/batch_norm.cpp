@@ -13,7 +13,10 @@
 // device's examples hold whole groups, everything is local; when a group spans k devices, each computes its sums
 // over its rows, an all-reduce over the k consecutive devices of A sums them (group_block), and each finishes its
 // rows' statistics from the group's sums. The gradient does the same with the sums of dy and dy * xhat; dgamma and
-// dbeta are partial over A (the data-parallel gradient reduction sums them).
+// dbeta are partial over A (the data-parallel gradient reduction sums them). With the rows (H) split too (spatial
+// partitioning), every device holds part of each of its examples: the sums are all-reduced over the rows' axes as
+// well (with the group's devices along A), and dgamma and dbeta, whole on every device of a row split, stay partial
+// over A only.
 #include "sim/common/error.h"
 #include "sim/common/text.h"
 #include "workloads/ops/kernel_util.h"
@@ -288,19 +291,25 @@ std::vector<TensorId> apply_grad(GraphBuilder& b, const Op& op, const std::vecto
 // ---- partitioning ----
 struct Split {
   ShardSpec x, rows;
-  std::vector<std::string> axes;
-  int64_t devices = 1, local = 0, group = 0;
+  std::vector<std::string> axes, spatial;  // the batch's axes; the rows' (H) axes
+  int64_t devices = 1, local = 0, group = 0, spatial_devices = 1;
+  // Whether a group's sums come from several devices (its examples span replicas, or its rows are split).
+  bool reduces() const { return local % group != 0 || !spatial.empty(); }
 };
 
 Split split_of(const OpShardingQuery& q, TensorId xt, const ShardSpec& in) {
   Split s;
   const TensorInfo& x = q.g.tensor(xt);
+  const ShardSpec settled = sharding::settled(in);
   s.x = ShardSpec::replicated(4);
-  s.x.dims[0] = sharding::settled(in).dims[0];
+  s.x.dims[0] = settled.dims[0];
+  s.x.dims[1] = settled.dims[1];
   s.rows = ShardSpec::replicated(2);
   s.rows.dims[0] = s.x.dims[0];
   s.axes = s.x.dims[0];
+  s.spatial = s.x.dims[1];
   s.devices = q.mesh.size(s.axes);
+  s.spatial_devices = q.mesh.size(s.spatial);
   s.group = group_of(q.op, x.shape[0]);
   if (x.shape[0] % s.devices != 0)
     throw Error(Err::BadSharding, strprintf("batch norm '%s': the batch of %lld is not a multiple of the %lld devices "
@@ -313,15 +322,30 @@ Split split_of(const OpShardingQuery& q, TensorId xt, const ShardSpec& in) {
                 strprintf("batch norm '%s': groups of %lld examples do not align with the %lld examples each device "
                           "holds; choose a group that divides or is a multiple of it",
                           q.op.name.c_str(), static_cast<long long>(s.group), static_cast<long long>(s.local)));
+  if (s.spatial.empty()) return s;
+  if (x.shape[1] % s.spatial_devices != 0)
+    throw Error(Err::SpatialSplit,
+                strprintf("batch norm '%s': its %lld rows do not divide evenly over the %lld devices splitting them",
+                          q.op.name.c_str(), static_cast<long long>(x.shape[1]),
+                          static_cast<long long>(s.spatial_devices)));
+  if (s.local > s.group)
+    throw Error(Err::BadSharding,
+                strprintf("batch norm '%s': with its rows split, a device's %lld examples must be one group or part "
+                          "of one, not %lld groups of %lld; choose workload.bn_batch of at least %lld",
+                          q.op.name.c_str(), static_cast<long long>(s.local),
+                          static_cast<long long>(s.local / s.group), static_cast<long long>(s.group),
+                          static_cast<long long>(s.local)));
   return s;
 }
 
-// The all-reduce over the devices of one group: the first `block` consecutive devices along the batch's axes.
+// The all-reduce over the devices of one group: the first `block` consecutive devices along the batch's axes, and
+// every device along the rows' axes (the fastest ranks).
 OpAttrs group_reduce(const Split& s) {
   OpAttrs a;
   a.axes = s.axes;
+  a.axes.insert(a.axes.end(), s.spatial.begin(), s.spatial.end());
   const int64_t k = s.group / s.local;
-  a.group_block = k >= s.devices ? 0 : k;
+  a.group_block = k >= s.devices ? 0 : k * s.spatial_devices;
   return a;
 }
 
@@ -331,7 +355,7 @@ OpSharding stats_rule(const OpShardingQuery& q) {
   r.attrs = q.op.attrs;
   r.in = {s.x};
   r.out = {s.rows, s.rows};
-  if (s.local % s.group == 0) return r;
+  if (!s.reduces()) return r;
   const TensorInfo& x = q.g.tensor(q.op.inputs[0]);
   const int64_t c = x.shape[3];
   // Two passes, each summed over the group's devices: the mean, then the squared deviations from it. Slots: 0 x,
@@ -367,7 +391,7 @@ OpSharding grad_rule(const OpShardingQuery& q) {
   ShardSpec p = ShardSpec::replicated(1);
   p.partial = sharding::reduced_axes(s.x, {0});
   r.out = {s.x, p, p};
-  if (s.local % s.group == 0) return r;
+  if (!s.reduces()) return r;
   const TensorInfo& x = q.g.tensor(q.op.inputs[1]);
   const int64_t c = x.shape[3];
   // Slots: 0 dy, 1 x, 2 mean, 3 rstd, 4 gamma, 5 dx, 6 dgamma, 7 dbeta, 8 local sums, 9 group sums.
