@@ -1,5 +1,5 @@
 // Spatial partitioning of windowed ops (convolutions, pooling) along height (GSPMD's windowed-op partitioning, Xu et
-// al. 2021 §3.3): the activations [B, H, W, C] are split along H over mesh axes, each device holding H / n rows and
+// al. 2021): the activations [B, H, W, C] are split along H over mesh axes, each device holding H / n rows and
 // computing Ho / n output rows. The output rows of device i read the input rows [i * Ho/n * s - pt, ... + window),
 // which reach past its own rows by a few (the halo); its neighbours send them with one collective-permute each
 // way, and the device assembles its window (HaloWindow: its rows, the halos, and the logical padding at the map's
