@@ -14,23 +14,24 @@ std::string halo_geometry(int64_t n, int64_t height, int64_t out_height, int64_t
   if (height < n || out_height < n)
     return "its " + num(height) + " input rows (" + num(out_height) + " output rows) are fewer than the " + num(n) +
            " devices splitting them";
-  if (height % n != 0 || out_height % n != 0)
-    return "its " + num(height) + " input rows and " + num(out_height) + " output rows do not both divide evenly "
-           "over the " + num(n) + " devices splitting them (uneven spatial splits are not supported)";
   h.devices = n;
   h.height = height;
-  h.rows = height / n;
-  h.out_rows = out_height / n;
+  h.out_height = out_height;
+  h.rows = (height + n - 1) / n;
+  h.out_rows = (out_height + n - 1) / n;
   h.step = h.out_rows * s;
   h.window = (h.out_rows - 1) * s + k;
   h.pad_top = pad_top;
-  // Device i's window starts lo_i = pt + i * drift rows above its first row and ends hi_i = window - pt - rows -
-  // i * drift rows below its last; the edges' reach past the map is padding, not a neighbour's rows.
-  const int64_t drift = h.rows - h.step;
-  const int64_t below = h.window - pad_top - h.rows;
-  for (int64_t i = 1; i < n; ++i) h.lo = std::max(h.lo, pad_top + i * drift);
-  for (int64_t i = 0; i + 1 < n; ++i) h.hi = std::max(h.hi, below - i * drift);
-  h.trivial = pad_top == 0 && drift == 0 && k <= s;
+  // The rows of the map device i's window reads, [max(start, 0), min(start + window, H)), past its own rows
+  // [i * rows, (i + 1) * rows): the most any device with output rows of the map needs from either neighbour (the
+  // map's padding, and the rows of a device whose outputs are all padding, are no neighbour's).
+  for (int64_t i = 0; i < n && i * h.out_rows < out_height; ++i) {
+    const int64_t start = i * h.step - pad_top;
+    h.lo = std::max(h.lo, i * h.rows - std::max<int64_t>(start, 0));
+    h.hi = std::max(h.hi, std::min(start + h.window, height) - (i + 1) * h.rows);
+  }
+  h.even = height % n == 0 && out_height % n == 0;
+  h.trivial = h.even && pad_top == 0 && h.rows == h.step && k <= s;
   if (h.lo > h.rows || h.hi > h.rows)
     return "its windows reach " + num(std::max(h.lo, h.hi)) + " rows past a device's " + num(h.rows) +
            " rows (into the device after its neighbour)";
@@ -148,6 +149,20 @@ HaloGeometry spatial_geometry(const OpShardingQuery& q, const std::vector<std::s
                                        join(axes, ", ") + ": " + why +
                                        "; use fewer devices on the spatial axis or larger images");
   return h;
+}
+
+int output_slot(OpSharding& r, const HaloGeometry& h, int out, const std::vector<int64_t>& shape, DType dtype,
+                const std::string& name, int slots) {
+  return h.out_height % h.devices == 0 ? out : scratch(r, slots, name + ".unmasked", shape, dtype);
+}
+
+void mask_output(OpSharding& r, const HaloGeometry& h, int raw, int out, const std::vector<std::string>& axes) {
+  if (raw == out) return;
+  OpAttrs a;
+  a.axes = axes;
+  a.offset = h.out_rows;
+  a.count = h.out_height;
+  r.steps.push_back({"halo.mask", OpKind::HaloWindow, {raw}, {out}, a});
 }
 
 OpAttrs window_attrs(OpAttrs a) {

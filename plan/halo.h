@@ -1,6 +1,6 @@
 // Spatial partitioning of windowed ops (convolutions, pooling) along height (GSPMD's windowed-op partitioning, Xu et
-// al. 2021): the activations [B, H, W, C] are split along H over mesh axes, each device holding H / n rows and
-// computing Ho / n output rows. The output rows of device i read the input rows [i * Ho/n * s - pt, ... + window),
+// al. 2021): the activations [B, H, W, C] are split along H over mesh axes, each device holding ceil(H / n) rows
+// and computing ceil(Ho / n) output rows. The output rows of device i read the input rows [i * Ho/n * s - pt, ... + window),
 // which reach past its own rows by a few (the halo); its neighbours send them with one collective-permute each
 // way, and the device assembles its window (HaloWindow: its rows, the halos, and the logical padding at the map's
 // edges) on which the local op runs unpadded. Backward, the gradient of a window is folded back (HaloFold): the
@@ -10,8 +10,10 @@
 //   std::string why = halo_geometry(4, 56, 28, 3, 2, 1, h);  // 3x3/2 conv, pad 1, 56 rows over 4 devices
 //   // h.rows 14, h.out_rows 7, h.window 15, h.lo 1 (one row from the previous device), h.hi 0
 //
-// Limits: H and Ho must be divisible by the device count (no padded shards), and a halo at most one shard (the
-// neighbours' rows suffice).
+// Uneven splits: the last devices' shards are padded past H (and Ho) with rows that hold zeros; windows read the map's
+// padding there, and an op whose output rows are padded masks them back to zero (a HaloWindow over its own rows),
+// so that batch norms and the next windows see zeros. Limits: at least one row per device, and a halo at most one
+// shard (the neighbours' rows suffice).
 #pragma once
 
 #include <cstdint>
@@ -24,13 +26,15 @@ namespace podsim {
 
 struct HaloGeometry {
   int64_t devices = 1;
-  int64_t height = 0;    // H, the input's global rows
-  int64_t rows = 0;      // H / n: a device's input rows
-  int64_t out_rows = 0;  // Ho / n: a device's output rows
+  int64_t height = 0;      // H, the input's global rows
+  int64_t out_height = 0;  // Ho
+  int64_t rows = 0;        // ceil(H / n): a device's input rows (the last devices' padded past H)
+  int64_t out_rows = 0;    // ceil(Ho / n): a device's output rows
   int64_t window = 0;    // input rows a device's output rows read: (Ho/n - 1) * s + k
   int64_t step = 0;      // (Ho/n) * s: device i's window starts at global row i * step - pad_top
   int64_t pad_top = 0;
   int64_t lo = 0, hi = 0;  // halo rows from the previous device (above) and from the next one (below)
+  bool even = false;       // H and Ho divide evenly: no padded rows
   bool trivial = false;    // each window is the device's own rows from its first: no exchange, no window op
 };
 
@@ -46,6 +50,12 @@ std::string halo_geometry(int64_t n, int64_t height, int64_t out_height, int64_t
 // inputs and outputs). Returns the window's slot (x itself for a trivial geometry).
 int add_halo_window(OpSharding& r, const HaloGeometry& h, int x, const std::vector<int64_t>& shape, DType dtype,
                     const std::vector<std::string>& axes, const std::string& name, bool max_pad, int slots);
+
+// When the op's output rows are padded (Ho not a multiple of n), a scratch slot for the op to write (named after
+// `name`), else `out`; then mask_output() appends the step that copies it to `out` with the padded rows zeroed.
+int output_slot(OpSharding& r, const HaloGeometry& h, int out, const std::vector<int64_t>& shape, DType dtype,
+                const std::string& name, int slots);
+void mask_output(OpSharding& r, const HaloGeometry& h, int raw, int out, const std::vector<std::string>& axes);
 
 // Appends the local steps that turn slot `win`, the gradient of every device's window (local shape `shape` with
 // window rows), into slot `dx`, the gradient of its own rows: the rows of the window that belong to a neighbour

@@ -274,15 +274,15 @@ TEST(ErrorsTest, PLN004_SpatialSplit) {
             std::string::npos) << r.err;
   EXPECT_EQ(r.code, exit_of("PODSIM-PLN-004"));
   EXPECT_FALSE(exists(test_dir() + "/out"));
-  // A map the axis does not divide evenly (image 96 over 4: layer3's first, stride-2 convolution takes 12 rows,
-  // 3 per device, to 6).
+  // Image 96 over 4: heights the axis does not divide are split (padded shards), down to layer4's first
+  // convolution, which takes 6 rows to 3.
   auto u = expect_error("hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\n"
                         "workload: {model: resnet, depth: 18, image_size: 96, batch: 2, dtype: fp32}\n"
                         "strategy:\n  name: spmd\n  spmd_axes: [spatial]\n  spatial: true\n"
                         "mesh: {axes: [spatial], shape: [4]}\n",
                         "PODSIM-PLN-004", 8, 12, {}, true);
-  EXPECT_NE(u.err.find("'layer3.0.a.conv' (height 12)"), std::string::npos) << u.err;
-  EXPECT_NE(u.err.find("do not both divide evenly"), std::string::npos) << u.err;
+  EXPECT_NE(u.err.find("'layer4.0.a.conv' (height 6)"), std::string::npos) << u.err;
+  EXPECT_NE(u.err.find("(3 output rows) are fewer than the 4 devices"), std::string::npos) << u.err;
 }
 
 TEST(ErrorsTest, MEM001_OutOfMemory) {

@@ -179,7 +179,10 @@ OpSharding conv_rule(const OpShardingQuery& q) {
   if (h.trivial) return r;
   const TensorInfo& xi = q.g.tensor(q.op.inputs[0]);
   const int win = add_halo_window(r, h, 0, local_shape(xi.shape, x, q.mesh), xi.dtype, x.dims[1], q.op.name, false, 3);
-  r.steps.push_back({"", OpKind::Conv2d, {win, 1}, {2}, r.attrs});
+  const TensorInfo& yi = q.g.tensor(q.op.outputs[0]);
+  const int y = output_slot(r, h, 2, local_shape(yi.shape, x, q.mesh), yi.dtype, q.op.name, 3);
+  r.steps.push_back({"", OpKind::Conv2d, {win, 1}, {y}, r.attrs});
+  mask_output(r, h, y, 2, x.dims[1]);
   return r;
 }
 

@@ -171,7 +171,10 @@ OpSharding max_pool_rule(const OpShardingQuery& q) {
   r.attrs = window_attrs(q.op.attrs);
   if (h.trivial) return r;
   const int win = add_halo_window(r, h, 0, local_shape(xi.shape, x, q.mesh), xi.dtype, x.dims[1], q.op.name, true, 2);
-  r.steps.push_back({"", OpKind::MaxPool, {win}, {1}, r.attrs});
+  const TensorInfo& yi = q.g.tensor(q.op.outputs[0]);
+  const int y = output_slot(r, h, 1, local_shape(yi.shape, x, q.mesh), yi.dtype, q.op.name, 2);
+  r.steps.push_back({"", OpKind::MaxPool, {win}, {y}, r.attrs});
+  mask_output(r, h, y, 1, x.dims[1]);
   return r;
 }
 
