@@ -353,6 +353,12 @@ class Spmd : public IStrategy {
                       exp.workload + " workload has none (use a convolutional network, or leave it false)",
                   "strategy.spatial");
     if (n < 2) return;
+    // A collective-permute steps along one ring: the axis must lie on one torus dimension.
+    if (mesh.axis(mesh.axis_index(axis)).factors.size() > 1)
+      throw Error(Err::SpatialSplit, p.where("strategy.spatial"),
+                  "strategy.spatial exchanges halos between neighbours along axis '" + axis + "', which the mesh (" +
+                      mesh.describe() + ") lays over several torus dimensions; place it on one (mesh.placement)",
+                  "strategy.spatial");
     for (OpId id : g.topological_order()) {
       const Op& op = g.op(id);
       if (op.phase != Phase::Forward || op.inputs.empty() || !split[op.inputs[0]]) continue;

@@ -283,6 +283,13 @@ TEST(ErrorsTest, PLN004_SpatialSplit) {
                         "PODSIM-PLN-004", 8, 12, {}, true);
   EXPECT_NE(u.err.find("'layer4.0.a.conv' (height 6)"), std::string::npos) << u.err;
   EXPECT_NE(u.err.find("(3 output rows) are fewer than the 4 devices"), std::string::npos) << u.err;
+  // An axis over two torus dimensions (4 chips as 2 x 2) has no ring for the collective-permutes.
+  auto t = expect_error("hardware:\n  preset: tpu-v3\n  pod: {dims: [2, 2]}\n"
+                        "workload: {model: resnet, depth: 18, image_size: 128, batch: 2, dtype: fp32}\n"
+                        "strategy:\n  name: spmd\n  spmd_axes: [spatial]\n  spatial: true\n"
+                        "mesh: {axes: [spatial], shape: [4]}\n",
+                        "PODSIM-PLN-004", 8, 12, {}, true);
+  EXPECT_NE(t.err.find("lays over several torus dimensions"), std::string::npos) << t.err;
 }
 
 TEST(ErrorsTest, MEM001_OutOfMemory) {
