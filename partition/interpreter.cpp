@@ -37,6 +37,8 @@ Tensor collective_result(const Op& op, const std::vector<const Tensor*>& in, int
       for (const Tensor& b : blocks) ptrs.push_back(&b);
       return concat(ptrs, static_cast<size_t>(op.attrs.dim2));
     }
+    case OpKind::CollectivePermute:  // rank r receives from the rank `shift` steps back, round the group
+      return *in[static_cast<size_t>(((rank - op.attrs.shift) % n + n) % n)];
     default: break;
   }
   (void)out_shape;
@@ -91,7 +93,7 @@ std::vector<TensorStore> interpret_plan(const Plan& plan, const ModelGraph& logi
           continue;
         }
         if (op.kind != OpKind::AllReduce && op.kind != OpKind::ReduceScatter && op.kind != OpKind::AllGather &&
-            op.kind != OpKind::AllToAll)
+            op.kind != OpKind::AllToAll && op.kind != OpKind::CollectivePermute)
           throw Error(Err::Internal, std::string("the plan interpreter does not run ") + op_kind_name(op.kind));
         const std::vector<int64_t> members = plan.mesh.members(c, op.attrs.axes, op.attrs.group_block);
         // Every sweep visits each chip once, so each waiting member counts once per sweep; the last to arrive runs it.

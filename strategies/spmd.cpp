@@ -16,12 +16,15 @@
 //    cross-entropy (workloads/ops/cross_entropy.cpp). With vocab_parallel false, 2d splits the table's M over s1.
 //  - strategy.sequence_parallel (megatron): the residual stream split along the sequence (sequence_parallel()).
 //  - scheme none: only the annotations.
+// strategy.spatial (convolutional networks; GSPMD's spatial partitioning): the images and every feature map split
+// along their height over the first axis, halos exchanged by collective-permutes (plan/halo.h).
 // strategy.shard lists annotations "PATTERN = SPEC": every tensor whose name matches the glob PATTERN gets SPEC
 // (plan/sharding.h), replacing the scheme's; e.g. "layer*.ffn.w1 = [-, model]".
 #include <fnmatch.h>
 
 #include <algorithm>
 
+#include "plan/halo.h"
 #include "sim/common/error.h"
 #include "sim/common/text.h"
 #include "strategies/planner.h"
@@ -238,6 +241,13 @@ class Spmd : public IStrategy {
                            "over the model axis; each all-reduce of a layer becomes a reduce-scatter and an "
                            "all-gather.")
             .def("false"),
+        ParamSpec::boolean("strategy.spatial",
+                           "spmd: spatial partitioning of a convolutional network (GSPMD): the images and every "
+                           "feature map [B, H, W, C] split along H over spmd's first axis; each convolution and max "
+                           "pool exchanges its halo rows with its neighbours (collective-permutes), batch-norm "
+                           "statistics are all-reduced over the axis, the global average pool gathers the rows "
+                           "(docs/strategies.md).")
+            .def("false"),
         ParamSpec::text_list("strategy.shard",
                              "spmd: per-tensor annotations \"PATTERN = SPEC\": tensors whose name matches the glob "
                              "get SPEC, e.g. \"layer*.ffn.w1 = [-, model]\" (docs/strategies.md).")
@@ -320,6 +330,55 @@ class Spmd : public IStrategy {
 
   void annotate(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const override {
     for (const auto& [t, s] : own_specs(g, exp, mesh)) add_spec(specs, g, t, s);
+    if (exp.params.b("strategy.spatial")) spatial(g, exp, mesh, specs);
+  }
+
+  // Spatial partitioning: the step's NHWC inputs split along H over the first axis; the partition rules of the
+  // convolutions, pools and batch norms carry the split through the network (plan/halo.h). Every windowed op the
+  // split reaches is checked here, so that a map too small for it is reported against strategy.spatial.
+  static void spatial(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) {
+    const ParamSet& p = exp.params;
+    const std::string axis = p.strings("strategy.spmd_axes").at(0);
+    const int64_t n = mesh.axis_size(axis);
+    std::vector<bool> split(g.num_tensors(), false);
+    for (size_t t = 0; t < g.num_tensors(); ++t) {
+      const TensorInfo& info = g.tensor(static_cast<TensorId>(t));
+      if (g.producer(static_cast<TensorId>(t)) >= 0 || info.role != TensorRole::Input || info.shape.size() != 4) continue;
+      add_spec(specs, g, static_cast<TensorId>(t), ShardSpec::parse("[-, " + axis + ", -, -]"));
+      split[t] = true;
+    }
+    if (std::find(split.begin(), split.end(), true) == split.end())
+      throw Error(Err::StrategyMismatch, p.where("strategy.spatial"),
+                  "strategy.spatial splits images [batch, height, width, channels] along their height; the " +
+                      exp.workload + " workload has none (use a convolutional network, or leave it false)",
+                  "strategy.spatial");
+    if (n < 2) return;
+    // A collective-permute steps along one ring: the axis must lie on one torus dimension.
+    if (mesh.axis(mesh.axis_index(axis)).factors.size() > 1)
+      throw Error(Err::SpatialSplit, p.where("strategy.spatial"),
+                  "strategy.spatial exchanges halos between neighbours along axis '" + axis + "', which the mesh (" +
+                      mesh.describe() + ") lays over several torus dimensions; place it on one (mesh.placement)",
+                  "strategy.spatial");
+    for (OpId id : g.topological_order()) {
+      const Op& op = g.op(id);
+      if (op.phase != Phase::Forward || op.inputs.empty() || !split[op.inputs[0]]) continue;
+      if (op.kind == OpKind::Conv2d || op.kind == OpKind::MaxPool) {
+        HaloGeometry h;
+        const OpAttrs::Window& w = op.attrs.window;
+        const int64_t rows = g.tensor(op.inputs[0]).shape[1], out = g.tensor(op.outputs[0]).shape[1];
+        const std::string why = halo_geometry(n, rows, out, w.kh, w.sh, w.pt, h);
+        if (!why.empty())
+          throw Error(Err::SpatialSplit, p.where("strategy.spatial"),
+                      "strategy.spatial cannot split layer '" + op.name + "' (height " + std::to_string(rows) +
+                          ") over the " + std::to_string(n) + " devices of axis '" + axis + "': " + why +
+                          "; use fewer devices on the axis or larger images",
+                      "strategy.spatial");
+      }
+      // The split goes on through every op but the global pool (which gathers the rows) and reshapes.
+      if (op.kind == OpKind::AvgPool || op.kind == OpKind::Reshape) continue;
+      for (TensorId o : op.outputs)
+        if (g.tensor(o).shape.size() == 4) split[o] = true;
+    }
   }
 
   // Sequence parallelism, once every strategy has annotated the step: the activations it splits along S keep the

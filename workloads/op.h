@@ -71,6 +71,15 @@ enum class OpKind : uint8_t {
   BatchNormGradSums,    // inputs (dy, x, mean, rstd) -> sums[4, C]: sum of dy and of dy * xhat, as pairs
   BatchNormGradFinish,  // inputs (dy, x, mean, rstd, gamma, group sums) -> (dx, dgamma, dbeta); attrs.dim devices
                         // per group
+  // The local steps of a convolution or pooling whose input rows are split over devices (spatial partitioning,
+  // plan/halo.h; never in a logical step). attrs.axes the splitting axes, attrs.dim / dim2 the halo rows from the
+  // previous / next device, attrs.offset the step between devices' windows, window.pt the map's top padding,
+  // attrs.count the map's rows.
+  HaloRows,    // x -> rows [attrs.offset, attrs.offset + out rows) of dimension 1 (a halo to send)
+  HaloWindow,  // inputs (x [, rows from above] [, rows from below]) -> the device's input window; positions outside
+               // the map read 0 (-infinity with attrs.reduce_max)
+  HaloFold,    // the gradient of a window -> (own rows [, rows above] [, rows below]); outside the map dropped
+  HaloAdd,     // inputs (own [, rows from below] [, rows from above]) -> own with the neighbours' parts added
   // Loss.
   SoftmaxCrossEntropy,      // inputs (logits[T, V], labels[T]) -> (loss[1], probs[T, V]); mean over T
   SoftmaxCrossEntropyGrad,  // inputs (probs, labels) -> dlogits = (probs - onehot) / T

@@ -262,6 +262,36 @@ TEST(ErrorsTest, PLN003_BadSharding) {
   EXPECT_NE(n.err.find("matches no tensor"), std::string::npos) << n.err;
 }
 
+// A spatial split finer than a feature map names the layer and its height, at strategy.spatial: ResNet-18 at 64
+// pixels has 4 rows in its last stage's input, 2 out of its first (stride-2) convolution.
+TEST(ErrorsTest, PLN004_SpatialSplit) {
+  const std::string head = "hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\n"
+                           "workload: {model: resnet, depth: 18, image_size: 64, batch: 2, dtype: fp32}\n"
+                           "strategy:\n  name: spmd\n  spmd_axes: [spatial]\n  spatial: true\n"
+                           "mesh: {axes: [spatial], shape: [4]}\n";
+  auto r = expect_error(head, "PODSIM-PLN-004", 8, 12, {}, true);
+  EXPECT_NE(r.err.find("cannot split layer 'layer4.0.a.conv' (height 4) over the 4 devices of axis 'spatial'"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.code, exit_of("PODSIM-PLN-004"));
+  EXPECT_FALSE(exists(test_dir() + "/out"));
+  // Image 96 over 4: heights the axis does not divide are split (padded shards), down to layer4's first
+  // convolution, which takes 6 rows to 3.
+  auto u = expect_error("hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\n"
+                        "workload: {model: resnet, depth: 18, image_size: 96, batch: 2, dtype: fp32}\n"
+                        "strategy:\n  name: spmd\n  spmd_axes: [spatial]\n  spatial: true\n"
+                        "mesh: {axes: [spatial], shape: [4]}\n",
+                        "PODSIM-PLN-004", 8, 12, {}, true);
+  EXPECT_NE(u.err.find("'layer4.0.a.conv' (height 6)"), std::string::npos) << u.err;
+  EXPECT_NE(u.err.find("(3 output rows) are fewer than the 4 devices"), std::string::npos) << u.err;
+  // An axis over two torus dimensions (4 chips as 2 x 2) has no ring for the collective-permutes.
+  auto t = expect_error("hardware:\n  preset: tpu-v3\n  pod: {dims: [2, 2]}\n"
+                        "workload: {model: resnet, depth: 18, image_size: 128, batch: 2, dtype: fp32}\n"
+                        "strategy:\n  name: spmd\n  spmd_axes: [spatial]\n  spatial: true\n"
+                        "mesh: {axes: [spatial], shape: [4]}\n",
+                        "PODSIM-PLN-004", 8, 12, {}, true);
+  EXPECT_NE(t.err.find("lays over several torus dimensions"), std::string::npos) << t.err;
+}
+
 TEST(ErrorsTest, MEM001_OutOfMemory) {
   auto r = expect_error(kHw + "workload:\n  model: matmul\n  m: 65536\n  k: 65536\n  n: 65536\n  dtype: fp32\n",
                         "PODSIM-MEM-001", 4, 10, {}, true);

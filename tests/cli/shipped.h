@@ -56,6 +56,8 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
   static const std::vector<std::string> kNarrowModel = {"workload.layers=2", "workload.d_model=256",
                                                         "workload.d_ff=1024", "workload.head_dim=32",
                                                         "workload.vocab=4096", "workload.seq_len=128"};
+  static const std::vector<std::string> kSpatialReduced = {"hardware.pod.dims=[2,2]", "mesh.shape=[2,2]",
+                                                           "workload.image_size=64", "workload.batch=2"};
   static const std::map<std::string, std::vector<std::string>> table = {
       {"configs/models/gpt3-175b.yaml", kNarrowModel},
       {"configs/models/llama2-7b.yaml", kNarrowModel},
@@ -66,6 +68,9 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       {"configs/models/palm-540b.yaml", kNarrowModel},
       // 256 chips as shipped; 1/64 of the data (4 MiB per chip instead of 256 MiB).
       {"configs/examples/allreduce_16x16.yaml", {"workload.bytes=4MiB"}},
+      // ResNet-18 split 2 ways spatially x 2 data on 2 x 2 chips instead of 4 x 2 (the numeric step at 128 pixels is
+      // 14 GFLOP): 64 pixels, whose last stage's 2 rows are one per chip, and one image per replica.
+      {"configs/examples/spatial.yaml", kSpatialReduced},
       // A straggler in a data x model step on 4 x 4 chips instead of 16 x 16 (every chip is simulated: the fault
       // breaks the symmetry); the slow chip (1,2) and the step as shipped.
       {"configs/examples/straggler.yaml", {"hardware.pod.dims=[4,4]", "mesh.shape=[4,4]"}},
@@ -131,6 +136,10 @@ inline const std::map<std::string, std::vector<std::string>>& numeric_reduced_si
       // One chip: a smaller product (the shipped one is 69 GFLOP) and 1 MiB of data instead of 64 MiB.
       {"configs/examples/matmul.yaml", {"workload.m=256", "workload.k=1024", "workload.n=1024"}},
       {"configs/examples/memory.yaml", {"workload.bytes=1MiB"}},
+      // As in reduced_sizes(): 2 x 2 spatial x data at 64 pixels (1.7 GFLOP; tests/unit/spatial_test.cpp checks a
+      // 4-way split's numerics).
+      {"configs/examples/spatial.yaml", {"hardware.pod.dims=[2,2]", "mesh.shape=[2,2]", "workload.image_size=64",
+                                         "workload.batch=2"}},
   };
   return table;
 }

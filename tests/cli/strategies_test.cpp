@@ -348,3 +348,34 @@ TEST(StrategiesTest, TiedEmbeddingsAcrossPipelineStages) {
   // The tied table is read by the first stage (the lookup) and the last (the logits); its gradient sums both.
   expect_equivalent(kTransformer + "  tie_embeddings: true\n", "[2, 1]", "strategy: {name: pipeline, micro_batches: 2}\n");
 }
+
+// Spatial partitioning's halos are collective-permutes on the simulated ICI, in summary.json's collectives: in
+// configs/examples/spatial.yaml (ResNet-18 at 128 pixels, 2 images per replica, fp32, split 4 ways) every chip sends,
+// by hand:
+//   the stem (7x7/2 pad 3 over 32 of 128 rows): 3 rows [2, 3, 128, 3] (9216 B) down and 2 rows (6144 B) up, forward
+//     and for the filter gradient: 30720 B;
+//   the max pool (3x3/2 pad 1, 64 x 64 x 64): one row (32768 B) forward, for the gradient's window and back: 98304 B;
+//   every 3x3 convolution one row of 2 images x W x C = 16384 B (32 x 64, 16 x 128, 8 x 256, 4 x 512): 6 permutes
+//     for each of the 13 of stride 1 (forward, input gradient, filter gradient, a row each way), 3 for each of the
+//     3 of stride 2 (one row from above): 87 x 16384 B;
+// 94 collective-permutes and 1554432 bytes per chip, each to a neighbour on the spatial ring.
+TEST(StrategiesTest, SpatialHalosAreCollectivePermutesOnTheIci) {
+  CliResult r = run_podsim({"run", source_dir() + "/configs/examples/spatial.yaml", "--out", test_dir() + "/sp",
+                            "--set", "run.numeric=false", "-q"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  int permutes = 0;
+  double bytes = 0;
+  const nlohmann::json s = summary(test_dir() + "/sp");
+  for (const auto& c : s["collectives"]) {
+    if (c["kind"] != "collective_permute") continue;
+    ++permutes;
+    bytes += c["bytes_per_chip"].get<double>();
+    EXPECT_EQ(c["axes"], nlohmann::json::array({"spatial"}));
+    EXPECT_EQ(c["algorithm"], "direct");
+    EXPECT_GT(c["time_s"].get<double>(), 0);
+    if (c["tensor"] == "stem.conv.halo.last") EXPECT_EQ(c["bytes_per_chip"].get<double>(), 9216);
+    if (c["tensor"] == "stem.conv.halo.first") EXPECT_EQ(c["bytes_per_chip"].get<double>(), 6144);
+  }
+  EXPECT_EQ(permutes, 94);
+  EXPECT_EQ(bytes, 30720 + 98304 + 87 * 16384);
+}

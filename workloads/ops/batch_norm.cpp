@@ -13,7 +13,13 @@
 // device's examples hold whole groups, everything is local; when a group spans k devices, each computes its sums
 // over its rows, an all-reduce over the k consecutive devices of A sums them (group_block), and each finishes its
 // rows' statistics from the group's sums. The gradient does the same with the sums of dy and dy * xhat; dgamma and
-// dbeta are partial over A (the data-parallel gradient reduction sums them).
+// dbeta are partial over A (the data-parallel gradient reduction sums them). With the rows (H) split too (spatial
+// partitioning), every device holds part of each of its examples: the sums are all-reduced over the rows' axes as
+// well (with the group's devices along A), and dgamma and dbeta, whole on every device of a row split, stay partial
+// over A only. Rows split unevenly (attrs.padded) pad the last devices' shards: their rows past the map count for
+// nothing in the sums and stay zero in y and dx.
+#include <algorithm>
+
 #include "sim/common/error.h"
 #include "sim/common/text.h"
 #include "workloads/ops/kernel_util.h"
@@ -25,8 +31,20 @@ using ops::in;
 
 struct Dims {
   int64_t b, pos, c;  // examples, positions per example (H * W), channels
+  int64_t valid = pos;  // positions of the map's rows: a device's shard of unevenly split rows is padded past them
 };
 Dims dims_of(const TensorInfo& x) { return {x.shape[0], x.shape[1] * x.shape[2], x.shape[3]}; }
+// The dimensions of a device's shard: with its rows split unevenly (attrs.padded on dimension 1), the rows past the
+// map's hold zeros and count for nothing.
+Dims dims_on(const TensorInfo& x, const Op& op, const TensorStore& s) {
+  Dims d = dims_of(x);
+  for (const OpAttrs::Padded& p : op.attrs.padded) {
+    if (p.dim != 1) continue;
+    const int64_t real = p.global - s.device_index(p.axes) * x.shape[1];
+    d.valid = std::clamp<int64_t>(real, 0, x.shape[1]) * x.shape[2];
+  }
+  return d;
+}
 int64_t group_of(const Op& op, int64_t batch) { return op.attrs.count > 0 ? op.attrs.count : batch; }
 
 // Sums over rows [r0, r1) of x, in double; with `mean`, of (x - mean)^2 (two passes: the variance without the
@@ -34,7 +52,7 @@ int64_t group_of(const Op& op, int64_t batch) { return op.attrs.count > 0 ? op.a
 void sums_of(const float* x, const Dims& d, int64_t r0, int64_t r1, const double* mean, double* out) {
   std::vector<double> s(static_cast<size_t>(d.c), 0.0);
   for (int64_t r = r0; r < r1; ++r)
-    for (int64_t p = 0; p < d.pos; ++p) {
+    for (int64_t p = 0; p < d.valid; ++p) {
       const float* xr = x + (r * d.pos + p) * d.c;
       for (int64_t c = 0; c < d.c; ++c) {
         const double v = mean ? xr[c] - mean[c] : xr[c];
@@ -81,7 +99,7 @@ void grad_sums(const float* dy, const float* x, const Tensor& mean, const Tensor
                int64_t r1, double* out) {
   std::vector<double> s(static_cast<size_t>(2 * d.c), 0.0);
   for (int64_t r = r0; r < r1; ++r)
-    for (int64_t p = 0; p < d.pos; ++p) {
+    for (int64_t p = 0; p < d.valid; ++p) {
       const int64_t o = (r * d.pos + p) * d.c;
       for (int64_t c = 0; c < d.c; ++c) {
         const double xhat = (x[o + c] - mean.data[r * d.c + c]) * static_cast<double>(rstd.data[r * d.c + c]);
@@ -96,7 +114,7 @@ void grad_sums(const float* dy, const float* x, const Tensor& mean, const Tensor
 void grad_dx(const float* dy, const float* x, const Tensor& mean, const Tensor& rstd, const Tensor& gamma,
              const double* sums, double n, const Dims& d, int64_t r0, int64_t r1, Tensor& dx) {
   for (int64_t r = r0; r < r1; ++r)
-    for (int64_t p = 0; p < d.pos; ++p) {
+    for (int64_t p = 0; p < d.valid; ++p) {
       const int64_t o = (r * d.pos + p) * d.c;
       for (int64_t c = 0; c < d.c; ++c) {
         const double rs = rstd.data[r * d.c + c];
@@ -148,7 +166,7 @@ void stats_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
 }
 
 void apply_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
-  const Dims d = dims_of(g.tensor(op.inputs[0]));
+  const Dims d = dims_on(g.tensor(op.inputs[0]), op, s);
   const Tensor& x = in(s, op, 0);
   const Tensor& mean = in(s, op, 1);
   const Tensor& rstd = in(s, op, 2);
@@ -156,7 +174,7 @@ void apply_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& beta = in(s, op, 4);
   Tensor y = ops::out_like(g, op);
   for (int64_t r = 0; r < d.b; ++r)
-    for (int64_t p = 0; p < d.pos; ++p) {
+    for (int64_t p = 0; p < d.valid; ++p) {
       const int64_t o = (r * d.pos + p) * d.c;
       for (int64_t c = 0; c < d.c; ++c)
         y.data[o + c] = (x.data[o + c] - mean.data[r * d.c + c]) * rstd.data[r * d.c + c] * gamma.data[c] + beta.data[c];
@@ -205,7 +223,7 @@ void moving_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
 
 // Local steps: every local row is in the one group whose sums are all-reduced.
 void sums_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
-  const Dims d = dims_of(g.tensor(op.inputs[0]));
+  const Dims d = dims_on(g.tensor(op.inputs[0]), op, s);
   Tensor out = ops::out_like(g, op);
   std::vector<double> sums(static_cast<size_t>(d.c)), mu;
   if (op.inputs.size() > 1) {  // the second pass: deviations from the group's mean
@@ -230,7 +248,7 @@ void finish_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
 }
 
 void grad_sums_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
-  const Dims d = dims_of(g.tensor(op.inputs[1]));
+  const Dims d = dims_on(g.tensor(op.inputs[1]), op, s);
   Tensor out = ops::out_like(g, op);
   std::vector<double> sums(static_cast<size_t>(2 * d.c));
   grad_sums(in(s, op, 0).data.data(), in(s, op, 1).data.data(), in(s, op, 2), in(s, op, 3), d, 0, d.b, sums.data());
@@ -239,7 +257,7 @@ void grad_sums_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
 }
 
 void grad_finish_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
-  const Dims d = dims_of(g.tensor(op.inputs[1]));
+  const Dims d = dims_on(g.tensor(op.inputs[1]), op, s);
   std::vector<double> group(static_cast<size_t>(2 * d.c));
   join(in(s, op, 5).data.data(), 2 * d.c, group.data());
   Tensor dx = ops::out_like(g, op, 0), dgamma = ops::out_like(g, op, 1), dbeta = ops::out_like(g, op, 2);
@@ -288,19 +306,26 @@ std::vector<TensorId> apply_grad(GraphBuilder& b, const Op& op, const std::vecto
 // ---- partitioning ----
 struct Split {
   ShardSpec x, rows;
-  std::vector<std::string> axes;
-  int64_t devices = 1, local = 0, group = 0;
+  std::vector<std::string> axes, spatial;  // the batch's axes; the rows' (H) axes
+  int64_t devices = 1, local = 0, group = 0, spatial_devices = 1;
+  std::vector<OpAttrs::Padded> padded;  // the rows, when the spatial axes split them unevenly
+  // Whether a group's sums come from several devices (its examples span replicas, or its rows are split).
+  bool reduces() const { return local % group != 0 || !spatial.empty(); }
 };
 
 Split split_of(const OpShardingQuery& q, TensorId xt, const ShardSpec& in) {
   Split s;
   const TensorInfo& x = q.g.tensor(xt);
+  const ShardSpec settled = sharding::settled(in);
   s.x = ShardSpec::replicated(4);
-  s.x.dims[0] = sharding::settled(in).dims[0];
+  s.x.dims[0] = settled.dims[0];
+  s.x.dims[1] = settled.dims[1];
   s.rows = ShardSpec::replicated(2);
   s.rows.dims[0] = s.x.dims[0];
   s.axes = s.x.dims[0];
+  s.spatial = s.x.dims[1];
   s.devices = q.mesh.size(s.axes);
+  s.spatial_devices = q.mesh.size(s.spatial);
   s.group = group_of(q.op, x.shape[0]);
   if (x.shape[0] % s.devices != 0)
     throw Error(Err::BadSharding, strprintf("batch norm '%s': the batch of %lld is not a multiple of the %lld devices "
@@ -313,15 +338,26 @@ Split split_of(const OpShardingQuery& q, TensorId xt, const ShardSpec& in) {
                 strprintf("batch norm '%s': groups of %lld examples do not align with the %lld examples each device "
                           "holds; choose a group that divides or is a multiple of it",
                           q.op.name.c_str(), static_cast<long long>(s.group), static_cast<long long>(s.local)));
+  if (s.spatial.empty()) return s;
+  s.padded = sharding::padding(x.shape, s.x, q.mesh, 2);
+  if (s.local > s.group)
+    throw Error(Err::BadSharding,
+                strprintf("batch norm '%s': with its rows split, a device's %lld examples must be one group or part "
+                          "of one, not %lld groups of %lld; choose workload.bn_batch of at least %lld",
+                          q.op.name.c_str(), static_cast<long long>(s.local),
+                          static_cast<long long>(s.local / s.group), static_cast<long long>(s.group),
+                          static_cast<long long>(s.local)));
   return s;
 }
 
-// The all-reduce over the devices of one group: the first `block` consecutive devices along the batch's axes.
+// The all-reduce over the devices of one group: the first `block` consecutive devices along the batch's axes, and
+// every device along the rows' axes (the fastest ranks).
 OpAttrs group_reduce(const Split& s) {
   OpAttrs a;
   a.axes = s.axes;
+  a.axes.insert(a.axes.end(), s.spatial.begin(), s.spatial.end());
   const int64_t k = s.group / s.local;
-  a.group_block = k >= s.devices ? 0 : k;
+  a.group_block = k >= s.devices ? 0 : k * s.spatial_devices;
   return a;
 }
 
@@ -331,7 +367,7 @@ OpSharding stats_rule(const OpShardingQuery& q) {
   r.attrs = q.op.attrs;
   r.in = {s.x};
   r.out = {s.rows, s.rows};
-  if (s.local % s.group == 0) return r;
+  if (!s.reduces()) return r;
   const TensorInfo& x = q.g.tensor(q.op.inputs[0]);
   const int64_t c = x.shape[3];
   // Two passes, each summed over the group's devices: the mean, then the squared deviations from it. Slots: 0 x,
@@ -342,6 +378,7 @@ OpSharding stats_rule(const OpShardingQuery& q) {
                {q.op.name + ".m2.group", {2, c}, DType::F32}};
   OpAttrs fin = q.op.attrs;
   fin.count = s.group * x.shape[1] * x.shape[2];
+  fin.padded = s.padded;
   r.steps = {{"sum", OpKind::BatchNormSums, {0}, {3}, fin},
              {"", OpKind::AllReduce, {3}, {4}, group_reduce(s)},
              {"m2", OpKind::BatchNormSums, {0, 4}, {5}, fin},
@@ -356,6 +393,7 @@ OpSharding apply_rule(const OpShardingQuery& q) {
   r.attrs = q.op.attrs;
   r.in = {s.x, s.rows, s.rows, ShardSpec::replicated(1), ShardSpec::replicated(1)};
   r.out = {s.x};
+  r.attrs.padded = s.padded;  // the padded rows stay zero
   return r;
 }
 
@@ -367,7 +405,7 @@ OpSharding grad_rule(const OpShardingQuery& q) {
   ShardSpec p = ShardSpec::replicated(1);
   p.partial = sharding::reduced_axes(s.x, {0});
   r.out = {s.x, p, p};
-  if (s.local % s.group == 0) return r;
+  if (!s.reduces()) return r;
   const TensorInfo& x = q.g.tensor(q.op.inputs[1]);
   const int64_t c = x.shape[3];
   // Slots: 0 dy, 1 x, 2 mean, 3 rstd, 4 gamma, 5 dx, 6 dgamma, 7 dbeta, 8 local sums, 9 group sums.
@@ -375,7 +413,10 @@ OpSharding grad_rule(const OpShardingQuery& q) {
   OpAttrs fin = q.op.attrs;
   fin.count = s.group * x.shape[1] * x.shape[2];
   fin.dim = s.group / s.local;
-  r.steps = {{"sums", OpKind::BatchNormGradSums, {0, 1, 2, 3}, {8}, q.op.attrs},
+  fin.padded = s.padded;
+  OpAttrs sums = q.op.attrs;
+  sums.padded = s.padded;
+  r.steps = {{"sums", OpKind::BatchNormGradSums, {0, 1, 2, 3}, {8}, sums},
              {"", OpKind::AllReduce, {8}, {9}, group_reduce(s)},
              {"finish", OpKind::BatchNormGradFinish, {0, 1, 2, 3, 4, 9}, {5, 6, 7}, fin}};
   return r;

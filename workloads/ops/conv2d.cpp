@@ -12,10 +12,13 @@
 // not materialized) in the TPU's tiled layout, whose two minor dimensions are padded to (8, 128): a 3- or
 // 64-channel tensor takes 128 lanes per position.
 //
-// Partitioning: the batch may be split (data parallel); height, width and features are gathered whole. The filter
-// gradient sums over the batch: partial over the batch's axes.
+// Partitioning: the batch may be split (data parallel), and the height (spatial partitioning, plan/halo.h: each
+// device computes its output rows from its window of input rows, the halo rows exchanged with its neighbours by
+// collective-permutes); width and features are gathered whole. The filter gradient sums over the batch and the
+// positions: partial over the batch's and the rows' axes.
 #include <algorithm>
 
+#include "plan/halo.h"
 #include "sim/common/error.h"
 #include "workloads/ops/kernel_util.h"
 
@@ -152,39 +155,80 @@ std::vector<TensorId> conv_grad(GraphBuilder& b, const Op& op, const std::vector
   return out;
 }
 
-// ---- partitioning: the batch may stay split; everything else whole ----
+// ---- partitioning: the batch may stay split, and the rows (spatial partitioning, plan/halo.h); width and
+// features whole ----
 ShardSpec batch_only(const ShardSpec& s) {
   ShardSpec r = ShardSpec::replicated(s.rank());
   if (s.rank() > 0) r.dims[0] = s.dims[0];
   return r;
 }
 
+// With its input rows split, each device runs the convolution on its window of rows (its own and the halos its
+// neighbours send), unpadded along H.
 OpSharding conv_rule(const OpShardingQuery& q) {
   OpSharding r;
   r.attrs = q.op.attrs;
-  const ShardSpec x = batch_only(sharding::settled(q.in[0]));
+  const ShardSpec in = sharding::settled(q.in[0]);
+  const ShardSpec x = in.splits(1) ? batch_and_rows(in) : batch_only(in);
   r.in = {x, ShardSpec::replicated(4)};
   r.out = {x};
+  if (!x.splits(1)) return r;
+  const ConvShape s = conv_shape(q.g, q.op);
+  const HaloGeometry h = spatial_geometry(q, x.dims[1], s.h, s.ho);
+  r.attrs = window_attrs(q.op.attrs);
+  if (h.trivial) return r;
+  const TensorInfo& xi = q.g.tensor(q.op.inputs[0]);
+  const int win = add_halo_window(r, h, 0, local_shape(xi.shape, x, q.mesh), xi.dtype, x.dims[1], q.op.name, false, 3);
+  const TensorInfo& yi = q.g.tensor(q.op.outputs[0]);
+  const int y = output_slot(r, h, 2, local_shape(yi.shape, x, q.mesh), yi.dtype, q.op.name, 3);
+  r.steps.push_back({"", OpKind::Conv2d, {win, 1}, {y}, r.attrs});
+  mask_output(r, h, y, 2, x.dims[1]);
   return r;
 }
 
+// With dy's rows split: the gradient of each device's window, folded back into the rows it came from (the
+// neighbours' parts sent to them and added there).
 OpSharding input_grad_rule(const OpShardingQuery& q) {
   OpSharding r;
   r.attrs = q.op.attrs;
-  const ShardSpec dy = batch_only(sharding::settled(q.in[0]));
+  const ShardSpec in = sharding::settled(q.in[0]);
+  const ShardSpec dy = in.splits(1) ? batch_and_rows(in) : batch_only(in);
   r.in = {dy, ShardSpec::replicated(4)};
   r.out = {dy};
+  if (!dy.splits(1)) return r;
+  const ConvShape s = conv_shape(q.g, q.op);
+  const HaloGeometry h = spatial_geometry(q, dy.dims[1], s.h, s.ho);
+  r.attrs = window_attrs(q.op.attrs);
+  if (h.trivial) return r;
+  const TensorInfo& xi = q.g.tensor(q.op.outputs[0]);
+  std::vector<int64_t> shape = local_shape(xi.shape, dy, q.mesh);
+  std::vector<int64_t> window = shape;
+  window[1] = h.window;
+  r.scratch.push_back({q.op.name + ".window", window, xi.dtype});
+  r.steps.push_back({"", OpKind::Conv2dInputGrad, {0, 1}, {3}, r.attrs});
+  add_halo_fold(r, h, 3, 2, shape, xi.dtype, dy.dims[1], q.op.name, 3);
   return r;
 }
 
+// With x's rows split: each device's window of x against its dy rows, a partial sum over the batch's and the
+// rows' axes.
 OpSharding filter_grad_rule(const OpShardingQuery& q) {
   OpSharding r;
   r.attrs = q.op.attrs;
-  const ShardSpec x = batch_only(sharding::settled(q.in[0]));
+  const ShardSpec in = sharding::settled(q.in[0]);
+  const ShardSpec x = in.splits(1) ? batch_and_rows(in) : batch_only(in);
   r.in = {x, x};
   ShardSpec w = ShardSpec::replicated(4);
-  w.partial = sharding::reduced_axes(x, {0});
+  w.partial = sharding::reduced_axes(x, {0, 1});
   r.out = {w};
+  if (!x.splits(1)) return r;
+  const ConvShape s = conv_shape(q.g, q.op);
+  const HaloGeometry h = spatial_geometry(q, x.dims[1], s.h, s.ho);
+  r.attrs = window_attrs(q.op.attrs);
+  if (h.trivial) return r;
+  const TensorInfo& xi = q.g.tensor(q.op.inputs[0]);
+  const int win = add_halo_window(r, h, 0, local_shape(xi.shape, x, q.mesh), xi.dtype, x.dims[1], q.op.name, false, 3);
+  r.steps.push_back({"", OpKind::Conv2dFilterGrad, {win, 1}, {2}, r.attrs});
   return r;
 }
 

@@ -5,9 +5,12 @@
 //
 // Cost: vector-unit work per output element times the window (a compare or add per tap), and HBM traffic of the
 // tensors in the TPU's tiled layout (docs/model.md). Pools run as their own kernels (XLA's reduce-window and
-// select-and-scatter). Partitioning: the batch may be split; height, width and features are whole.
+// select-and-scatter). Partitioning: the batch may be split. Max pooling may split its rows too (spatial
+// partitioning, plan/halo.h: the halo rows exchanged with the neighbours by collective-permutes); average pooling
+// (in ResNet the global pool of the classifier) gathers the rows, and width and features are whole.
 #include <limits>
 
+#include "plan/halo.h"
 #include "workloads/ops/kernel_util.h"
 
 namespace podsim {
@@ -154,11 +157,56 @@ OpSharding batch_rule(const OpShardingQuery& q) {
   return r;
 }
 
+// Max pooling with its input rows split (spatial partitioning, plan/halo.h): each device pools its window of rows
+// (its own and its neighbours' halos; outside the map -infinity, which never wins), unpadded along H.
+OpSharding max_pool_rule(const OpShardingQuery& q) {
+  const ShardSpec in = sharding::settled(q.in[0]);
+  if (!in.splits(1)) return batch_rule(q);
+  OpSharding r;
+  const ShardSpec x = batch_and_rows(in);
+  r.in = {x};
+  r.out = {x};
+  const TensorInfo& xi = q.g.tensor(q.op.inputs[0]);
+  const HaloGeometry h = spatial_geometry(q, x.dims[1], xi.shape[1], q.g.tensor(q.op.outputs[0]).shape[1]);
+  r.attrs = window_attrs(q.op.attrs);
+  if (h.trivial) return r;
+  const int win = add_halo_window(r, h, 0, local_shape(xi.shape, x, q.mesh), xi.dtype, x.dims[1], q.op.name, true, 2);
+  const TensorInfo& yi = q.g.tensor(q.op.outputs[0]);
+  const int y = output_slot(r, h, 1, local_shape(yi.shape, x, q.mesh), yi.dtype, q.op.name, 2);
+  r.steps.push_back({"", OpKind::MaxPool, {win}, {y}, r.attrs});
+  mask_output(r, h, y, 1, x.dims[1]);
+  return r;
+}
+
+// Its gradient: each device's window of x again (the halos exchanged anew), dy scattered to the window's maxima,
+// and the window's gradient folded back into the rows it came from.
+OpSharding max_pool_grad_rule(const OpShardingQuery& q) {
+  const ShardSpec in = sharding::settled(q.in[1]);
+  if (!in.splits(1)) return batch_rule(q);
+  OpSharding r;
+  const ShardSpec x = batch_and_rows(in);
+  r.in = {x, x};
+  r.out = {x};
+  const TensorInfo& xi = q.g.tensor(q.op.inputs[1]);
+  const HaloGeometry h = spatial_geometry(q, x.dims[1], xi.shape[1], q.g.tensor(q.op.inputs[0]).shape[1]);
+  r.attrs = window_attrs(q.op.attrs);
+  if (h.trivial) return r;
+  const std::vector<int64_t> shape = local_shape(xi.shape, x, q.mesh);
+  const int win = add_halo_window(r, h, 1, shape, xi.dtype, x.dims[1], q.op.name, true, 3);
+  std::vector<int64_t> window = shape;
+  window[1] = h.window;
+  r.scratch.push_back({q.op.name + ".window.grad", window, xi.dtype});
+  const int grad = 3 + static_cast<int>(r.scratch.size()) - 1;
+  r.steps.push_back({"", OpKind::MaxPoolGrad, {0, win}, {grad}, r.attrs});
+  add_halo_fold(r, h, grad, 2, shape, xi.dtype, x.dims[1], q.op.name, 3);
+  return r;
+}
+
 const bool registered =
     register_op_kind({OpKind::MaxPool, "max_pool", Unit::Vpu, max_pool_cost, max_pool_kernel, max_pool_grad,
-                      batch_rule}) &&
+                      max_pool_rule}) &&
     register_op_kind({OpKind::MaxPoolGrad, "max_pool_grad", Unit::Vpu, max_pool_grad_cost, max_pool_grad_kernel,
-                      nullptr, batch_rule}) &&
+                      nullptr, max_pool_grad_rule}) &&
     register_op_kind({OpKind::AvgPool, "avg_pool", Unit::Vpu, avg_pool_cost, avg_pool_kernel, avg_pool_grad,
                       batch_rule}) &&
     register_op_kind({OpKind::AvgPoolGrad, "avg_pool_grad", Unit::Vpu, avg_pool_grad_cost, avg_pool_grad_kernel,
