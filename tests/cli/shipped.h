@@ -72,8 +72,9 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       // 14 GFLOP): 64 pixels, whose last stage's 2 rows are one per chip, and one image per replica.
       {"configs/examples/spatial.yaml", kSpatialReduced},
       // A straggler in a data x model step on 4 x 4 chips instead of 16 x 16 (every chip is simulated: the fault
-      // breaks the symmetry); the slow chip (1,2) and the step as shipped.
-      {"configs/examples/straggler.yaml", {"hardware.pod.dims=[4,4]", "mesh.shape=[4,4]"}},
+      // breaks the symmetry); the slow chip (1,2) and the step as shipped, the trace on the slow chip (9 of 16) and
+      // its ring neighbour.
+      {"configs/examples/straggler.yaml", {"hardware.pod.dims=[4,4]", "mesh.shape=[4,4]", "run.trace.chips=[9,10]"}},
       // 16 chips in three mesh axes as shipped; 2 layers instead of 8 (one per pipeline stage).
       {"configs/examples/pipeline_data_model.yaml", {"workload.layers=2"}},
       // ResNet-50 on 1024 chips as shipped (batch 32768, distributed batch norm over pairs of replicas); 32 x 32
@@ -130,7 +131,8 @@ inline const std::map<std::string, std::vector<std::string>>& numeric_reduced_si
       {"configs/examples/pipeline.yaml", kNarrowTransformer},
       {"configs/examples/pipeline_data_model.yaml", kNarrowTransformer},
       {"configs/examples/spmd_megatron.yaml", kNarrowTransformer},
-      {"configs/examples/straggler.yaml", {"hardware.pod.dims=[4,4]", "mesh.shape=[4,4]", "workload.d_model=64",
+      {"configs/examples/straggler.yaml", {"hardware.pod.dims=[4,4]", "mesh.shape=[4,4]", "run.trace.chips=[9,10]",
+                                           "workload.d_model=64",
                                            "workload.d_ff=256", "workload.vocab=256", "workload.seq_len=32",
                                            "workload.batch=16"}},
       // One chip: a smaller product (the shipped one is 69 GFLOP) and 1 MiB of data instead of 64 MiB.

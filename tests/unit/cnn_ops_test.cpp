@@ -11,6 +11,7 @@
 #include "plan/mesh.h"
 #include "workloads/builder.h"
 #include "workloads/ops/op_kind.h"
+#include "sim/common/error.h"
 #include "workloads/reference.h"
 
 using namespace podsim;
@@ -122,6 +123,26 @@ TEST(CnnOpsTest, Conv2dForwardAgainstDirectLoop) {
   check_conv({2, 7, 7, 4}, {1, 1, 4, 5}, win(1, 1, 2, 2, 0, 0, 0, 0));    // 1x1/2 VALID (a shortcut)
   check_conv({1, 6, 6, 3}, {4, 4, 3, 2}, win(4, 4, 1, 1, 2, 1, 2, 1));    // explicit, uneven (space-to-depth stem)
   check_conv({1, 8, 5, 2}, {3, 2, 2, 3}, win(3, 2, 3, 2, 0, 2, 1, 0));    // odd strides and padding
+}
+
+// A window larger than its padded input is refused when the graph is built, naming the op, the dimension and
+// the sizes: a 5 x 5 filter over a 3 x 3 map with one row of padding above and none elsewhere (3 + 1 < 5 rows).
+TEST(CnnOpsTest, WindowLargerThanThePaddedInputIsAnError) {
+  ModelGraph g("conv");
+  GraphBuilder b(g, DType::F32);
+  const TensorId x = b.param("x", {1, 3, 3, 2}), f = b.param("w", {5, 5, 2, 4});
+  try {
+    b.conv2d(x, f, win(5, 5, 1, 1, 1, 0, 0, 0), "stem");
+    FAIL() << "a 5 x 5 window over a 3 x 3 map was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), Err::OutOfRange);
+    EXPECT_NE(e.message().find("op 'stem': a window of 5 along height is larger than the padded input "
+                                         "(3 + 1 padding)"),
+              std::string::npos)
+        << e.what();
+  }
+  // With two rows of padding on each side it fits (3 + 4 >= 5): one output row per input row.
+  EXPECT_EQ(g.tensor(b.conv2d(x, f, win(5, 5, 1, 1, 2, 2, 2, 2), "fits")).shape, (std::vector<int64_t>{1, 3, 3, 4}));
 }
 
 TEST(CnnOpsTest, ConvolutionGradients) {
