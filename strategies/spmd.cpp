@@ -381,10 +381,43 @@ class Spmd : public IStrategy {
     }
   }
 
+  // Under a row split a batch norm's sums are all-reduced over the spatial axis (with the group's replicas), so each
+  // device's examples must be one group or part of one. Checked once every strategy has annotated the images'
+  // batch, against workload.bn_batch (the partition rule says the same without a place in the file).
+  static void spatial_batch_norm_groups(const ModelGraph& g, const Experiment& exp, const Mesh& mesh,
+                                        const Annotations& specs) {
+    const ParamSet& p = exp.params;
+    const std::string axis = p.strings("strategy.spmd_axes").at(0);
+    if (mesh.axis_size(axis) < 2) return;
+    int64_t replicas = 1;  // devices the images' batch is split over
+    for (const auto& [t, spec] : specs) {
+      const TensorInfo& info = g.tensor(t);
+      if (g.producer(t) >= 0 || info.role != TensorRole::Input || info.shape.size() != 4 || spec.rank() != 4) continue;
+      replicas = mesh.size(spec.dims[0]);
+      break;
+    }
+    for (OpId id : g.topological_order()) {
+      const Op& op = g.op(id);
+      if (op.kind != OpKind::BatchNormStats || op.phase != Phase::Forward) continue;
+      const int64_t batch = g.tensor(op.inputs[0]).shape[0];
+      const int64_t group = op.attrs.count > 0 ? op.attrs.count : batch;
+      if (batch % replicas != 0 || batch / replicas <= group) continue;
+      const int64_t local = batch / replicas;
+      const std::string key = p.has("workload.bn_batch") ? "workload.bn_batch" : "strategy.spatial";
+      throw Error(Err::SpatialSplit, p.where(key),
+                  "strategy.spatial splits the rows of batch norm '" + op.name + "', whose sums are then all-reduced "
+                      "over axis '" + axis + "': each device's " + std::to_string(local) + " examples must be one "
+                      "group or part of one, not " + std::to_string(local / group) + " groups of " +
+                      std::to_string(group) + "; set workload.bn_batch to at least " + std::to_string(local),
+                  key);
+    }
+  }
+
   // Sequence parallelism, once every strategy has annotated the step: the activations it splits along S keep the
   // batch split the others gave the step's ids (data_parallel's `data`, ...).
   void refine(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const override {
     const ParamSet& p = exp.params;
+    if (p.b("strategy.spatial")) spatial_batch_norm_groups(g, exp, mesh, specs);
     if (!p.b("strategy.sequence_parallel")) return;
     const auto& axes = p.strings("strategy.spmd_axes");
     if (exp.workload != "transformer")

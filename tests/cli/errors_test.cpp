@@ -290,6 +290,17 @@ TEST(ErrorsTest, PLN004_SpatialSplit) {
                         "mesh: {axes: [spatial], shape: [4]}\n",
                         "PODSIM-PLN-004", 8, 12, {}, true);
   EXPECT_NE(t.err.find("lays over several torus dimensions"), std::string::npos) << t.err;
+  // Batch-norm groups of one image while each device holds all 4 (no data axis): a row split's sums are all-reduced
+  // over the axis, so a device's examples must be one group or part of one; reported at workload.bn_batch.
+  auto b = expect_error("hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 1]}\n"
+                        "workload: {model: resnet, depth: 18, image_size: 128, batch: 4, bn_batch: 1, dtype: fp32}\n"
+                        "strategy:\n  name: spmd\n  spmd_axes: [spatial]\n  spatial: true\n"
+                        "mesh: {axes: [spatial], shape: [4]}\n",
+                        "PODSIM-PLN-004", 4, 75, {}, true);
+  EXPECT_NE(b.err.find("each device's 4 examples must be one group or part of one, not 4 groups of 1; set "
+                       "workload.bn_batch to at least 4"),
+            std::string::npos)
+      << b.err;
 }
 
 TEST(ErrorsTest, MEM001_OutOfMemory) {
