@@ -165,18 +165,36 @@ ShardSpec batch_only(const ShardSpec& s) {
 
 // With its input rows split, each device runs the convolution on its window of rows (its own and the halos its
 // neighbours send), unpadded along H.
-OpSharding conv_rule(const OpShardingQuery& q) {
-  OpSharding r;
+// The spec every rule runs its first input on (the batch, and the rows when they are split) and, with the rows
+// split, the window geometry and the local attributes (the op runs unpadded along H); `halo` is false when no
+// device needs rows from its neighbours.
+struct RowSplit {
+  ShardSpec spec;
+  HaloGeometry h;
+  bool halo = false;
+};
+
+RowSplit row_split(const OpShardingQuery& q, OpSharding& r) {
+  RowSplit rs;
   r.attrs = q.op.attrs;
   const ShardSpec in = sharding::settled(q.in[0]);
-  const ShardSpec x = in.splits(1) ? batch_and_rows(in) : batch_only(in);
+  rs.spec = in.splits(1) ? batch_and_rows(in) : batch_only(in);
+  if (!rs.spec.splits(1)) return rs;
+  const ConvShape s = conv_shape(q.g, q.op);
+  rs.h = spatial_geometry(q, rs.spec.dims[1], s.h, s.ho);
+  r.attrs = window_attrs(q.op.attrs);
+  rs.halo = !rs.h.trivial;
+  return rs;
+}
+
+OpSharding conv_rule(const OpShardingQuery& q) {
+  OpSharding r;
+  const RowSplit rs = row_split(q, r);
+  const ShardSpec& x = rs.spec;
+  const HaloGeometry& h = rs.h;
   r.in = {x, ShardSpec::replicated(4)};
   r.out = {x};
-  if (!x.splits(1)) return r;
-  const ConvShape s = conv_shape(q.g, q.op);
-  const HaloGeometry h = spatial_geometry(q, x.dims[1], s.h, s.ho);
-  r.attrs = window_attrs(q.op.attrs);
-  if (h.trivial) return r;
+  if (!rs.halo) return r;
   const TensorInfo& xi = q.g.tensor(q.op.inputs[0]);
   const int win = add_halo_window(r, h, 0, local_shape(xi.shape, x, q.mesh), xi.dtype, x.dims[1], q.op.name, false, 3);
   const TensorInfo& yi = q.g.tensor(q.op.outputs[0]);
@@ -190,16 +208,12 @@ OpSharding conv_rule(const OpShardingQuery& q) {
 // neighbours' parts sent to them and added there).
 OpSharding input_grad_rule(const OpShardingQuery& q) {
   OpSharding r;
-  r.attrs = q.op.attrs;
-  const ShardSpec in = sharding::settled(q.in[0]);
-  const ShardSpec dy = in.splits(1) ? batch_and_rows(in) : batch_only(in);
+  const RowSplit rs = row_split(q, r);
+  const ShardSpec& dy = rs.spec;
+  const HaloGeometry& h = rs.h;
   r.in = {dy, ShardSpec::replicated(4)};
   r.out = {dy};
-  if (!dy.splits(1)) return r;
-  const ConvShape s = conv_shape(q.g, q.op);
-  const HaloGeometry h = spatial_geometry(q, dy.dims[1], s.h, s.ho);
-  r.attrs = window_attrs(q.op.attrs);
-  if (h.trivial) return r;
+  if (!rs.halo) return r;
   const TensorInfo& xi = q.g.tensor(q.op.outputs[0]);
   std::vector<int64_t> shape = local_shape(xi.shape, dy, q.mesh);
   std::vector<int64_t> window = shape;
@@ -214,18 +228,14 @@ OpSharding input_grad_rule(const OpShardingQuery& q) {
 // rows' axes.
 OpSharding filter_grad_rule(const OpShardingQuery& q) {
   OpSharding r;
-  r.attrs = q.op.attrs;
-  const ShardSpec in = sharding::settled(q.in[0]);
-  const ShardSpec x = in.splits(1) ? batch_and_rows(in) : batch_only(in);
+  const RowSplit rs = row_split(q, r);
+  const ShardSpec& x = rs.spec;
+  const HaloGeometry& h = rs.h;
   r.in = {x, x};
   ShardSpec w = ShardSpec::replicated(4);
   w.partial = sharding::reduced_axes(x, {0, 1});
   r.out = {w};
-  if (!x.splits(1)) return r;
-  const ConvShape s = conv_shape(q.g, q.op);
-  const HaloGeometry h = spatial_geometry(q, x.dims[1], s.h, s.ho);
-  r.attrs = window_attrs(q.op.attrs);
-  if (h.trivial) return r;
+  if (!rs.halo) return r;
   const TensorInfo& xi = q.g.tensor(q.op.inputs[0]);
   const int win = add_halo_window(r, h, 0, local_shape(xi.shape, x, q.mesh), xi.dtype, x.dims[1], q.op.name, false, 3);
   r.steps.push_back({"", OpKind::Conv2dFilterGrad, {win, 1}, {2}, r.attrs});
