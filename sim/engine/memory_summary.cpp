@@ -39,10 +39,14 @@ void summary_head(const Prepared& p, bool simulated, J& j) {
   j["simulated"] = simulated;
 }
 
-std::optional<int64_t> trainable_parameters(const Prepared& p) {
+bool microbenchmark(const Prepared& p) {
   const ParamSet& params = p.exp.params;
   const std::string model = params.has("workload.model") ? params.s("workload.model") : "";
-  if (model == "matmul" || model == "collective" || model == "traffic" || model == "memory") return std::nullopt;
+  return model == "matmul" || model == "collective" || model == "traffic" || model == "memory";
+}
+
+std::optional<int64_t> trainable_parameters(const Prepared& p) {
+  if (microbenchmark(p)) return std::nullopt;
   double n = 0;
   for (const TensorInfo& t : p.graph.tensors())
     if (t.role == TensorRole::Parameter) n += static_cast<double>(t.elements());

@@ -27,6 +27,9 @@ nlohmann::ordered_json memory_section(const Prepared& p);
 // chips, active_chips, and "simulated" (whether a step was simulated).
 void summary_head(const Prepared& p, bool simulated, nlohmann::ordered_json& j);
 
+// Whether the step is an op-level microbenchmark (matmul, collective, traffic, memory): no model, no batch.
+bool microbenchmark(const Prepared& p);
+
 // Trainable parameters of the logical step; none for the op-level microbenchmarks (matmul, collective, traffic,
 // memory), whose operands are no model's.
 std::optional<int64_t> trainable_parameters(const Prepared& p);

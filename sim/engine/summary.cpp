@@ -285,9 +285,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   j["recompute_s"] = recompute_s;
   // Throughput, for workloads with a batch of examples (not the op-level microbenchmarks: a batched matmul's batch
   // is not one of examples): examples, and tokens for sequence models.
-  const std::string model = e.params.has("workload.model") ? e.params.s("workload.model") : "";
-  const bool microbenchmark = model == "matmul" || model == "collective" || model == "traffic" || model == "memory";
-  const auto batch = microbenchmark ? std::nullopt : count_param(e.params, "workload.batch");
+  const auto batch = microbenchmark(p) ? std::nullopt : count_param(e.params, "workload.batch");
   if (const auto n = trainable_parameters(p)) j["parameters"] = *n;
   if (T > 0 && batch) {
     j["samples_per_s"] = *batch / T;
