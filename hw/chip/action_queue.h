@@ -1,14 +1,22 @@
-// A module's calendar of future actions with a single sc_event armed for the earliest one (SystemC keeps only
-// the earliest pending notification). Actions due at the same time run in the order they were scheduled, so runs
-// are deterministic. The owning module's SC_METHOD calls run_due() when the event fires:
+// The simulation's calendar of model actions: every module's future actions in one queue, ordered by time and,
+// at one time, by the order they were scheduled (so runs are deterministic and the order of actions at one
+// instant follows from what caused them, not from the layout of a kernel queue). One SystemC method runs the
+// actions due at each time; it is the only process the models have, so an action costs the kernel one timed
+// notification per distinct time instead of one per module and action.
 //
-//   SC_METHOD(on_wake); sensitive << m_queue.event(); dont_initialize();
-//   void on_wake() { m_queue.run_due(); }
-//   m_queue.schedule(sc_core::sc_time_stamp() + delay, [this] { ... });
+// Modules hold an ActionQueue, a handle onto the calendar of the simulation running in this process (SystemC runs
+// one simulation per process):
+//
+//   ActionQueue queue;
+//   queue.schedule(sc_core::sc_time_stamp() + delay, [this] { ... });
+//   queue.schedule_in(seconds, [this] { ... });   // the same, with the delay in seconds
 #pragma once
 
+#include <cstdint>
+#include <algorithm>
 #include <functional>
 #include <queue>
+#include <unordered_map>
 #include <systemc>
 #include <vector>
 
@@ -16,53 +24,65 @@
 
 namespace podsim {
 
-class ActionQueue {
+class Calendar {
  public:
   using Action = std::function<void()>;
 
+  // The calendar of the simulation in this process, created (with its SystemC method) on first use, which must
+  // be during elaboration.
+  static Calendar& get();
+
   void schedule(const sc_core::sc_time& at, Action a) {
-    m_heap.push(Entry{at, m_seq++, std::move(a)});
+    const uint64_t t = std::max(at.value(), sc_core::sc_time_stamp().value());
+    bucket(t).push_back(std::move(a));
     // Re-arm only for an earlier time: every notify costs the kernel a heap operation.
-    if (!m_armed || at < m_armed_at) arm(at);
-  }
-
-  sc_core::sc_event& event() { return m_event; }
-  bool empty() const { return m_heap.empty(); }
-  size_t size() const { return m_heap.size(); }
-
-  void run_due() {
-    m_armed = false;
-    const sc_core::sc_time now = sc_core::sc_time_stamp();
-    while (!m_heap.empty() && m_heap.top().at <= now) {
-      Action a = std::move(const_cast<Entry&>(m_heap.top()).action);
-      m_heap.pop();
-      ++g_model_activations;
-      a();
-    }
-    g_progress_seconds.store(to_seconds(now), std::memory_order_relaxed);
-    g_progress_activations.store(g_model_activations, std::memory_order_relaxed);
-    if (!m_heap.empty() && (!m_armed || m_heap.top().at < m_armed_at)) arm(m_heap.top().at);
+    if (!m_armed || t < m_armed_at) arm(t);
   }
 
  private:
-  void arm(const sc_core::sc_time& at) {
-    const sc_core::sc_time now = sc_core::sc_time_stamp();
-    m_event.notify(at > now ? at - now : sc_core::SC_ZERO_TIME);
-    m_armed = true;
-    m_armed_at = at > now ? at : now;
+  Calendar();
+  void run_due();
+  void arm(uint64_t at);
+  // The actions due at time `t` (SystemC time value), in the order they were scheduled; created when new.
+  std::vector<Action>& bucket(uint64_t t) {
+    if (t == m_last_time) return m_buckets[m_last_bucket];
+    auto [it, fresh] = m_index.try_emplace(t, 0u);
+    if (fresh) {
+      if (m_free.empty()) {
+        it->second = static_cast<uint32_t>(m_buckets.size());
+        m_buckets.emplace_back();
+      } else {
+        it->second = m_free.back();
+        m_free.pop_back();
+      }
+      m_times.push(t);
+    }
+    m_last_time = t;
+    m_last_bucket = it->second;
+    return m_buckets[it->second];
   }
 
-  struct Entry {
-    sc_core::sc_time at;
-    uint64_t seq;
-    Action action;
-    bool operator>(const Entry& o) const { return at != o.at ? at > o.at : seq > o.seq; }
-  };
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> m_heap;
+  // Many actions fall on one time (the chips of a pod in step, the units of a chip on its clock edges): actions
+  // are kept per time, and a heap orders the distinct times.
+  std::priority_queue<uint64_t, std::vector<uint64_t>, std::greater<uint64_t>> m_times;
+  std::unordered_map<uint64_t, uint32_t> m_index;  // time -> bucket
+  std::vector<std::vector<Action>> m_buckets;
+  std::vector<uint32_t> m_free;  // buckets to reuse (they keep their capacity)
+  uint64_t m_last_time = UINT64_MAX;  // the bucket last looked up
+  uint32_t m_last_bucket = 0;
   sc_core::sc_event m_event;
-  uint64_t m_seq = 0;
-  bool m_armed = false;            // a notification is pending
-  sc_core::sc_time m_armed_at;     // for this time
+  bool m_armed = false;     // a notification is pending
+  uint64_t m_armed_at = 0;  // for this time
+};
+
+class ActionQueue {
+ public:
+  using Action = Calendar::Action;
+  ActionQueue() : m_cal(Calendar::get()) {}
+  void schedule(const sc_core::sc_time& at, Action a) { m_cal.schedule(at, std::move(a)); }
+
+ private:
+  Calendar& m_cal;
 };
 
 }  // namespace podsim

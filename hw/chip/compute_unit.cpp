@@ -15,15 +15,14 @@ ComputeUnit::ComputeUnit(sc_core::sc_module_name name, Kind kind, int core, doub
       m_hbm(hbm),
       m_log(log),
       m_on_done(std::move(on_done)),
-      m_client(kind == Kind::Mxu ? HbmClient::Mxu : HbmClient::Vpu) {
-  SC_METHOD(step);
-  sensitive << m_wake;
-  dont_initialize();
-}
+      m_client(kind == Kind::Mxu ? HbmClient::Mxu : HbmClient::Vpu) {}
 
 void ComputeUnit::submit(UnitJob job) {
   m_queue.push_back(std::move(job));
-  if (!m_active) m_wake.notify(sc_core::SC_ZERO_TIME);
+  if (!m_active && !m_woken) {  // wake once, whatever the number of jobs submitted at this instant
+    m_woken = true;
+    wake_in(0);
+  }
 }
 
 namespace {
@@ -67,8 +66,17 @@ void ComputeUnit::begin_job() {
   m_state = State::WaitLoad;
 }
 
+void ComputeUnit::wake_in(double seconds) {
+  // The latest wake wins, as a method's next trigger does: a job submitted while step() runs (a finished job's
+  // callback submits the next) is taken by that same step(), and the wake its submit() scheduled is void.
+  const uint64_t gen = ++m_wakes;
+  m_calendar.schedule(sc_core::sc_time_stamp() + at_seconds(seconds), [this, gen] {
+    if (gen == m_wakes) step();
+  });
+}
+
 void ComputeUnit::step() {
-  ++g_model_activations;
+  m_woken = false;
   for (;;) {
     double now = now_seconds();
     if (!m_active) {
@@ -80,7 +88,7 @@ void ComputeUnit::step() {
       case State::WaitLoad: {
         double ready = m_load_done[m_group % 2];
         if (!reached(ready)) {
-          next_trigger(at_seconds(ready - now));
+          wake_in(ready - now);
           return;
         }
         // Compute group g; fetch g+1 into the other buffer meanwhile.
@@ -90,7 +98,7 @@ void ComputeUnit::step() {
         m_compute_begin = now;
         m_state = State::Computing;
         if (c > 0) {
-          next_trigger(at_seconds(static_cast<double>(c) * m_period));
+          wake_in(static_cast<double>(c) * m_period);
           return;
         }
         continue;
@@ -125,7 +133,7 @@ void ComputeUnit::step() {
         }
         m_state = State::Drain;
         if (!reached(m_last_write)) {
-          next_trigger(at_seconds(m_last_write - now));
+          wake_in(m_last_write - now);
           return;
         }
         continue;

@@ -7,7 +7,8 @@
 // An op therefore takes about max(compute, memory) plus the first load and the last write: whichever of the unit
 // and HBM is slower bounds it (the roofline), and HBM contention with other requesters stretches it.
 // Compute cycles come from the unit's timing model (MXU: hw/timing/mxu_timing.h, VPU: hw/timing/vpu_timing.h),
-// on clock edges. One SC_METHOD per unit; events only at group boundaries, never per cycle.
+// on clock edges. The unit steps from the simulation's calendar (hw/chip/action_queue.h); events only at group
+// boundaries, never per cycle.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <functional>
 #include <systemc>
 
+#include "hw/chip/action_queue.h"
 #include "hw/chip/chip_log.h"
 #include "hw/chip/hbm.h"
 
@@ -50,8 +52,8 @@ class ComputeUnit : public sc_core::sc_module {
   int32_t current() const { return m_active ? m_job.op : -1; }
 
  private:
-  SC_HAS_PROCESS(ComputeUnit);
   void step();
+  void wake_in(double seconds);  // step() again after `seconds`
   void begin_job();
   int64_t group_cycles(int g) const;
   HbmRequest load_request() const;
@@ -65,7 +67,9 @@ class ComputeUnit : public sc_core::sc_module {
   HbmClient m_client;
 
   std::deque<UnitJob> m_queue;
-  sc_core::sc_event m_wake;
+  ActionQueue m_calendar;
+  bool m_woken = false;  // a step is scheduled for a submitted job
+  uint64_t m_wakes = 0;  // wakes scheduled so far; only the latest one steps
   bool m_active = false;
   UnitJob m_job;
   enum class State : uint8_t { WaitLoad, Computing, Drain } m_state = State::WaitLoad;

@@ -50,9 +50,6 @@ Dma::Dma(sc_core::sc_module_name name, int64_t chip, PodContext& ctx, const Mode
       m_vector_job(std::move(vector_job)),
       m_links(chip, ctx, ctx.messages, hbm, router, log, m_queue,
               [this](int32_t op, int32_t task) { injected(op, task); }) {
-  SC_METHOD(wake);
-  sensitive << m_queue.event();
-  dont_initialize();
 }
 
 void Dma::start(int32_t exec_op) {

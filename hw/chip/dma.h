@@ -58,8 +58,6 @@ class Dma : public sc_core::sc_module {
   bool idle() const { return m_running.empty(); }
 
  private:
-  SC_HAS_PROCESS(Dma);
-  void wake() { m_queue.run_due(); }
 
   // A trace flow id for a new message (pairs its send slice with its receive slice): unique by construction, the
   // chip in the high bits and a count of the chip's messages in the low ones; never a hash.

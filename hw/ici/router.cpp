@@ -18,9 +18,6 @@ IciRouter::IciRouter(sc_core::sc_module_name name, int64_t chip, const Torus& to
       m_deliver(std::move(deliver)),
       m_unroutable(std::move(unroutable)),
       m_out(torus.directions(), nullptr) {
-  SC_METHOD(wake);
-  sensitive << m_queue.event();
-  dont_initialize();
 }
 
 void IciRouter::inject(Message&& m) {

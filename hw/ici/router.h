@@ -69,8 +69,6 @@ class IciRouter : public sc_core::sc_module, public IMessageSink {
   int direction(Message& m) const;
 
  private:
-  SC_HAS_PROCESS(IciRouter);
-  void wake() { m_queue.run_due(); }
   void route(Message&& m);
 
   int64_t m_chip;

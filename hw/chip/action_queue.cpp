@@ -1,0 +1,55 @@
+#define SC_INCLUDE_DYNAMIC_PROCESSES
+#include "hw/chip/action_queue.h"
+
+#include <utility>
+
+namespace podsim {
+
+Calendar& Calendar::get() {
+  static Calendar* calendar = new Calendar();  // lives as long as the simulation; never destroyed
+  return *calendar;
+}
+
+Calendar::Calendar() {
+  sc_core::sc_spawn_options opts;
+  opts.spawn_method();
+  opts.set_sensitivity(&m_event);
+  opts.dont_initialize();
+  sc_core::sc_spawn([this] { run_due(); }, "podsim_calendar", &opts);
+}
+
+void Calendar::arm(uint64_t at) {
+  const uint64_t now = sc_core::sc_time_stamp().value();
+  m_event.notify(at > now ? sc_core::sc_time::from_value(at - now) : sc_core::SC_ZERO_TIME);
+  m_armed = true;
+  m_armed_at = at > now ? at : now;
+}
+
+void Calendar::run_due() {
+  const sc_core::sc_time now = sc_core::sc_time_stamp();
+  const uint64_t t = now.value();
+  // While the due actions run, what they schedule for now runs in this loop: no notification for it.
+  m_armed = true;
+  m_armed_at = t;
+  while (!m_times.empty() && m_times.top() <= t) {
+    const uint64_t at = m_times.top();
+    const uint32_t b = m_index.at(at);
+    // Actions may schedule more at this time (appended here) and create buckets: index afresh each time.
+    for (size_t i = 0; i < m_buckets[b].size(); ++i) {
+      Action a = std::move(m_buckets[b][i]);
+      ++g_model_activations;
+      a();
+    }
+    m_times.pop();
+    m_index.erase(at);
+    m_buckets[b].clear();
+    m_free.push_back(b);
+    if (m_last_time == at) m_last_time = UINT64_MAX;
+  }
+  g_progress_seconds.store(to_seconds(now), std::memory_order_relaxed);
+  g_progress_activations.store(g_model_activations, std::memory_order_relaxed);
+  m_armed = false;
+  if (!m_times.empty()) arm(m_times.top());
+}
+
+}  // namespace podsim
