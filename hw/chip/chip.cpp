@@ -139,7 +139,16 @@ void Chip::reduce_on_vpus(int32_t op, double elements, double read, double write
   // Shared by the cores like a vector op: each core's VPU adds its share (one add per element), streaming its HBM
   // traffic in groups of about 256 KiB (load the next group while adding this one).
   const int cores = m_cfg.tensorcores;
-  auto left = std::make_shared<int>(cores);
+  // The cores' shares finish apart; the last one calls `done`. Kept in a pool, so a job's callback is small.
+  uint32_t id;
+  if (m_free_reductions.empty()) {
+    id = static_cast<uint32_t>(m_reductions.size());
+    m_reductions.emplace_back();
+  } else {
+    id = m_free_reductions.back();
+    m_free_reductions.pop_back();
+  }
+  m_reductions[id] = {cores, std::move(done)};
   const int64_t n = static_cast<int64_t>(elements);
   for (int c = 0; c < cores; ++c) {
     VectorWork w;
@@ -148,8 +157,12 @@ void Chip::reduce_on_vpus(int32_t op, double elements, double read, double write
     const double r = read / cores, wr = write / cores;
     UnitJob job{op, vpu_cycles(m_cfg.vpu, w),
                 static_cast<int>(std::clamp(std::ceil((r + wr) / (256.0 * 1024)), 1.0, 16.0)), r, wr, 0};
-    job.on_done = [left, done](double, double) {
-      if (--*left == 0) done();
+    job.on_done = [this, id](double, double) {
+      PendingReduction& p = m_reductions[id];
+      if (--p.left > 0) return;
+      std::function<void()> finish = std::move(p.done);
+      m_free_reductions.push_back(id);
+      finish();
     };
     m_vpu[c]->submit(std::move(job));
   }

@@ -71,6 +71,13 @@ class Chip : public sc_core::sc_module {
   std::unique_ptr<IciRouter> m_router;
   std::unique_ptr<Dma> m_dma;
 
+  struct PendingReduction {
+    int left = 0;                // cores still adding
+    std::function<void()> done;  // called when the last one is done
+  };
+  std::vector<PendingReduction> m_reductions;  // reductions on the VPUs in progress (reduce_on_vpus)
+  std::vector<uint32_t> m_free_reductions;     // entries of m_reductions to reuse
+
   std::vector<int32_t> m_pending;  // dependencies left per op
   std::vector<uint8_t> m_state;    // 0 waiting, 1 issued, 2 done
   // Ops to issue, lowest index (program order) first; a worklist, so completions never recurse.
