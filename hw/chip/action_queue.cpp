@@ -1,6 +1,8 @@
 #define SC_INCLUDE_DYNAMIC_PROCESSES
 #include "hw/chip/action_queue.h"
 
+#include <algorithm>
+#include <stdexcept>
 #include <utility>
 
 namespace podsim {
@@ -35,14 +37,30 @@ void Calendar::run_due() {
     const uint64_t at = m_times.top();
     const uint32_t b = m_index.at(at);
     // Actions may schedule more at this time (appended here) and create buckets: index afresh each time.
-    for (size_t i = 0; i < m_buckets[b].size(); ++i) {
-      Action a = std::move(m_buckets[b][i]);
+    size_t i = 0;
+    auto run_now = [&] {
+      for (; i < m_buckets[b].now.size(); ++i) {
+        Action a = std::move(m_buckets[b].now[i]);
+        ++g_model_activations;
+        a();
+      }
+    };
+    run_now();
+    // Then the arrivals, by key; each followed by what it schedules for now.
+    std::vector<std::pair<uint64_t, Action>> arrivals = std::move(m_buckets[b].arrivals);
+    m_buckets[b].arrivals.clear();
+    std::stable_sort(arrivals.begin(), arrivals.end(),
+                     [](const auto& x, const auto& y) { return x.first < y.first; });
+    for (auto& [key, a] : arrivals) {
       ++g_model_activations;
       a();
+      run_now();
     }
+    if (!m_buckets[b].arrivals.empty())
+      throw std::logic_error("an arrival scheduled another arrival at the same time");
     m_times.pop();
     m_index.erase(at);
-    m_buckets[b].clear();
+    m_buckets[b].now.clear();
     m_free.push_back(b);
     if (m_last_time == at) m_last_time = UINT64_MAX;
   }

@@ -34,8 +34,18 @@ class Calendar {
 
   void schedule(const sc_core::sc_time& at, Action a) {
     const uint64_t t = std::max(at.value(), sc_core::sc_time_stamp().value());
-    bucket(t).push_back(std::move(a));
+    bucket(t).now.push_back(std::move(a));
     // Re-arm only for an earlier time: every notify costs the kernel a heap operation.
+    if (!m_armed || t < m_armed_at) arm(t);
+  }
+  // An action that one module schedules on another (a message reaching the next router): it runs after the
+  // actions scheduled with schedule() for the same time, and such actions run in the order of `key` (stable),
+  // not in the order they were scheduled. The key names the receiver and the way in, so what a chip sees at one
+  // instant does not depend on which of its neighbours the simulation happened to run first: a pod reduced to
+  // one box of chips and the whole pod see the same order.
+  void schedule_arrival(const sc_core::sc_time& at, uint64_t key, Action a) {
+    const uint64_t t = std::max(at.value(), sc_core::sc_time_stamp().value());
+    bucket(t).arrivals.push_back({key, std::move(a)});
     if (!m_armed || t < m_armed_at) arm(t);
   }
 
@@ -43,8 +53,12 @@ class Calendar {
   Calendar();
   void run_due();
   void arm(uint64_t at);
-  // The actions due at time `t` (SystemC time value), in the order they were scheduled; created when new.
-  std::vector<Action>& bucket(uint64_t t) {
+  struct Bucket {
+    std::vector<Action> now;                             // schedule(), in order
+    std::vector<std::pair<uint64_t, Action>> arrivals;  // schedule_arrival(), with their keys
+  };
+  // The actions due at time `t` (SystemC time value); created when new.
+  Bucket& bucket(uint64_t t) {
     if (t == m_last_time) return m_buckets[m_last_bucket];
     auto [it, fresh] = m_index.try_emplace(t, 0u);
     if (fresh) {
@@ -66,7 +80,7 @@ class Calendar {
   // are kept per time, and a heap orders the distinct times.
   std::priority_queue<uint64_t, std::vector<uint64_t>, std::greater<uint64_t>> m_times;
   std::unordered_map<uint64_t, uint32_t> m_index;  // time -> bucket
-  std::vector<std::vector<Action>> m_buckets;
+  std::vector<Bucket> m_buckets;
   std::vector<uint32_t> m_free;  // buckets to reuse (they keep their capacity)
   uint64_t m_last_time = UINT64_MAX;  // the bucket last looked up
   uint32_t m_last_bucket = 0;
@@ -80,6 +94,9 @@ class ActionQueue {
   using Action = Calendar::Action;
   ActionQueue() : m_cal(Calendar::get()) {}
   void schedule(const sc_core::sc_time& at, Action a) { m_cal.schedule(at, std::move(a)); }
+  void schedule_arrival(const sc_core::sc_time& at, uint64_t key, Action a) {
+    m_cal.schedule_arrival(at, key, std::move(a));
+  }
 
  private:
   Calendar& m_cal;

@@ -25,10 +25,12 @@ void IciRouter::inject(Message&& m) {
   route(std::move(m));
 }
 
-void IciRouter::arrive(Message&& m, double head_time) {
-  // Move the message into the action (shared_ptr keeps the std::function small and copyable).
+void IciRouter::arrive(Message&& m, double head_time, int dir) {
+  // The message waits in the pool; the action carries its slot. Messages that reach this router at one instant
+  // are taken in the order of the links they came over (the calendar's arrivals).
   uint32_t slot = m_pool.put(std::move(m));
-  m_queue.schedule(at_seconds(head_time), [this, slot] { route(m_pool.take(slot)); });
+  const uint64_t key = static_cast<uint64_t>(m_chip) * 64 + static_cast<uint64_t>(dir);
+  m_queue.schedule_arrival(at_seconds(head_time), key, [this, slot] { route(m_pool.take(slot)); });
 }
 
 int IciRouter::direction(Message& m) const {
@@ -99,7 +101,7 @@ void IciRouter::route(Message&& m) {
       m.dst = m_torus.shift(m.dst, d, link->shift[d]);
       if (m.kind != MsgKind::Traffic) m.key.src = m_torus.shift(m.key.src, d, link->shift[d]);
     }
-  link->sink->arrive(std::move(m), wake);
+  link->sink->arrive(std::move(m), wake, dir);
 }
 
 }  // namespace podsim

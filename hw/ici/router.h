@@ -29,8 +29,9 @@ namespace podsim {
 class IMessageSink {
  public:
   virtual ~IMessageSink() = default;
-  // The head of `m` reaches this router at `head_time` (seconds, >= now).
-  virtual void arrive(Message&& m, double head_time) = 0;
+  // The head of `m` reaches this router at `head_time` (seconds, >= now) over the link leaving its previous
+  // router in direction `dir`.
+  virtual void arrive(Message&& m, double head_time, int dir) = 0;
 };
 
 struct IciLink {
@@ -63,7 +64,7 @@ class IciRouter : public sc_core::sc_module, public IMessageSink {
 
   // Sends `m` (its data is ready in HBM now).
   void inject(Message&& m);
-  void arrive(Message&& m, double head_time) override;
+  void arrive(Message&& m, double head_time, int dir) override;
   // The direction `m` leaves this chip in (dimension order, or its detour around down links); updates m.detour.
   // When every way is down it reports the message (Unroutable) and returns some link, the simulation stopping.
   int direction(Message& m) const;
