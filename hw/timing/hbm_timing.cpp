@@ -30,11 +30,8 @@ HbmTiming::Access HbmTiming::access(double now, double bytes, double run) {
   return access(now, r);
 }
 
-HbmTiming::Access HbmTiming::access(double now, const HbmRequest& r) {
-  Access a;
-  a.start = now;
-  a.done = now;
-  if (r.bytes <= 0) return a;
+HbmTiming::Shape HbmTiming::shape(const HbmRequest& r) const {
+  Shape sh;
   const double row = m_cfg.row, burst = m_cfg.burst;
   const int64_t C = m_cfg.channels;
   const bool streams = r.pattern == HbmPattern::Stream || r.pattern == HbmPattern::ReadModifyWrite;
@@ -50,8 +47,8 @@ HbmTiming::Access HbmTiming::access(double now, const HbmRequest& r) {
     pieces = runs * rows_per_run;
     piece_bytes = run / rows_per_run;
   }
-  const int64_t touched = static_cast<int64_t>(std::min<double>(static_cast<double>(C), pieces));
-  const double per_channel = pieces / static_cast<double>(touched);
+  sh.touched = static_cast<int64_t>(std::min<double>(static_cast<double>(C), pieces));
+  const double per_channel = pieces / static_cast<double>(sh.touched);
   const double piece_data = std::ceil(piece_bytes / burst - 1e-9) * burst / m_channel_bw;
   const double period = m_activate_period;
   // The channel is held until it may activate again; the last piece's data is out one activate period earlier.
@@ -67,22 +64,49 @@ HbmTiming::Access HbmTiming::access(double now, const HbmRequest& r) {
     last_data += turn;
   }
   const double stretch = m_refresh_stretch;
-  const double service = hold * stretch;
-  const double to_last = last_data * stretch;
-  // Accesses that touch only some channels start where the previous one ended, so small requests spread out.
-  int64_t ch = static_cast<int64_t>(m_rotor % static_cast<uint64_t>(C));
-  m_rotor += static_cast<uint64_t>(touched);
-  double finish = now;
-  for (int64_t i = 0; i < touched; ++i, ch = ch + 1 == C ? 0 : ch + 1) {
-    double& f = m_free[static_cast<size_t>(ch)];
-    double begin = std::max(now, f);
-    a.queue_wait = std::max(a.queue_wait, begin - now);
-    f = begin + service;
-    finish = std::max(finish, begin + to_last);
-    a.busy += service;
+  sh.service = hold * stretch;
+  sh.to_last = last_data * stretch;
+  for (int64_t i = 0; i < sh.touched; ++i) sh.busy += sh.service;  // summed channel by channel
+  sh.rcd = streams ? 0.0 : m_cfg.rcd;
+  return sh;
+}
+
+HbmTiming::Access HbmTiming::access(double now, const HbmRequest& r) {
+  Access a;
+  a.start = now;
+  a.done = now;
+  if (r.bytes <= 0) return a;
+  // Accesses repeat their shape (a unit's groups, a collective's chunks): the arithmetic is kept for the last one.
+  if (!(m_last_valid && r.bytes == m_last.bytes && r.pattern == m_last.pattern && r.run == m_last.run &&
+        r.write == m_last.write && r.mixed == m_last.mixed && r.reads_per_write == m_last.reads_per_write)) {
+    m_last = r;
+    m_last_shape = shape(r);
+    m_last_valid = true;
   }
+  const Shape& sh = m_last_shape;
+  const int64_t C = m_cfg.channels;
+  // Accesses that touch only some channels start where the previous one ended, so small requests spread out.
+  // Each channel starts the access when it is free (not before now); the access's wait is the longest and its
+  // data is out when the last channel to start has served its pieces.
+  const int64_t ch = static_cast<int64_t>(m_rotor % static_cast<uint64_t>(C));
+  m_rotor += static_cast<uint64_t>(sh.touched);
+  double latest = now;
+  double* f = m_free.data();
+  const double service = sh.service;
+  auto serve = [&](int64_t from, int64_t to) {
+    for (int64_t i = from; i < to; ++i) {
+      const double begin = f[i] > now ? f[i] : now;
+      latest = begin > latest ? begin : latest;
+      f[i] = begin + service;
+    }
+  };
+  const int64_t first = std::min(sh.touched, C - ch);
+  serve(ch, ch + first);
+  serve(0, sh.touched - first);
+  a.queue_wait = latest - now;
+  a.busy = sh.busy;
   a.start = now + a.queue_wait;
-  a.done = finish + m_cfg.latency + m_cfg.cas + (streams ? 0.0 : m_cfg.rcd);
+  a.done = latest + sh.to_last + m_cfg.latency + m_cfg.cas + sh.rcd;
   return a;
 }
 

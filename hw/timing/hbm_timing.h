@@ -64,8 +64,21 @@ class HbmTiming {
   HbmConfig m_cfg;
   double m_channel_bw;
   double m_activate_period = 0, m_refresh_stretch = 1;  // activate_period(), refresh_stretch(): fixed per config
+  // What an access of a given request costs each channel it touches, whatever the queues.
+  struct Shape {
+    int64_t touched = 0;  // channels
+    double service = 0;   // each holds the channel this long
+    double to_last = 0;   // from a channel's start to its last byte out
+    double busy = 0;      // channel-seconds over the touched channels
+    double rcd = 0;       // tRCD for strided and gathered accesses (a stream continues an open row)
+  };
+  Shape shape(const HbmRequest& r) const;
+
   std::vector<double> m_free;  // next free time per channel
   uint64_t m_rotor = 0;
+  HbmRequest m_last;  // the last request's shape, kept
+  Shape m_last_shape;
+  bool m_last_valid = false;
 };
 
 }  // namespace podsim
