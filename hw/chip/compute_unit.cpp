@@ -66,11 +66,13 @@ void ComputeUnit::begin_job() {
   m_state = State::WaitLoad;
 }
 
-void ComputeUnit::wake_in(double seconds) {
+void ComputeUnit::wake_in(double seconds) { wake_at(sc_core::sc_time_stamp() + at_seconds(seconds)); }
+
+void ComputeUnit::wake_at(const sc_core::sc_time& at) {
   // The latest wake wins, as a method's next trigger does: a job submitted while step() runs (a finished job's
   // callback submits the next) is taken by that same step(), and the wake its submit() scheduled is void.
   const uint64_t gen = ++m_wakes;
-  m_calendar.schedule(sc_core::sc_time_stamp() + at_seconds(seconds), [this, gen] {
+  m_calendar.schedule(at, [this, gen] {
     if (gen == m_wakes) step();
   });
 }
@@ -98,34 +100,28 @@ void ComputeUnit::step() {
         m_compute_begin = now;
         m_state = State::Computing;
         if (c > 0) {
-          wake_in(static_cast<double>(c) * m_period);
+          const sc_core::sc_time end = sc_core::sc_time_stamp() + at_seconds(static_cast<double>(c) * m_period);
+          // A group that is not the last, whose next load comes in after its compute: the unit would wake at the
+          // compute's end only to write the results (if it has any) and wait again. It posts the write to HBM for
+          // that time instead (made there in time order among the other clients' accesses) and wakes when the
+          // load is in.
+          if (m_group + 1 < m_job.groups) {
+            const double next = m_load_done[(m_group + 1) % 2];
+            if (next > to_seconds(end) + kTimeEpsilon) {
+              finish_group(to_seconds(end), true);
+              ++m_group;
+              m_state = State::WaitLoad;
+              wake_in(next - now);
+              return;
+            }
+          }
+          wake_at(end);
           return;
         }
         continue;
       }
       case State::Computing: {
-        const int64_t G = m_job.groups;
-        double busy = m_kind == Kind::Mxu ? static_cast<double>(share(m_job.cycles, G, m_group)) * m_period
-                                          : now - m_compute_begin;
-        (m_kind == Kind::Mxu ? m_log.mxu_busy : m_log.vpu_busy) += busy;
-        if (m_log.keep_compute && busy > 0)
-          m_log.compute.push_back({m_compute_begin, m_compute_begin + busy, m_job.op,
-                                   static_cast<uint8_t>(m_kind == Kind::Mxu ? m_core : 16 + m_core), 0});
-        if (m_kind == Kind::Mxu && m_job.vpu_cycles > 0) {
-          // The vector unit's share (pops, epilogue): ends with the group (after the MXU's, in either mode).
-          double v = static_cast<double>(share(m_job.vpu_cycles, G, m_group)) * m_period;
-          m_log.vpu_busy += v;
-          if (m_log.keep_compute) m_log.compute.push_back({now - v, now, m_job.op, static_cast<uint8_t>(16 + m_core), 0});
-        }
-        HbmRequest w;
-        w.bytes = m_job.write / G;
-        w.pattern = m_job.write_pattern;
-        w.run = m_job.read_run;
-        w.write = true;
-        w.mixed = m_job.read > 0;
-        w.reads_per_write = m_job.write > 0 ? m_job.read / m_job.write : 1.0;
-        double wd = m_hbm.access(w, m_client, m_job.op);
-        m_last_write = std::max(m_last_write, wd);
+        finish_group(now, false);
         ++m_group;
         if (m_group < m_job.groups) {
           m_state = State::WaitLoad;
@@ -146,6 +142,36 @@ void ComputeUnit::step() {
         continue;  // next job, if any
       }
     }
+  }
+}
+
+void ComputeUnit::finish_group(double now, bool post) {
+  const int64_t G = m_job.groups;
+  double busy = m_kind == Kind::Mxu ? static_cast<double>(share(m_job.cycles, G, m_group)) * m_period
+                                    : now - m_compute_begin;
+  (m_kind == Kind::Mxu ? m_log.mxu_busy : m_log.vpu_busy) += busy;
+  if (m_log.keep_compute && busy > 0)
+    m_log.compute.push_back({m_compute_begin, m_compute_begin + busy, m_job.op,
+                             static_cast<uint8_t>(m_kind == Kind::Mxu ? m_core : 16 + m_core), 0});
+  if (m_kind == Kind::Mxu && m_job.vpu_cycles > 0) {
+    // The vector unit's share (pops, epilogue): ends with the group (after the MXU's, in either mode).
+    double v = static_cast<double>(share(m_job.vpu_cycles, G, m_group)) * m_period;
+    m_log.vpu_busy += v;
+    if (m_log.keep_compute) m_log.compute.push_back({now - v, now, m_job.op, static_cast<uint8_t>(16 + m_core), 0});
+  }
+  HbmRequest w;
+  w.bytes = m_job.write / G;
+  w.pattern = m_job.write_pattern;
+  w.run = m_job.read_run;
+  w.write = true;
+  w.mixed = m_job.read > 0;
+  w.reads_per_write = m_job.write > 0 ? m_job.read / m_job.write : 1.0;
+  if (w.bytes <= 0) return;
+  if (post) {
+    m_hbm.post(w, now, m_client, m_job.op, &m_last_write);
+  } else {
+    double wd = m_hbm.access(w, m_client, m_job.op);
+    m_last_write = std::max(m_last_write, wd);
   }
 }
 

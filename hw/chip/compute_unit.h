@@ -54,6 +54,10 @@ class ComputeUnit : public sc_core::sc_module {
  private:
   void step();
   void wake_in(double seconds);  // step() again after `seconds`
+  void wake_at(const sc_core::sc_time& at);
+  // Group m_group's compute ends at `now`: its busy time and its results' write (made now, or posted to HBM for
+  // that time when `post`).
+  void finish_group(double now, bool post);
   void begin_job();
   int64_t group_cycles(int g) const;
   HbmRequest load_request() const;

@@ -1,5 +1,8 @@
 #include "hw/chip/hbm.h"
 
+#include <algorithm>
+#include <cstddef>
+
 #include "hw/chip/sim_time.h"
 
 namespace podsim {
@@ -17,7 +20,30 @@ double Hbm::access(double bytes, double run, HbmClient who, int32_t op, bool wri
 }
 
 double Hbm::access(const HbmRequest& r, HbmClient who, int32_t op) {
-  double now = now_seconds();
+  const double now = now_seconds();
+  if (!m_posted.empty()) flush(now);
+  return make(now, r, who, op);
+}
+
+void Hbm::post(const HbmRequest& r, double at, HbmClient who, int32_t op, double* done_max) {
+  Posted p{at, m_posts++, r, who, op, done_max};
+  auto it = std::upper_bound(m_posted.begin(), m_posted.end(), p, [](const Posted& a, const Posted& b) {
+    return a.at != b.at ? a.at < b.at : a.seq < b.seq;
+  });
+  m_posted.insert(it, p);
+}
+
+void Hbm::flush(double now) {
+  size_t n = 0;
+  for (; n < m_posted.size() && m_posted[n].at <= now + kTimeEpsilon; ++n) {
+    const Posted& p = m_posted[n];
+    const double done = make(p.at, p.r, p.who, p.op);
+    if (p.done_max && done > *p.done_max) *p.done_max = done;
+  }
+  m_posted.erase(m_posted.begin(), m_posted.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+double Hbm::make(double now, const HbmRequest& r, HbmClient who, int32_t op) {
   const double bytes = r.bytes;
   const bool write = r.write;
   if (bytes <= 0) return now;

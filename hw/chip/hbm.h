@@ -6,6 +6,7 @@
 #pragma once
 
 #include <systemc>
+#include <vector>
 
 #include "hw/chip/chip_log.h"
 #include "hw/chip/stall.h"
@@ -21,8 +22,25 @@ class Hbm : public sc_core::sc_module {
   double access(double bytes, double run, HbmClient who, int32_t op, bool write);
   // The same for an access with a pattern (hw/timing/hbm_timing.h).
   double access(const HbmRequest& r, HbmClient who, int32_t op);
+  // An access a unit will issue at `at` (seconds, not before now) without waking for it: made at its time, in time
+  // order with every other access (before those of the same time), when HBM is next used at or after `at`, or at
+  // the latest at `at` itself. Its completion time then raises *done_max.
+  void post(const HbmRequest& r, double at, HbmClient who, int32_t op, double* done_max);
 
  private:
+  double make(double now, const HbmRequest& r, HbmClient who, int32_t op);
+  void flush(double now);  // makes the posted accesses due by `now`
+
+  struct Posted {
+    double at;
+    uint64_t seq;
+    HbmRequest r;
+    HbmClient who;
+    int32_t op;
+    double* done_max;
+  };
+  std::vector<Posted> m_posted;  // by (at, seq)
+  uint64_t m_posts = 0;
   HbmTiming m_timing;
   double m_period;
   StallInjector& m_stalls;
