@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -150,6 +151,12 @@ class Watchdog {
   std::thread m_thread;
 };
 
+// Whether glibc backs the heap with transparent huge pages (the podsim command asks for it: sim/cli/main.cpp).
+bool malloc_huge_pages() {
+  const char* t = std::getenv("GLIBC_TUNABLES");
+  return t && std::string(t).find("glibc.malloc.hugetlb=1") != std::string::npos;
+}
+
 long peak_rss_kib() {
   std::ifstream f("/proc/self/status");
   std::string line;
@@ -285,6 +292,7 @@ RunOutcome run_experiment(const Experiment& exp, const RunOptions& opts) {
       << ",\n  \"plan_s\": " << strprintf("%.6f", plan_s) << ",\n  \"programs\": " << p->ctx->programs.size()
       << ",\n  \"schedules_built\": " << p->ctx->schedules.built()
       << ",\n  \"simulated_chips\": " << s.pod->simulated().size()
+      << ",\n  \"malloc_huge_pages\": " << (malloc_huge_pages() ? "true" : "false")
       << ",\n  \"trace\": {\"file\": \"" << ts.file << "\", \"events\": " << ts.events << ", \"slices\": " << ts.slices
       << ", \"counter_values\": " << ts.counter_values << ", \"flows\": " << ts.flows << ", \"tracks\": " << ts.tracks
       << ", \"bytes\": " << ts.bytes << "}\n}\n";

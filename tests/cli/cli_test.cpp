@@ -1,5 +1,7 @@
 // The command line end to end: subcommands, exit codes, the resolved experiment, run folders.
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 #include "tests/test_paths.h"
 
 #include <filesystem>
@@ -170,6 +172,27 @@ TEST(CliTest, RunWritesItsFolder) {
   auto again = run_podsim({"run", test_dir() + "/out/config.resolved.yaml", "--out", "again"});
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(read_file(test_dir() + "/again/summary.json"), read_file(test_dir() + "/out/summary.json"));
+}
+
+// The podsim command asks glibc for a heap on transparent huge pages (it sets GLIBC_TUNABLES and runs itself again,
+// sim/cli/main.cpp) and host.json says so; PODSIM_NO_HUGE_PAGES=1 leaves the environment alone, and the summary is
+// the same either way.
+TEST(CliTest, RunAsksForHugePagesUnlessToldNot) {
+  std::string exp = write_file("mm.yaml", kMatmul);
+  unsetenv("GLIBC_TUNABLES");
+  unsetenv("PODSIM_NO_HUGE_PAGES");
+  ASSERT_EQ(run_podsim({"run", exp, "--out", "huge"}).code, 0);
+  EXPECT_EQ(nlohmann::json::parse(read_file(test_dir() + "/huge/host.json"))["malloc_huge_pages"], true);
+  setenv("PODSIM_NO_HUGE_PAGES", "1", 1);
+  ASSERT_EQ(run_podsim({"run", exp, "--out", "plain"}).code, 0);
+  unsetenv("PODSIM_NO_HUGE_PAGES");
+  EXPECT_EQ(nlohmann::json::parse(read_file(test_dir() + "/plain/host.json"))["malloc_huge_pages"], false);
+  EXPECT_EQ(read_file(test_dir() + "/huge/summary.json"), read_file(test_dir() + "/plain/summary.json"));
+  // A GLIBC_TUNABLES of the user's own is kept, the setting added to it.
+  setenv("GLIBC_TUNABLES", "glibc.malloc.check=0", 1);
+  ASSERT_EQ(run_podsim({"run", exp, "--out", "kept"}).code, 0);
+  unsetenv("GLIBC_TUNABLES");
+  EXPECT_EQ(nlohmann::json::parse(read_file(test_dir() + "/kept/host.json"))["malloc_huge_pages"], true);
 }
 
 // strategy.name: auto (the default) is resolved to the workload's default strategy; the resolved file names the one
