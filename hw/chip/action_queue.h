@@ -1,15 +1,19 @@
-// The simulation's calendar of model actions: every module's future actions in one queue, ordered by time and,
-// at one time, by the order they were scheduled (so runs are deterministic and the order of actions at one
-// instant follows from what caused them, not from the layout of a kernel queue). One SystemC method runs the
-// actions due at each time; it is the only process the models have, so an action costs the kernel one timed
-// notification per distinct time instead of one per module and action.
+// The simulation's calendar of model actions: every module's future actions in one queue, run by one SystemC
+// method that the kernel wakes once per distinct time (a pod's chips run in step: a 1024-chip collective has about
+// a thousand actions per time, and a kernel notification per module and action cost more than the models' work).
+// At one time, the actions scheduled with schedule() run first, in the order they were scheduled; then arrivals
+// (schedule_arrival(): what one chip's action schedules on another, a message reaching the next router) in the
+// order of their keys, each followed by what it schedules for that same time. Chips act on one another only
+// through arrivals, which come at least one link latency later, so what a chip does at one instant depends only on
+// its own history and its links: a pod reduced to one box of chips and the whole pod give the same figures, and
+// runs are deterministic.
 //
 // Modules hold an ActionQueue, a handle onto the calendar of the simulation running in this process (SystemC runs
 // one simulation per process):
 //
 //   ActionQueue queue;
 //   queue.schedule(sc_core::sc_time_stamp() + delay, [this] { ... });
-//   queue.schedule_in(seconds, [this] { ... });   // the same, with the delay in seconds
+//   queue.schedule_arrival(at, key, [this] { ... });   // scheduled by another chip's action
 #pragma once
 
 #include <cstdint>
