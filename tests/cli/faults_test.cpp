@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/cli_util.h"
+#include "tests/cli/same_figures.h"
 
 using namespace podsim::test;
 namespace fs = std::filesystem;
@@ -158,20 +159,6 @@ TEST(FaultsTest, NoRouteLeftNamesTheCollective) {
   EXPECT_NE(r.err.find("-x of chip 29 (x=5,y=3) down"), std::string::npos) << r.err;
 }
 
-namespace {
-
-// Every figure the box and the full simulation share must agree exactly (tests/cli/symmetry_test.cpp says why).
-void expect_same(const json& a, const json& b) {
-  EXPECT_EQ(a["step_time_s"], b["step_time_s"]);
-  EXPECT_EQ(a["per_chip"], b["per_chip"]);
-  EXPECT_EQ(a["ici"], b["ici"]);
-  EXPECT_EQ(a["hbm"], b["hbm"]);
-  EXPECT_EQ(a["collectives"], b["collectives"]);
-  EXPECT_EQ(a["faults"], b["faults"]);
-}
-
-}  // namespace
-
 TEST(FaultsTest, OneSlowChipInDataParallelRingsKeepsTheOtherRingsInOneBox) {
   // Rings of 8 along x on an 8 x 4 pod (an all-reduce over x: four independent data-parallel rings). One slow chip
   // touches its own ring only: its 8 chips are simulated, and the three other rings are one box of 2 chips (an even
@@ -183,12 +170,12 @@ TEST(FaultsTest, OneSlowChipInDataParallelRingsKeepsTheOtherRingsInOneBox) {
   EXPECT_EQ(box["simulated_chips"], 10);
   EXPECT_EQ(full["simulated_chips"], 32);
   EXPECT_NE(box["console"].get<std::string>().find("simulated 10 of 32 chips"), std::string::npos) << box["console"];
-  expect_same(box, full);
+  expect_same_figures(box, full);
   // A slow link in the same ring: the same classes.
   const json lbox = run("link-box", yaml, {"hardware.faults=[\"link (3,1) +x: bandwidth 0.5\"]"});
   const json lfull = run("link-full", yaml, {"hardware.faults=[\"link (3,1) +x: bandwidth 0.5\"]", "run.symmetry=off"});
   EXPECT_EQ(lbox["simulated_chips"], 10);
-  expect_same(lbox, lfull);
+  expect_same_figures(lbox, lfull);
   EXPECT_EQ(lbox["faults"]["slowest_link"]["label"], "chip 11 (x=3,y=1) +x");
 }
 
@@ -201,7 +188,7 @@ TEST(FaultsTest, FaultsThatRepeatKeepAPeriodicBox) {
       "workload: {model: collective, op: all_reduce, bytes: 16MiB}\n";
   const json box = run("periodic-box", yaml), full = run("periodic-full", yaml, {"run.symmetry=off"});
   EXPECT_EQ(box["simulated_chips"], 16);
-  expect_same(box, full);
+  expect_same_figures(box, full);
   const json one = run("single", yaml, {"hardware.faults=[\"chip (3,0): clock 0.5\"]"});
   EXPECT_EQ(one["simulated_chips"], 32);
   EXPECT_NE(one["console"].get<std::string>().find("simulated every chip (hardware.faults"), std::string::npos);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/cli/cli_util.h"
+#include "tests/cli/same_figures.h"
 
 using namespace podsim::test;
 namespace fs = std::filesystem;
@@ -44,13 +45,7 @@ void expect_same_as_full(const std::string& name, const std::string& yaml, const
                                                          std::to_string(chips) + " chips"),
               std::string::npos)
         << reduced["console"];
-  EXPECT_EQ(reduced["step_time_s"], full["step_time_s"]);
-  EXPECT_EQ(reduced["cycles"], full["cycles"]);
-  EXPECT_EQ(reduced["busy_fraction"], full["busy_fraction"]);
-  EXPECT_EQ(reduced["per_chip"], full["per_chip"]);
-  EXPECT_EQ(reduced["ici"], full["ici"]);
-  EXPECT_EQ(reduced["hbm"], full["hbm"]);
-  if (full.contains("collectives")) EXPECT_EQ(reduced["collectives"], full["collectives"]);
+  expect_same_figures(reduced, full);
 }
 
 std::string collective(const std::string& preset, const std::string& dims, const std::string& op,
