@@ -129,14 +129,22 @@ namespace {
 // (glibc.malloc.hugetlb=1), a setting it reads at start-up only, so podsim sets it and runs itself again, once.
 // The every-chip 32 x 32 all-reduce takes 15-20 % less CPU (docs/performance.md). PODSIM_NO_HUGE_PAGES=1, or a
 // GLIBC_TUNABLES that already names the setting, leaves the environment as it is.
+// Under valgrind (its preload library is in LD_PRELOAD) the process is left as it is: running again would leave
+// the tool, which does not follow a program into exec by default.
 void use_huge_pages(char** argv) {
   if (std::getenv("PODSIM_NO_HUGE_PAGES")) return;
+  const char* preload = std::getenv("LD_PRELOAD");
+  if (preload && std::string(preload).find("vgpreload") != std::string::npos) return;
   const char* set = std::getenv("GLIBC_TUNABLES");
   std::string tunables = set ? set : "";
   if (tunables.find("glibc.malloc.hugetlb") != std::string::npos) return;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return;
+  self[n] = '\0';
   tunables += std::string(tunables.empty() ? "" : ":") + "glibc.malloc.hugetlb=1";
   if (setenv("GLIBC_TUNABLES", tunables.c_str(), 1) != 0) return;
-  execv("/proc/self/exe", argv);  // returns only when it fails: then run as we are
+  execv(self, argv);  // returns only when it fails: then run as we are
   unsetenv("GLIBC_TUNABLES");
   if (set) setenv("GLIBC_TUNABLES", set, 1);
 }

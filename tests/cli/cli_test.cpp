@@ -175,8 +175,8 @@ TEST(CliTest, RunWritesItsFolder) {
 }
 
 // The podsim command asks glibc for a heap on transparent huge pages (it sets GLIBC_TUNABLES and runs itself again,
-// sim/cli/main.cpp) and host.json says so; PODSIM_NO_HUGE_PAGES=1 leaves the environment alone, and the summary is
-// the same either way.
+// sim/cli/main.cpp) and host.json says so; PODSIM_NO_HUGE_PAGES=1, or running under valgrind, leaves the environment
+// alone, and the summary is the same either way.
 TEST(CliTest, RunAsksForHugePagesUnlessToldNot) {
   std::string exp = write_file("mm.yaml", kMatmul);
   unsetenv("GLIBC_TUNABLES");
@@ -193,6 +193,11 @@ TEST(CliTest, RunAsksForHugePagesUnlessToldNot) {
   ASSERT_EQ(run_podsim({"run", exp, "--out", "kept"}).code, 0);
   unsetenv("GLIBC_TUNABLES");
   EXPECT_EQ(nlohmann::json::parse(read_file(test_dir() + "/kept/host.json"))["malloc_huge_pages"], true);
+  // Under valgrind (its preload library named in LD_PRELOAD) podsim does not run itself again.
+  setenv("LD_PRELOAD", "/nonexistent/vgpreload_core-amd64-linux.so", 1);
+  ASSERT_EQ(run_podsim({"run", exp, "--out", "tool"}).code, 0);
+  unsetenv("LD_PRELOAD");
+  EXPECT_EQ(nlohmann::json::parse(read_file(test_dir() + "/tool/host.json"))["malloc_huge_pages"], false);
 }
 
 // strategy.name: auto (the default) is resolved to the workload's default strategy; the resolved file names the one
