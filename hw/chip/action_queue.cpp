@@ -2,7 +2,6 @@
 #include "hw/chip/action_queue.h"
 
 #include <algorithm>
-#include <stdexcept>
 #include <utility>
 
 namespace podsim {
@@ -46,18 +45,19 @@ void Calendar::run_due() {
       }
     };
     run_now();
-    // Then the arrivals, by key; each followed by what it schedules for now.
-    std::vector<std::pair<uint64_t, Action>> arrivals = std::move(m_buckets[b].arrivals);
-    m_buckets[b].arrivals.clear();
-    std::stable_sort(arrivals.begin(), arrivals.end(),
-                     [](const auto& x, const auto& y) { return x.first < y.first; });
-    for (auto& [key, a] : arrivals) {
-      ++g_model_activations;
-      a();
-      run_now();
+    // Then the arrivals, by key; each followed by what it schedules for now. Links of zero latency bring more
+    // arrivals at this time: they run in a round of their own, after those already here.
+    while (!m_buckets[b].arrivals.empty()) {
+      std::vector<std::pair<uint64_t, Action>> arrivals = std::move(m_buckets[b].arrivals);
+      m_buckets[b].arrivals.clear();
+      std::stable_sort(arrivals.begin(), arrivals.end(),
+                       [](const auto& x, const auto& y) { return x.first < y.first; });
+      for (auto& [key, a] : arrivals) {
+        ++g_model_activations;
+        a();
+        run_now();
+      }
     }
-    if (!m_buckets[b].arrivals.empty())
-      throw std::logic_error("an arrival scheduled another arrival at the same time");
     m_times.pop();
     m_index.erase(at);
     m_buckets[b].now.clear();

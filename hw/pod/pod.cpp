@@ -1,5 +1,7 @@
 #include "hw/pod/pod.h"
 
+#include "hw/chip/action_queue.h"
+
 #include <string>
 
 #include "plan/shard_data.h"
@@ -8,6 +10,7 @@
 namespace podsim {
 
 Pod::Pod(PodContext& ctx) : m_ctx(ctx), m_symmetry(find_symmetry(ctx)) {
+  Calendar::get();  // its SystemC method at the top of the hierarchy, not inside the first chip that asks for it
   const Torus& t = ctx.torus;
   const int64_t n = t.chips();
   std::vector<int64_t> index(static_cast<size_t>(n), -1);  // torus position -> m_chips, for simulated chips

@@ -66,6 +66,15 @@ TEST(SymmetryTest, AllReduceOverThePod) {
   expect_same_as_full("all_reduce", collective("tpu-v3", "[8, 8]", "all_reduce", "64MiB"), {2, 2});
 }
 
+// Links of zero latency: messages forwarded at the instant they arrive (the calendar's later rounds of arrivals)
+// still leave the box and the full pod in step.
+TEST(SymmetryTest, AllToAllOverLinksOfZeroLatency) {
+  expect_same_as_full("zero_latency",
+                      "hardware:\n  preset: tpu-v3\n  pod: {dims: [8, 8]}\n  ici: {hop_latency: 0s}\nworkload:\n"
+                      "  model: collective\n  op: all_to_all\n  bytes: 1MiB\nrun: {trace: {format: \"off\"}}\n",
+                      {2, 2});
+}
+
 // All-to-all over a 4 x 4 x 4 v4 pod: every chip sends along the same torus offset at each step; box 2 x 2 x 2.
 TEST(SymmetryTest, AllToAllOverA3DPod) {
   expect_same_as_full("all_to_all", collective("tpu-v4", "[4, 4, 4]", "all_to_all", "4MiB"), {2, 2, 2});

@@ -61,3 +61,17 @@ TEST(CalendarTest, ArrivalsRunAfterTheInstantsActionsInKeyOrder) {
   EXPECT_EQ(b.log, (std::vector<std::string>{"early@1", "local@3", "arrival2@3", "after2@3", "arrival7@3",
                                              "arrival7b@3"}));
 }
+
+// Links of zero latency: an arrival that schedules another arrival for the same time. The new one runs in a round of
+// its own, after the arrivals already due (and what they schedule), in key order among its round.
+TEST(CalendarTest, ArrivalsOfZeroLatencyRunInALaterRound) {
+  Bench b("b", [](Bench& b) {
+    b.queue.schedule_arrival(ns(4), 5, [&b] {
+      b.log.push_back("first5@4");
+      b.queue.schedule_arrival(sc_core::sc_time_stamp(), 1, b.note("forwarded1"));
+    });
+    b.queue.schedule_arrival(ns(4), 8, b.note("first8"));
+  });
+  sc_core::sc_start();
+  EXPECT_EQ(b.log, (std::vector<std::string>{"first5@4", "first8@4", "forwarded1@4"}));
+}
