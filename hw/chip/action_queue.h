@@ -3,10 +3,10 @@
 // a thousand actions per time, and a kernel notification per module and action cost more than the models' work).
 // At one time, the actions scheduled with schedule() run first, in the order they were scheduled; then arrivals
 // (schedule_arrival(): what one chip's action schedules on another, a message reaching the next router) in the
-// order of their keys, each followed by what it schedules for that same time. Chips act on one another only
-// through arrivals, which come at least one link latency later, so what a chip does at one instant depends only on
-// its own history and its links: a pod reduced to one box of chips and the whole pod give the same figures, and
-// runs are deterministic.
+// order of their keys, each followed by what it schedules for that same time (arrivals that links of zero latency
+// bring at that time run in a further round, by key again). Chips act on one another only through arrivals, so what
+// a chip does at one instant depends only on its own history and its links: a pod reduced to one box of chips and
+// the whole pod give the same figures, and runs are deterministic.
 //
 // Modules hold an ActionQueue, a handle onto the calendar of the simulation running in this process (SystemC runs
 // one simulation per process):
