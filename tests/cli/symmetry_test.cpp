@@ -29,9 +29,9 @@ nlohmann::json run(const std::string& name, const std::string& yaml, const std::
 }
 
 // Runs `yaml` both ways; the reduced run must simulate the box of `periods` (per torus dimension) and agree with the
-// full one exactly. Chips act on one another only through links, whose latency is never zero, and what reaches a
-// chip at one instant is taken in the order of the links it came over (hw/chip/action_queue.h): so a chip and the
-// one that stands for it in the box do the same things in the same order, wherever they sit in the simulation.
+// full one exactly. Chips act on one another only through links, and what reaches a chip at one instant is taken
+// after its own actions, in the order of the links it came over (hw/chip/action_queue.h): so a chip and the one
+// that stands for it in the box do the same things in the same order, wherever they sit in the simulation.
 void expect_same_as_full(const std::string& name, const std::string& yaml, const std::vector<int64_t>& periods) {
   nlohmann::json full = run(name, yaml, "off"), reduced = run(name, yaml, "auto");
   const int64_t chips = full["chips"].get<int64_t>();
