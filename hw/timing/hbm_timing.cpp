@@ -91,18 +91,34 @@ HbmTiming::Access HbmTiming::access(double now, const HbmRequest& r) {
   const int64_t ch = static_cast<int64_t>(m_rotor % static_cast<uint64_t>(C));
   m_rotor += static_cast<uint64_t>(sh.touched);
   double latest = now;
-  double* f = m_free.data();
   const double service = sh.service;
-  auto serve = [&](int64_t from, int64_t to) {
-    for (int64_t i = from; i < to; ++i) {
-      const double begin = f[i] > now ? f[i] : now;
-      latest = begin > latest ? begin : latest;
-      f[i] = begin + service;
-    }
-  };
-  const int64_t first = std::min(sh.touched, C - ch);
-  serve(ch, ch + first);
-  serve(0, sh.touched - first);
+  if (m_uniform && sh.touched == C) {
+    // Every channel is free at the same time and the access takes them all: they stay level (the loop below,
+    // channel by channel, gives the same values).
+    const double begin = m_level > now ? m_level : now;
+    latest = begin;
+    m_level = begin + service;
+  } else {
+    double* f = m_free.data();
+    if (m_uniform) std::fill(m_free.begin(), m_free.end(), m_level);
+    double lowest = now;
+    bool first_seen = false;
+    auto serve = [&](int64_t from, int64_t to) {
+      for (int64_t i = from; i < to; ++i) {
+        const double begin = f[i] > now ? f[i] : now;
+        latest = begin > latest ? begin : latest;
+        if (!first_seen || begin < lowest) lowest = begin;
+        first_seen = true;
+        f[i] = begin + service;
+      }
+    };
+    const int64_t first = std::min(sh.touched, C - ch);
+    serve(ch, ch + first);
+    serve(0, sh.touched - first);
+    // An access over every channel that started them all at once leaves them level again.
+    m_uniform = sh.touched == C && lowest == latest;
+    if (m_uniform) m_level = latest + service;
+  }
   a.queue_wait = latest - now;
   a.busy = sh.busy;
   a.start = now + a.queue_wait;

@@ -74,7 +74,11 @@ class HbmTiming {
   };
   Shape shape(const HbmRequest& r) const;
 
-  std::vector<double> m_free;  // next free time per channel
+  std::vector<double> m_free;  // next free time per channel (stale while m_uniform)
+  // Streams take every channel, so the channels are often level: free at one time, m_level. Kept as one value
+  // then, and m_free is filled in only when an access touches some channels.
+  bool m_uniform = true;
+  double m_level = 0;
   uint64_t m_rotor = 0;
   HbmRequest m_last;  // the last request's shape, kept
   Shape m_last_shape;

@@ -177,3 +177,30 @@ TEST(HbmTimingTest, WriteHeavyStreamsTurnAroundPerReadBatch) {
   auto b = h2.access(0, w);
   EXPECT_NEAR(b.busy, 8192 * (32 * kNs + 16.0 / 8 * 26 * kNs) * kStretch, 1e-12);
 }
+
+TEST(HbmTimingTest, StreamsAfterASmallRequestWaitForItsChannel) {
+  // Streams take every channel and keep them level; a one-row request then holds one channel longer, and the next
+  // stream's last channel starts only when that one is free. Once every channel is idle again, a stream waits
+  // for none.
+  HbmConfig c = stack();
+  c.latency = 0;
+  c.cas = 0;
+  HbmTiming h(c);
+  const double row = 32 * kNs * kStretch;  // one 1 KiB row: 16 bursts of 2 ns
+  auto a = h.access(0, req(8 * 1024, HbmPattern::Stream));  // one row on each of the 8 channels
+  EXPECT_NEAR(a.done, row, 1e-15);
+  auto small = h.access(0, req(1024, HbmPattern::Stream));  // one row on one channel, behind the stream's
+  EXPECT_NEAR(small.queue_wait, row, 1e-15);
+  EXPECT_NEAR(small.done, 2 * row, 1e-15);
+  auto b = h.access(0, req(8 * 1024, HbmPattern::Stream));  // waits 2 rows on that channel, 1 on the others
+  EXPECT_NEAR(b.queue_wait, 2 * row, 1e-15);
+  EXPECT_NEAR(b.done, 3 * row, 1e-15);
+  auto c2 = h.access(0, req(8 * 1024, HbmPattern::Stream));  // the channels are uneven still: 3 rows then 1
+  EXPECT_NEAR(c2.done, 4 * row, 1e-15);
+  auto idle = h.access(1e-6, req(8 * 1024, HbmPattern::Stream));  // all idle by 1 us: level again, no wait
+  EXPECT_EQ(idle.queue_wait, 0);
+  EXPECT_NEAR(idle.done, 1e-6 + row, 1e-15);
+  auto next = h.access(1e-6, req(8 * 1024, HbmPattern::Stream));  // right behind it on every channel
+  EXPECT_NEAR(next.queue_wait, row, 1e-15);
+  EXPECT_NEAR(next.done, 1e-6 + 2 * row, 1e-15);
+}
