@@ -20,14 +20,14 @@ Calendar::Calendar() {
 }
 
 void Calendar::arm(uint64_t at) {
-  const uint64_t now = sc_core::sc_time_stamp().value();
+  const uint64_t now = sim_now().value();
   m_event.notify(at > now ? sc_core::sc_time::from_value(at - now) : sc_core::SC_ZERO_TIME);
   m_armed = true;
   m_armed_at = at > now ? at : now;
 }
 
 void Calendar::run_due() {
-  const sc_core::sc_time now = sc_core::sc_time_stamp();
+  const sc_core::sc_time now = sim_now();
   const uint64_t t = now.value();
   // While the due actions run, what they schedule for now runs in this loop: no notification for it.
   m_armed = true;
@@ -48,15 +48,19 @@ void Calendar::run_due() {
     // Then the arrivals, by key; each followed by what it schedules for now. Links of zero latency bring more
     // arrivals at this time: they run in a round of their own, after those already here.
     while (!m_buckets[b].arrivals.empty()) {
-      std::vector<std::pair<uint64_t, Action>> arrivals = std::move(m_buckets[b].arrivals);
-      m_buckets[b].arrivals.clear();
-      std::stable_sort(arrivals.begin(), arrivals.end(),
-                       [](const auto& x, const auto& y) { return x.first < y.first; });
-      for (auto& [key, a] : arrivals) {
+      std::vector<std::pair<uint64_t, Action>>& arrivals = m_round;  // swapped, so both keep their capacity
+      arrivals.swap(m_buckets[b].arrivals);
+      // By key, in arrival order on a tie: (key, index) pairs sort fast, the actions stay where they are.
+      m_order.clear();
+      for (size_t k = 0; k < arrivals.size(); ++k) m_order.emplace_back(arrivals[k].first, static_cast<uint32_t>(k));
+      std::sort(m_order.begin(), m_order.end());
+      for (const auto& [key, k] : m_order) {
+        Action a = std::move(arrivals[k].second);
         ++g_model_activations;
         a();
         run_now();
       }
+      arrivals.clear();
     }
     m_times.pop();
     m_index.erase(at);

@@ -12,7 +12,7 @@
 // one simulation per process):
 //
 //   ActionQueue queue;
-//   queue.schedule(sc_core::sc_time_stamp() + delay, [this] { ... });
+//   queue.schedule(sim_now() + delay, [this] { ... });
 //   queue.schedule_arrival(at, key, [this] { ... });   // scheduled by another chip's action
 #pragma once
 
@@ -37,7 +37,7 @@ class Calendar {
   static Calendar& get();
 
   void schedule(const sc_core::sc_time& at, Action a) {
-    const uint64_t t = std::max(at.value(), sc_core::sc_time_stamp().value());
+    const uint64_t t = std::max(at.value(), sim_now().value());
     bucket(t).now.push_back(std::move(a));
     // Re-arm only for an earlier time: every notify costs the kernel a heap operation.
     if (!m_armed || t < m_armed_at) arm(t);
@@ -48,7 +48,7 @@ class Calendar {
   // instant does not depend on which of its neighbours the simulation happened to run first: a pod reduced to
   // one box of chips and the whole pod see the same order.
   void schedule_arrival(const sc_core::sc_time& at, uint64_t key, Action a) {
-    const uint64_t t = std::max(at.value(), sc_core::sc_time_stamp().value());
+    const uint64_t t = std::max(at.value(), sim_now().value());
     bucket(t).arrivals.push_back({key, std::move(a)});
     if (!m_armed || t < m_armed_at) arm(t);
   }
@@ -86,6 +86,8 @@ class Calendar {
   std::unordered_map<uint64_t, uint32_t> m_index;  // time -> bucket
   std::vector<Bucket> m_buckets;
   std::vector<uint32_t> m_free;  // buckets to reuse (they keep their capacity)
+  std::vector<std::pair<uint64_t, Action>> m_round;    // run_due(): the arrivals of one round
+  std::vector<std::pair<uint64_t, uint32_t>> m_order;  // and their order, by key
   uint64_t m_last_time = UINT64_MAX;  // the bucket last looked up
   uint32_t m_last_bucket = 0;
   sc_core::sc_event m_event;

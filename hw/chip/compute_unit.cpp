@@ -66,7 +66,7 @@ void ComputeUnit::begin_job() {
   m_state = State::WaitLoad;
 }
 
-void ComputeUnit::wake_in(double seconds) { wake_at(sc_core::sc_time_stamp() + at_seconds(seconds)); }
+void ComputeUnit::wake_in(double seconds) { wake_at(sim_now() + at_seconds(seconds)); }
 
 void ComputeUnit::wake_at(const sc_core::sc_time& at) {
   // The latest wake wins, as a method's next trigger does: a job submitted while step() runs (a finished job's
@@ -75,6 +75,21 @@ void ComputeUnit::wake_at(const sc_core::sc_time& at) {
   m_calendar.schedule(at, [this, gen] {
     if (gen == m_wakes) step();
   });
+}
+
+void ComputeUnit::wait_load(double seconds) {
+  // The load of group m_group comes in after `seconds`. For the last group the unit issues nothing when it does (no
+  // next load to fetch): it only starts computing. So it wakes at the compute's end instead, which makes the same
+  // accesses at the same times with one wake less per job.
+  const sc_core::sc_time in = sim_now() + at_seconds(seconds);
+  if (m_group + 1 < m_job.groups) {
+    wake_at(in);
+    return;
+  }
+  const int64_t c = group_cycles(m_group);
+  m_compute_begin = to_seconds(in);
+  m_state = State::Computing;
+  wake_at(c > 0 ? in + at_seconds(static_cast<double>(c) * m_period) : in);
 }
 
 void ComputeUnit::step() {
@@ -90,7 +105,7 @@ void ComputeUnit::step() {
       case State::WaitLoad: {
         double ready = m_load_done[m_group % 2];
         if (!reached(ready)) {
-          wake_in(ready - now);
+          wait_load(ready - now);
           return;
         }
         // Compute group g; fetch g+1 into the other buffer meanwhile.
@@ -100,7 +115,7 @@ void ComputeUnit::step() {
         m_compute_begin = now;
         m_state = State::Computing;
         if (c > 0) {
-          const sc_core::sc_time end = sc_core::sc_time_stamp() + at_seconds(static_cast<double>(c) * m_period);
+          const sc_core::sc_time end = sim_now() + at_seconds(static_cast<double>(c) * m_period);
           // A group that is not the last, whose next load comes in after its compute: the unit would wake at the
           // compute's end only to write the results (if it has any) and wait again. It posts the write to HBM for
           // that time instead (made there in time order among the other clients' accesses) and wakes when the
@@ -111,7 +126,7 @@ void ComputeUnit::step() {
               finish_group(to_seconds(end), true);
               ++m_group;
               m_state = State::WaitLoad;
-              wake_in(next - now);
+              wait_load(next - now);
               return;
             }
           }

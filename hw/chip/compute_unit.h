@@ -55,6 +55,8 @@ class ComputeUnit : public sc_core::sc_module {
   void step();
   void wake_in(double seconds);  // step() again after `seconds`
   void wake_at(const sc_core::sc_time& at);
+  // Waits `seconds` for the load of group m_group (the last group: computes it then, without waking for the load).
+  void wait_load(double seconds);
   // Group m_group's compute ends at `now`: its busy time and its results' write (made now, or posted to HBM for
   // that time when `post`).
   void finish_group(double now, bool post);

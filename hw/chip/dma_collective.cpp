@@ -118,7 +118,7 @@ void Dma::ready(Running& r, int32_t i) {
       if (t.combine == Task::Combine::Add) {
         // The vector units read both addends and write the sum.
         m_vector_job(op, static_cast<double>(t.src.elements()), 2 * bytes, bytes,
-                     [this, copy] { m_queue.schedule(sc_core::sc_time_stamp(), copy); });
+                     [this, copy] { m_queue.schedule(sim_now(), copy); });
       } else {
         m_queue.schedule(at_seconds(m_hbm.access(2 * bytes, 0, HbmClient::Dma, op, true)), copy);
       }
