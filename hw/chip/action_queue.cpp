@@ -53,7 +53,7 @@ void Calendar::run_due() {
       // By key, in arrival order on a tie: (key, index) pairs sort fast, the actions stay where they are.
       m_order.clear();
       for (size_t k = 0; k < arrivals.size(); ++k) m_order.emplace_back(arrivals[k].first, static_cast<uint32_t>(k));
-      std::sort(m_order.begin(), m_order.end());
+      if (!std::is_sorted(m_order.begin(), m_order.end())) std::sort(m_order.begin(), m_order.end());
       for (const auto& [key, k] : m_order) {
         Action a = std::move(arrivals[k].second);
         ++g_model_activations;

@@ -114,7 +114,10 @@ void Dma::on_message(Message&& m) {
   auto op_it = m_instance_op.find(m.key.instance);
   if (op_it != m_instance_op.end()) {
     Running& r = m_running.at(op_it->second);
-    const int32_t task = r.shared->recv_task(r.group.rank_of(m.key.src, m_ctx.torus), m.key.tag, r.group.rank);
+    const int64_t peer0 = r.sender_peer0.get(m.key.src, [&] {
+      return r.shared->peer0(r.group.rank_of(m.key.src, m_ctx.torus), r.group.rank);
+    });
+    const int32_t task = r.shared->recv_task0(peer0, m.key.tag);
     if (task >= 0 && r.state[task] == kAwaiting) {
       r.state[task] = kPending;
       --r.awaiting;

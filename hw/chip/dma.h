@@ -63,6 +63,22 @@ class Dma : public sc_core::sc_module {
   // chip in the high bits and a count of the chip's messages in the low ones; never a hash.
   uint64_t next_flow();
 
+  // A few (key, value) pairs remembered, the oldest replaced: a ring schedule has few peers, and finding a peer's
+  // chip (or a sender's rank) divides along every dimension of the group and the torus.
+  struct Memo {
+    int64_t key[4] = {0, 0, 0, 0}, value[4] = {0, 0, 0, 0};
+    uint8_t size = 0, next = 0;
+    template <class F>
+    int64_t get(int64_t k, F compute) {
+      for (int i = 0; i < size; ++i)
+        if (key[i] == k) return value[i];
+      const int i = size < 4 ? size++ : (next++ & 3);
+      key[i] = k;
+      value[i] = compute();
+      return value[i];
+    }
+  };
+
   static constexpr uint8_t kPending = 0, kAwaiting = 1, kDone = 2;
   struct Running {
     int32_t op = -1;
@@ -83,6 +99,8 @@ class Dma : public sc_core::sc_module {
     bool max = false;           // a max all-reduce: reductions keep the larger value
     std::shared_ptr<const CombinedLayout> combined;  // a collective of several tensors (plan/shard_data.h)
     size_t awaiting = 0;  // receives in kAwaiting
+    Memo peer_chip;       // a task's peer (rank 0's view, Task::peer) -> its chip
+    Memo sender_peer0;    // a sender's chip -> its rank as rank 0 sees it (SharedSchedule::recv_task0)
     // Point to point: the transfer's key, the peer chip, and (Recv) the chunks still to land
     MsgKey p2p_key;
     int64_t p2p_peer = -1;
@@ -115,6 +133,10 @@ class Dma : public sc_core::sc_module {
   void on_ack(const Message& m);
 
   double elem_bytes(const Running& r) const { return r.req.elem_bytes; }
+  // The chip of task t's peer.
+  int64_t peer_chip(Running& r, const Task& t) const {
+    return r.peer_chip.get(t.peer, [&] { return r.group.chip_of(r.shared->peer(t, r.group.rank), m_ctx.torus); });
+  }
 
   int64_t m_chip;
   const PodContext& m_ctx;

@@ -78,7 +78,7 @@ void Dma::ready(Running& r, int32_t i) {
       double bytes = static_cast<double>(t.src.elements()) * eb;
       Message m;
       m.src = m_chip;
-      m.dst = r.group.chip_of(r.shared->peer(t, r.group.rank), m_ctx.torus);
+      m.dst = peer_chip(r, t);
       m.bytes = bytes;
       m.key = {r.instance, m_chip, t.tag};
       m.created = now_seconds();
@@ -92,7 +92,7 @@ void Dma::ready(Running& r, int32_t i) {
       break;
     }
     case Task::Type::Recv: {
-      MsgKey key{r.instance, r.group.chip_of(r.shared->peer(t, r.group.rank), m_ctx.torus), t.tag};
+      MsgKey key{r.instance, peer_chip(r, t), t.tag};
       auto it = m_mailbox.find(key);
       if (it != m_mailbox.end() && !it->second.empty()) {
         Message m = std::move(it->second.front());

@@ -40,9 +40,12 @@ struct SharedSchedule {
   std::unordered_map<RecvKey, int32_t, RecvKeyHash> recv_index;
 
   int64_t peer(const Task& t, int64_t rank) const { return symmetric_peer(symmetry, group, t.peer, rank); }
-  // The receive task of `rank` for a message from group rank `src` with `tag`; -1 when there is none.
-  int32_t recv_task(int64_t src, int64_t tag, int64_t rank) const {
-    auto it = recv_index.find(RecvKey{symmetric_peer0(symmetry, group, src, rank), tag});
+  // Group rank `peer` as rank 0 sees it, from `rank`.
+  int64_t peer0(int64_t peer, int64_t rank) const { return symmetric_peer0(symmetry, group, peer, rank); }
+  // The receive task for a message with `tag` from the group rank that rank 0 sees as `src0` (peer0()); -1 when
+  // there is none.
+  int32_t recv_task0(int64_t src0, int64_t tag) const {
+    auto it = recv_index.find(RecvKey{src0, tag});
     return it == recv_index.end() ? -1 : it->second;
   }
   size_t bytes() const;  // memory held, roughly
