@@ -64,43 +64,47 @@ class Dma : public sc_core::sc_module {
   uint64_t next_flow();
 
   // A few (key, value) pairs remembered, the oldest replaced: a ring schedule has few peers, and finding a peer's
-  // chip (or a sender's rank) divides along every dimension of the group and the torus.
+  // chip (or a sender's rank) divides along every dimension of the group and the torus. Chips and ranks fit 32 bits.
   struct Memo {
-    int64_t key[4] = {0, 0, 0, 0}, value[4] = {0, 0, 0, 0};
+    int32_t key[4] = {0, 0, 0, 0}, value[4] = {0, 0, 0, 0};
     uint8_t size = 0, next = 0;
     template <class F>
     int64_t get(int64_t k, F compute) {
       for (int i = 0; i < size; ++i)
         if (key[i] == k) return value[i];
+      const int64_t v = compute();
+      if (k != static_cast<int32_t>(k) || v != static_cast<int32_t>(v)) return v;
       const int i = size < 4 ? size++ : (next++ & 3);
-      key[i] = k;
-      value[i] = compute();
-      return value[i];
+      key[i] = static_cast<int32_t>(k);
+      value[i] = static_cast<int32_t>(v);
+      return v;
     }
   };
 
   static constexpr uint8_t kPending = 0, kAwaiting = 1, kDone = 2;
   struct Running {
+    // What arrivals and completions of tasks touch comes first, together in a few cache lines.
     int32_t op = -1;
     OpKind kind = OpKind::AllReduce;
-    double start = 0;
+    bool bf16 = false;  // the buffers hold bf16 values: every value written is rounded
+    bool max = false;   // a max all-reduce: reductions keep the larger value
+    int32_t elem_bytes = 4;  // req.elem_bytes
     uint64_t instance = 0;
+    const Task* tasks = nullptr;  // shared->sched.tasks
+    size_t task_count = 0;
+    size_t finished = 0;
+    size_t awaiting = 0;  // receives in kAwaiting
+    std::vector<int32_t> deps_left;
+    std::vector<uint8_t> state;  // per task: kPending, kAwaiting (a ready receive waits for its message), kDone
+    std::shared_ptr<const SharedSchedule> shared;  // the schedule, shared with the other chips that run it
+    Memo peer_chip;     // a task's peer (rank 0's view, Task::peer) -> its chip
+    Memo sender_peer0;  // a sender's chip -> its rank as rank 0 sees it (SharedSchedule::recv_task0)
+    double start = 0;
     // Collectives
     CollectiveGroup group;
     CollectiveRequest req;
-    std::shared_ptr<const SharedSchedule> shared;  // the schedule, shared with the other chips that run it
-    const Task* tasks = nullptr;                   // shared->sched.tasks
-    size_t task_count = 0;
-    std::vector<int32_t> deps_left;
-    std::vector<uint8_t> state;  // per task: kPending, kAwaiting (a ready receive waits for its message), kDone
-    size_t finished = 0;
     std::vector<float> buf[3];  // Input, Output, Scratch (numeric)
-    bool bf16 = false;          // the buffers hold bf16 values: every value written is rounded
-    bool max = false;           // a max all-reduce: reductions keep the larger value
     std::shared_ptr<const CombinedLayout> combined;  // a collective of several tensors (plan/shard_data.h)
-    size_t awaiting = 0;  // receives in kAwaiting
-    Memo peer_chip;       // a task's peer (rank 0's view, Task::peer) -> its chip
-    Memo sender_peer0;    // a sender's chip -> its rank as rank 0 sees it (SharedSchedule::recv_task0)
     // Point to point: the transfer's key, the peer chip, and (Recv) the chunks still to land
     MsgKey p2p_key;
     int64_t p2p_peer = -1;
@@ -132,7 +136,7 @@ class Dma : public sc_core::sc_module {
   void land_p2p(int32_t op, Message&& m, bool staged);
   void on_ack(const Message& m);
 
-  double elem_bytes(const Running& r) const { return r.req.elem_bytes; }
+  double elem_bytes(const Running& r) const { return r.elem_bytes; }
   // The chip of task t's peer.
   int64_t peer_chip(Running& r, const Task& t) const {
     return r.peer_chip.get(t.peer, [&] { return r.group.chip_of(r.shared->peer(t, r.group.rank), m_ctx.torus); });

@@ -29,6 +29,7 @@ void Dma::start_collective(Running& r, const Op& op) {
     r.req.elements = r.combined->total();
   }
   r.req.elem_bytes = dtype_bytes(in.dtype);
+  r.elem_bytes = r.req.elem_bytes;
   r.bf16 = in.dtype == DType::BF16;
   r.max = op.kind == OpKind::AllReduce && op.attrs.reduce_max;
   r.req.chunk_elements = std::max<int64_t>(1, static_cast<int64_t>(m_ctx.exp->hardware.ici.chunk) / r.req.elem_bytes);
