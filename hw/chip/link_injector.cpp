@@ -22,8 +22,28 @@ LinkInjector::LinkInjector(int64_t chip, const PodContext& ctx, MessagePool& poo
 
 void LinkInjector::send(Message&& m, FlowId flow, int32_t priority, bool read_hbm) {
   const int dir = m_router.direction(m);  // dimension order, or a detour around a down link
-  m_out[dir].flows[{priority, flow}].push_back({m_pool.put(std::move(m)), read_hbm});
-  if (!m_out[dir].armed) pump(dir);
+  uint32_t w;
+  if (m_free.empty()) {
+    w = static_cast<uint32_t>(m_waiting.size());
+    m_waiting.emplace_back();
+  } else {
+    w = m_free.back();
+    m_free.pop_back();
+  }
+  m_waiting[w] = {m_pool.put(std::move(m)), read_hbm, kNone};
+  Direction& d = m_out[dir];
+  Flow key;
+  key.priority = priority;
+  key.id = flow;
+  auto it = std::lower_bound(d.flows.begin(), d.flows.end(), key);
+  if (it == d.flows.end() || key < *it) {
+    key.first = key.last = w;
+    d.flows.insert(it, key);
+  } else {
+    m_waiting[it->last].next = w;
+    it->last = w;
+  }
+  if (!d.armed) pump(dir);
 }
 
 void LinkInjector::pump(int dir) {
@@ -32,11 +52,16 @@ void LinkInjector::pump(int dir) {
   const IciLink* link = m_router.link(dir);
   if (!link) throw Error(Err::Internal, "no ICI link in direction " + Torus::direction_name(dir));
   while (!d.flows.empty()) {
-    const int32_t best = d.flows.begin()->first.first;
-    auto it = d.flows.lower_bound({best, d.next});
-    if (it == d.flows.end() || it->first.first != best) it = d.flows.begin();
+    // Launching a message may send more through this injector (a finished task's successors): nothing here is
+    // held across launch().
+    Flow key;
+    key.priority = d.flows.front().priority;
+    key.id = d.next;
+    auto it = std::lower_bound(d.flows.begin(), d.flows.end(), key);
+    if (it == d.flows.end() || it->priority != key.priority) it = d.flows.begin();
     const double now = now_seconds();
-    const Message& front = m_pool.at(it->second.front().slot);
+    const Waiting o = m_waiting[it->first];
+    const Message& front = m_pool.at(o.slot);
     const double ser = front.bytes / link->bandwidth;
     // Launch when the link will be free within one chunk's time (a fixed horizon, so one wake-up per message).
     const double horizon = m_ctx.exp->hardware.ici.chunk / link->bandwidth;
@@ -46,11 +71,11 @@ void LinkInjector::pump(int dir) {
       m_queue.schedule(at_seconds(busy_until - horizon), [this, dir] { pump(dir); });
       return;
     }
-    Outgoing o = it->second.front();
-    it->second.pop_front();
-    d.next = FlowId{it->first.second.op, it->first.second.flow + 1};
-    if (it->second.empty()) d.flows.erase(it);
-    const Message& m = m_pool.at(o.slot);
+    m_free.push_back(it->first);
+    it->first = o.next;
+    d.next = FlowId{it->id.op, it->id.flow + 1};
+    if (it->first == kNone) d.flows.erase(it);
+    const Message& m = front;
     double ready = o.read_hbm ? m_hbm.access(m.bytes, 0, HbmClient::Dma, m.op, false) : now;
     d.committed = std::max(busy_until, ready) + ser;
     if (m_log.traced)  // the send as the trace shows it: from launch to injection

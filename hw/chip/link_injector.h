@@ -10,9 +10,7 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <map>
 #include <tuple>
 #include <vector>
 
@@ -58,17 +56,32 @@ class LinkInjector {
   ActionQueue& m_queue;
   Injected m_on_injected;
 
-  struct Outgoing {
-    uint32_t slot = 0;  // in the message pool
+  static constexpr uint32_t kNone = UINT32_MAX;
+  // A waiting message: its pool slot, and the next of its flow (kNone: the last).
+  struct Waiting {
+    uint32_t slot = 0;
     bool read_hbm = true;
+    uint32_t next = kNone;
+  };
+  // A flow with waiting messages: a list through m_waiting, first to last.
+  struct Flow {
+    int32_t priority = 0;
+    FlowId id;
+    uint32_t first = kNone, last = kNone;
+    bool operator<(const Flow& o) const {
+      return priority != o.priority ? priority < o.priority : id < o.id;
+    }
   };
   struct Direction {
-    std::map<std::pair<int32_t, FlowId>, std::deque<Outgoing>> flows;  // waiting messages per (priority, flow)
+    std::vector<Flow> flows;  // the flows with waiting messages, by (priority, flow): a few at a time
     FlowId next;            // round robin: serve the first flow >= next among the best priority
     double committed = 0;   // when the link will have sent everything launched so far
     bool armed = false;     // a pump is scheduled
   };
   std::vector<Direction> m_out;  // per outgoing direction
+  // Waiting messages of every direction, and the free entries: no allocation per message once warm.
+  std::vector<Waiting> m_waiting;
+  std::vector<uint32_t> m_free;
 };
 
 }  // namespace podsim
