@@ -55,8 +55,14 @@ HbmRequest ComputeUnit::load_request() const {
 }
 
 void ComputeUnit::begin_job() {
-  m_job = std::move(m_queue.front());
-  m_queue.pop_front();
+  m_job = std::move(m_queue[m_next++]);
+  if (m_next == m_queue.size()) {
+    m_queue.clear();
+    m_next = 0;
+  } else if (m_next >= 64 && 2 * m_next >= m_queue.size()) {  // a long queue: drop the begun jobs
+    m_queue.erase(m_queue.begin(), m_queue.begin() + static_cast<std::ptrdiff_t>(m_next));
+    m_next = 0;
+  }
   m_active = true;
   m_group = 0;
   m_start = now_seconds();
@@ -97,7 +103,7 @@ void ComputeUnit::step() {
   for (;;) {
     double now = now_seconds();
     if (!m_active) {
-      if (m_queue.empty()) return;  // wait for submit()
+      if (m_next == m_queue.size()) return;  // wait for submit()
       begin_job();
       continue;
     }

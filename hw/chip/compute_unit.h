@@ -12,7 +12,7 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
+#include <vector>
 #include <functional>
 #include <systemc>
 
@@ -47,7 +47,7 @@ class ComputeUnit : public sc_core::sc_module {
               Done on_done);
 
   void submit(UnitJob job);
-  bool idle() const { return !m_active && m_queue.empty(); }
+  bool idle() const { return !m_active && m_next == m_queue.size(); }
   // The op running now (-1 when idle), for deadlock reports.
   int32_t current() const { return m_active ? m_job.op : -1; }
 
@@ -72,7 +72,10 @@ class ComputeUnit : public sc_core::sc_module {
   Done m_on_done;
   HbmClient m_client;
 
-  std::deque<UnitJob> m_queue;
+  // Submitted jobs not begun: m_queue[m_next..]. A vector emptied in place, so a unit that runs one job after
+  // another allocates nothing (a deque allocated and freed a block every few jobs).
+  std::vector<UnitJob> m_queue;
+  size_t m_next = 0;
   ActionQueue m_calendar;
   bool m_woken = false;  // a step is scheduled for a submitted job
   uint64_t m_wakes = 0;  // wakes scheduled so far; only the latest one steps
