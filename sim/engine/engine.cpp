@@ -157,6 +157,17 @@ bool malloc_huge_pages() {
   return t && std::string(t).find("glibc.malloc.hugetlb=1") != std::string::npos;
 }
 
+// GLIBC_TUNABLES as this process has it, for a JSON string.
+std::string glibc_tunables() {
+  const char* t = std::getenv("GLIBC_TUNABLES");
+  std::string out;
+  for (const char* c = t ? t : ""; *c; ++c) {
+    if (*c == '"' || *c == '\\') out += '\\';
+    if (static_cast<unsigned char>(*c) >= 0x20) out += *c;
+  }
+  return out;
+}
+
 long peak_rss_kib() {
   std::ifstream f("/proc/self/status");
   std::string line;
@@ -293,6 +304,7 @@ RunOutcome run_experiment(const Experiment& exp, const RunOptions& opts) {
       << ",\n  \"schedules_built\": " << p->ctx->schedules.built()
       << ",\n  \"simulated_chips\": " << s.pod->simulated().size()
       << ",\n  \"malloc_huge_pages\": " << (malloc_huge_pages() ? "true" : "false")
+      << ",\n  \"glibc_tunables\": \"" << glibc_tunables() << "\""
       << ",\n  \"trace\": {\"file\": \"" << ts.file << "\", \"events\": " << ts.events << ", \"slices\": " << ts.slices
       << ", \"counter_values\": " << ts.counter_values << ", \"flows\": " << ts.flows << ", \"tracks\": " << ts.tracks
       << ", \"bytes\": " << ts.bytes << "}\n}\n";

@@ -174,8 +174,8 @@ TEST(CliTest, RunWritesItsFolder) {
   EXPECT_EQ(read_file(test_dir() + "/again/summary.json"), read_file(test_dir() + "/out/summary.json"));
 }
 
-// The podsim command asks glibc for a heap on transparent huge pages (it sets GLIBC_TUNABLES and runs itself again,
-// sim/cli/main.cpp) and host.json says so; PODSIM_NO_HUGE_PAGES=1, or running under valgrind, leaves the environment
+// The podsim command asks glibc for a heap on transparent huge pages, kept when free (it sets GLIBC_TUNABLES and
+// runs itself again, sim/cli/main.cpp) and host.json says so; PODSIM_NO_HUGE_PAGES=1, or running under valgrind, leaves the environment
 // alone, and the summary is the same either way.
 TEST(CliTest, RunAsksForHugePagesUnlessToldNot) {
   std::string exp = write_file("mm.yaml", kMatmul);
@@ -183,6 +183,9 @@ TEST(CliTest, RunAsksForHugePagesUnlessToldNot) {
   unsetenv("PODSIM_NO_HUGE_PAGES");
   ASSERT_EQ(run_podsim({"run", exp, "--out", "huge"}).code, 0);
   EXPECT_EQ(nlohmann::json::parse(read_file(test_dir() + "/huge/host.json"))["malloc_huge_pages"], true);
+  // And keeps up to 64 MiB free at the top of the heap instead of handing it back to be cleared again.
+  EXPECT_EQ(nlohmann::json::parse(read_file(test_dir() + "/huge/host.json"))["glibc_tunables"],
+            "glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=67108864");
   setenv("PODSIM_NO_HUGE_PAGES", "1", 1);
   ASSERT_EQ(run_podsim({"run", exp, "--out", "plain"}).code, 0);
   unsetenv("PODSIM_NO_HUGE_PAGES");
@@ -192,7 +195,8 @@ TEST(CliTest, RunAsksForHugePagesUnlessToldNot) {
   setenv("GLIBC_TUNABLES", "glibc.malloc.check=0", 1);
   ASSERT_EQ(run_podsim({"run", exp, "--out", "kept"}).code, 0);
   unsetenv("GLIBC_TUNABLES");
-  EXPECT_EQ(nlohmann::json::parse(read_file(test_dir() + "/kept/host.json"))["malloc_huge_pages"], true);
+  EXPECT_EQ(nlohmann::json::parse(read_file(test_dir() + "/kept/host.json"))["glibc_tunables"],
+            "glibc.malloc.check=0:glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=67108864");
   // Under valgrind (its preload library named in LD_PRELOAD) podsim does not run itself again.
   setenv("LD_PRELOAD", "/nonexistent/vgpreload_core-amd64-linux.so", 1);
   ASSERT_EQ(run_podsim({"run", exp, "--out", "tool"}).code, 0);
