@@ -183,9 +183,9 @@ TEST(CliTest, RunAsksForHugePagesUnlessToldNot) {
   unsetenv("PODSIM_NO_HUGE_PAGES");
   ASSERT_EQ(run_podsim({"run", exp, "--out", "huge"}).code, 0);
   EXPECT_EQ(nlohmann::json::parse(read_file(test_dir() + "/huge/host.json"))["malloc_huge_pages"], true);
-  // And keeps up to 64 MiB free at the top of the heap instead of handing it back to be cleared again.
+  // And keeps freed memory for reuse instead of handing it back to the kernel to be cleared again.
   EXPECT_EQ(nlohmann::json::parse(read_file(test_dir() + "/huge/host.json"))["glibc_tunables"],
-            "glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=67108864");
+            "glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=67108864:glibc.malloc.mmap_threshold=33554432");
   setenv("PODSIM_NO_HUGE_PAGES", "1", 1);
   ASSERT_EQ(run_podsim({"run", exp, "--out", "plain"}).code, 0);
   unsetenv("PODSIM_NO_HUGE_PAGES");
@@ -196,7 +196,8 @@ TEST(CliTest, RunAsksForHugePagesUnlessToldNot) {
   ASSERT_EQ(run_podsim({"run", exp, "--out", "kept"}).code, 0);
   unsetenv("GLIBC_TUNABLES");
   EXPECT_EQ(nlohmann::json::parse(read_file(test_dir() + "/kept/host.json"))["glibc_tunables"],
-            "glibc.malloc.check=0:glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=67108864");
+            "glibc.malloc.check=0:glibc.malloc.hugetlb=1:glibc.malloc.trim_threshold=67108864:"
+            "glibc.malloc.mmap_threshold=33554432");
   // Under valgrind (its preload library named in LD_PRELOAD) podsim does not run itself again.
   setenv("LD_PRELOAD", "/nonexistent/vgpreload_core-amd64-linux.so", 1);
   ASSERT_EQ(run_podsim({"run", exp, "--out", "tool"}).code, 0);
