@@ -88,8 +88,9 @@ HbmTiming::Access HbmTiming::access(double now, const HbmRequest& r) {
   // Accesses that touch only some channels start where the previous one ended, so small requests spread out.
   // Each channel starts the access when it is free (not before now); the access's wait is the longest and its
   // data is out when the last channel to start has served its pieces.
-  const int64_t ch = static_cast<int64_t>(m_rotor % static_cast<uint64_t>(C));
-  m_rotor += static_cast<uint64_t>(sh.touched);
+  const int64_t ch = m_rotor;  // kept below C: (ch + touched) mod C without a division
+  m_rotor += sh.touched;
+  if (m_rotor >= C) m_rotor -= C;
   double latest = now;
   const double service = sh.service;
   if (m_uniform && sh.touched == C) {

@@ -79,7 +79,7 @@ class HbmTiming {
   // then, and m_free is filled in only when an access touches some channels.
   bool m_uniform = true;
   double m_level = 0;
-  uint64_t m_rotor = 0;
+  int64_t m_rotor = 0;  // the channel the next access starts on
   HbmRequest m_last;  // the last request's shape, kept
   Shape m_last_shape;
   bool m_last_valid = false;
