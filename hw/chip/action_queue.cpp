@@ -37,9 +37,12 @@ void Calendar::run_due() {
     const uint32_t b = m_index.at(at);
     // Actions may schedule more at this time (appended here) and create buckets: index afresh each time.
     size_t i = 0;
+    constexpr size_t kAhead = 2;  // actions whose memory is fetched while one runs
     auto run_now = [&] {
       for (; i < m_buckets[b].now.size(); ++i) {
-        Action a = std::move(m_buckets[b].now[i]);
+        std::vector<Entry>& now = m_buckets[b].now;
+        if (i + kAhead < now.size()) prefetch(now[i + kAhead].hint);
+        Action a = std::move(now[i].action);
         ++g_model_activations;
         a();
       }
@@ -48,14 +51,15 @@ void Calendar::run_due() {
     // Then the arrivals, by key; each followed by what it schedules for now. Links of zero latency bring more
     // arrivals at this time: they run in a round of their own, after those already here.
     while (!m_buckets[b].arrivals.empty()) {
-      std::vector<std::pair<uint64_t, Action>>& arrivals = m_round;  // swapped, so both keep their capacity
+      std::vector<Arrival>& arrivals = m_round;  // swapped, so both keep their capacity
       arrivals.swap(m_buckets[b].arrivals);
       // By key, in arrival order on a tie: (key, index) pairs sort fast, the actions stay where they are.
       m_order.clear();
-      for (size_t k = 0; k < arrivals.size(); ++k) m_order.emplace_back(arrivals[k].first, static_cast<uint32_t>(k));
+      for (size_t k = 0; k < arrivals.size(); ++k) m_order.emplace_back(arrivals[k].key, static_cast<uint32_t>(k));
       if (!std::is_sorted(m_order.begin(), m_order.end())) std::sort(m_order.begin(), m_order.end());
-      for (const auto& [key, k] : m_order) {
-        Action a = std::move(arrivals[k].second);
+      for (size_t n = 0; n < m_order.size(); ++n) {
+        if (n + kAhead < m_order.size()) prefetch(arrivals[m_order[n + kAhead].second].hint);
+        Action a = std::move(arrivals[m_order[n].second].action);
         ++g_model_activations;
         a();
         run_now();

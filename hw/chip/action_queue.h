@@ -36,9 +36,12 @@ class Calendar {
   // be during elaboration.
   static Calendar& get();
 
-  void schedule(const sc_core::sc_time& at, Action a) {
+  // `hint`: memory the action will read first (its message, its unit), fetched into the cache while the actions
+  // before it run. The pod's chips take turns at each instant and each chip's state has gone cold since its last
+  // turn, so without the hint every action waits for its own memory in turn.
+  void schedule(const sc_core::sc_time& at, Action a, const void* hint = nullptr) {
     const uint64_t t = std::max(at.value(), sim_now().value());
-    bucket(t).now.push_back(std::move(a));
+    bucket(t).now.push_back({std::move(a), hint});
     // Re-arm only for an earlier time: every notify costs the kernel a heap operation.
     if (!m_armed || t < m_armed_at) arm(t);
   }
@@ -47,9 +50,9 @@ class Calendar {
   // not in the order they were scheduled. The key names the receiver and the way in, so what a chip sees at one
   // instant does not depend on which of its neighbours the simulation happened to run first: a pod reduced to
   // one box of chips and the whole pod see the same order.
-  void schedule_arrival(const sc_core::sc_time& at, uint64_t key, Action a) {
+  void schedule_arrival(const sc_core::sc_time& at, uint64_t key, Action a, const void* hint = nullptr) {
     const uint64_t t = std::max(at.value(), sim_now().value());
-    bucket(t).arrivals.push_back({key, std::move(a)});
+    bucket(t).arrivals.push_back({key, std::move(a), hint});
     if (!m_armed || t < m_armed_at) arm(t);
   }
 
@@ -57,10 +60,25 @@ class Calendar {
   Calendar();
   void run_due();
   void arm(uint64_t at);
-  struct Bucket {
-    std::vector<Action> now;                             // schedule(), in order
-    std::vector<std::pair<uint64_t, Action>> arrivals;  // schedule_arrival(), with their keys
+  struct Entry {
+    Action action;
+    const void* hint;
   };
+  struct Arrival {
+    uint64_t key;
+    Action action;
+    const void* hint;
+  };
+  struct Bucket {
+    std::vector<Entry> now;          // schedule(), in order
+    std::vector<Arrival> arrivals;  // schedule_arrival(), with their keys
+  };
+  // Starts fetching what an action will read (see schedule()).
+  static void prefetch(const void* hint) {
+    if (!hint) return;
+    __builtin_prefetch(hint);
+    __builtin_prefetch(static_cast<const char*>(hint) + 64);
+  }
   // The actions due at time `t` (SystemC time value); created when new.
   Bucket& bucket(uint64_t t) {
     if (t == m_last_time) return m_buckets[m_last_bucket];
@@ -86,7 +104,7 @@ class Calendar {
   std::unordered_map<uint64_t, uint32_t> m_index;  // time -> bucket
   std::vector<Bucket> m_buckets;
   std::vector<uint32_t> m_free;  // buckets to reuse (they keep their capacity)
-  std::vector<std::pair<uint64_t, Action>> m_round;    // run_due(): the arrivals of one round
+  std::vector<Arrival> m_round;                         // run_due(): the arrivals of one round
   std::vector<std::pair<uint64_t, uint32_t>> m_order;  // and their order, by key
   uint64_t m_last_time = UINT64_MAX;  // the bucket last looked up
   uint32_t m_last_bucket = 0;
@@ -99,9 +117,11 @@ class ActionQueue {
  public:
   using Action = Calendar::Action;
   ActionQueue() : m_cal(Calendar::get()) {}
-  void schedule(const sc_core::sc_time& at, Action a) { m_cal.schedule(at, std::move(a)); }
-  void schedule_arrival(const sc_core::sc_time& at, uint64_t key, Action a) {
-    m_cal.schedule_arrival(at, key, std::move(a));
+  void schedule(const sc_core::sc_time& at, Action a, const void* hint = nullptr) {
+    m_cal.schedule(at, std::move(a), hint);
+  }
+  void schedule_arrival(const sc_core::sc_time& at, uint64_t key, Action a, const void* hint = nullptr) {
+    m_cal.schedule_arrival(at, key, std::move(a), hint);
   }
 
  private:

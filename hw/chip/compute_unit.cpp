@@ -9,10 +9,10 @@ namespace podsim {
 ComputeUnit::ComputeUnit(sc_core::sc_module_name name, Kind kind, int core, double clock_period, Hbm& hbm,
                          ChipLog& log, Done on_done)
     : sc_core::sc_module(name),
-      m_kind(kind),
-      m_core(core),
       m_period(clock_period),
       m_hbm(hbm),
+      m_kind(kind),
+      m_core(core),
       m_log(log),
       m_on_done(std::move(on_done)),
       m_client(kind == Kind::Mxu ? HbmClient::Mxu : HbmClient::Vpu) {}
@@ -78,9 +78,11 @@ void ComputeUnit::wake_at(const sc_core::sc_time& at) {
   // The latest wake wins, as a method's next trigger does: a job submitted while step() runs (a finished job's
   // callback submits the next) is taken by that same step(), and the wake its submit() scheduled is void.
   const uint64_t gen = ++m_wakes;
-  m_calendar.schedule(at, [this, gen] {
-    if (gen == m_wakes) step();
-  });
+  m_calendar.schedule(
+      at, [this, gen] {
+        if (gen == m_wakes) step();
+      },
+      &m_wakes);
 }
 
 void ComputeUnit::wait_load(double seconds) {

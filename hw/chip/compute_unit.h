@@ -64,10 +64,22 @@ class ComputeUnit : public sc_core::sc_module {
   int64_t group_cycles(int g) const;
   HbmRequest load_request() const;
 
-  Kind m_kind;
-  int m_core;
+  // What a wake reads first, together from m_wakes on (the calendar fetches it ahead: hw/chip/action_queue.h).
+  uint64_t m_wakes = 0;  // wakes scheduled so far; only the latest one steps
+  bool m_woken = false;  // a step is scheduled for a submitted job
+  bool m_active = false;
+  enum class State : uint8_t { WaitLoad, Computing, Drain } m_state = State::WaitLoad;
+  int m_group = 0;
+  double m_start = 0;
+  double m_load_done[2] = {0, 0};  // completion of the loads of groups g and g+1 (ring of two buffers)
+  double m_last_write = 0;
+  double m_compute_begin = 0;
   double m_period;
   Hbm& m_hbm;
+  UnitJob m_job;
+
+  Kind m_kind;
+  int m_core;
   ChipLog& m_log;
   Done m_on_done;
   HbmClient m_client;
@@ -77,16 +89,6 @@ class ComputeUnit : public sc_core::sc_module {
   std::vector<UnitJob> m_queue;
   size_t m_next = 0;
   ActionQueue m_calendar;
-  bool m_woken = false;  // a step is scheduled for a submitted job
-  uint64_t m_wakes = 0;  // wakes scheduled so far; only the latest one steps
-  bool m_active = false;
-  UnitJob m_job;
-  enum class State : uint8_t { WaitLoad, Computing, Drain } m_state = State::WaitLoad;
-  int m_group = 0;
-  double m_start = 0;
-  double m_load_done[2] = {0, 0};  // completion of the loads of groups g and g+1 (ring of two buffers)
-  double m_last_write = 0;
-  double m_compute_begin = 0;
 };
 
 }  // namespace podsim

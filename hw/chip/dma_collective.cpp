@@ -149,7 +149,7 @@ void Dma::complete_recv(Running& r, int32_t i, Message&& m, bool staged) {
   double factor = (t.on_chip ? 0.0 : 1.0) + (staged ? 1.0 : 0.0);
   double done = factor > 0 ? m_hbm.access(factor * bytes, 0, HbmClient::Dma, r.op, true) : now_seconds();
   // Finish at the earliest in the next delta, never from inside another task's completion.
-  m_queue.schedule(at_seconds(std::max(done, now_seconds())), [this, slot] { land(slot); });
+  m_queue.schedule(at_seconds(std::max(done, now_seconds())), [this, slot] { land(slot); }, &m_pool.at(slot));
 }
 
 void Dma::land(uint32_t slot) {

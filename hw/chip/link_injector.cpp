@@ -68,7 +68,7 @@ void LinkInjector::pump(int dir) {
     const double busy_until = std::max(link->free, d.committed);
     if (busy_until > now + horizon + kTimeEpsilon) {
       d.armed = true;
-      m_queue.schedule(at_seconds(busy_until - horizon), [this, dir] { pump(dir); });
+      m_queue.schedule(at_seconds(busy_until - horizon), [this, dir] { pump(dir); }, &d);
       return;
     }
     m_free.push_back(it->first);
@@ -83,7 +83,7 @@ void LinkInjector::pump(int dir) {
                                 (m.kind == MsgKind::Ack ? "acknowledge to " : "send to ") + std::to_string(m.dst)});
     uint32_t slot = o.slot;
     if (reached(ready)) launch(slot);
-    else m_queue.schedule(at_seconds(ready), [this, slot] { launch(slot); });
+    else m_queue.schedule(at_seconds(ready), [this, slot] { launch(slot); }, &m_pool.at(slot));
   }
 }
 
