@@ -111,9 +111,11 @@ void Dma::deliver(Message&& m) {
 }
 
 void Dma::on_message(Message&& m) {
-  auto op_it = m_instance_op.find(m.key.instance);
-  if (op_it != m_instance_op.end()) {
-    Running& r = m_running.at(op_it->second);
+  Running* found = nullptr;
+  for (const auto& [instance, running] : m_instance_op)
+    if (instance == m.key.instance) found = running;
+  if (found) {
+    Running& r = *found;
     const int64_t peer0 = r.sender_peer0.get(m.key.src, [&] {
       return r.shared->peer0(r.group.rank_of(m.key.src, m_ctx.torus), r.group.rank);
     });
@@ -173,7 +175,12 @@ void Dma::finish_op(Running& r) {
       m_store.put(out, std::move(t));
     }
   }
-  if (r.instance) m_instance_op.erase(r.instance);
+  if (r.instance)
+    for (size_t i = 0; i < m_instance_op.size(); ++i)
+      if (m_instance_op[i].first == r.instance) {
+        m_instance_op.erase(m_instance_op.begin() + static_cast<std::ptrdiff_t>(i));
+        break;
+      }
   m_running.erase(op);
   m_on_done(op, start, now_seconds());
 }

@@ -160,7 +160,9 @@ class Dma : public sc_core::sc_module {
   // Point-to-point transfers so far per (peer chip, tag): the k-th Send to a peer with a tag pairs with the peer's
   // k-th Recv from this chip with that tag.
   std::map<std::pair<int64_t, int64_t>, int64_t> m_p2p_sends, m_p2p_recvs;
-  std::unordered_map<uint64_t, int32_t> m_instance_op;  // running collective instance -> exec op
+  // Running collectives by instance: a few at a time, so a vector (its entries point into m_running, whose
+  // elements stay where they are).
+  std::vector<std::pair<uint64_t, Running*>> m_instance_op;
   LinkInjector m_links;
   uint64_t m_messages_sent = 0;
 };

@@ -61,7 +61,10 @@ void Dma::start_collective(Running& r, const Op& op) {
     r.buf[1] = out == r.req.elements ? r.buf[0] : std::vector<float>(static_cast<size_t>(out), 0.0f);
     r.buf[2].assign(static_cast<size_t>(sched.scratch_elements), 0.0f);
   }
-  m_instance_op[r.instance] = r.op;
+  auto same = std::find_if(m_instance_op.begin(), m_instance_op.end(),
+                           [&](const auto& e) { return e.first == r.instance; });
+  if (same != m_instance_op.end()) same->second = &r;
+  else m_instance_op.emplace_back(r.instance, &r);
   if (n == 0) {
     finish_op(r);
     return;
