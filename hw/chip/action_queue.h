@@ -39,9 +39,9 @@ class Calendar {
   // `hint`: memory the action will read first (its message, its unit), fetched into the cache while the actions
   // before it run. The pod's chips take turns at each instant and each chip's state has gone cold since its last
   // turn, so without the hint every action waits for its own memory in turn.
-  void schedule(const sc_core::sc_time& at, Action a, const void* hint = nullptr) {
+  void schedule(const sc_core::sc_time& at, Action a, const void* hint = nullptr, const void* hint2 = nullptr) {
     const uint64_t t = std::max(at.value(), sim_now().value());
-    bucket(t).now.push_back({std::move(a), hint});
+    bucket(t).now.push_back({std::move(a), hint, hint2});
     // Re-arm only for an earlier time: every notify costs the kernel a heap operation.
     if (!m_armed || t < m_armed_at) arm(t);
   }
@@ -50,9 +50,10 @@ class Calendar {
   // not in the order they were scheduled. The key names the receiver and the way in, so what a chip sees at one
   // instant does not depend on which of its neighbours the simulation happened to run first: a pod reduced to
   // one box of chips and the whole pod see the same order.
-  void schedule_arrival(const sc_core::sc_time& at, uint64_t key, Action a, const void* hint = nullptr) {
+  void schedule_arrival(const sc_core::sc_time& at, uint64_t key, Action a, const void* hint = nullptr,
+                        const void* hint2 = nullptr) {
     const uint64_t t = std::max(at.value(), sim_now().value());
-    bucket(t).arrivals.push_back({key, std::move(a), hint});
+    bucket(t).arrivals.push_back({key, std::move(a), hint, hint2});
     if (!m_armed || t < m_armed_at) arm(t);
   }
 
@@ -63,11 +64,13 @@ class Calendar {
   struct Entry {
     Action action;
     const void* hint;
+    const void* hint2;
   };
   struct Arrival {
     uint64_t key;
     Action action;
     const void* hint;
+    const void* hint2;
   };
   struct Bucket {
     std::vector<Entry> now;          // schedule(), in order
@@ -117,11 +120,12 @@ class ActionQueue {
  public:
   using Action = Calendar::Action;
   ActionQueue() : m_cal(Calendar::get()) {}
-  void schedule(const sc_core::sc_time& at, Action a, const void* hint = nullptr) {
-    m_cal.schedule(at, std::move(a), hint);
+  void schedule(const sc_core::sc_time& at, Action a, const void* hint = nullptr, const void* hint2 = nullptr) {
+    m_cal.schedule(at, std::move(a), hint, hint2);
   }
-  void schedule_arrival(const sc_core::sc_time& at, uint64_t key, Action a, const void* hint = nullptr) {
-    m_cal.schedule_arrival(at, key, std::move(a), hint);
+  void schedule_arrival(const sc_core::sc_time& at, uint64_t key, Action a, const void* hint = nullptr,
+                        const void* hint2 = nullptr) {
+    m_cal.schedule_arrival(at, key, std::move(a), hint, hint2);
   }
 
  private:

@@ -82,7 +82,7 @@ void ComputeUnit::wake_at(const sc_core::sc_time& at) {
       at, [this, gen] {
         if (gen == m_wakes) step();
       },
-      &m_wakes);
+      &m_wakes, m_hbm.hot_state());
 }
 
 void ComputeUnit::wait_load(double seconds) {

@@ -39,12 +39,17 @@ class Hbm : public sc_core::sc_module {
     int32_t op;
     double* done_max;
   };
+  // The timing first: an access reads its first fields (hot_state()).
+  HbmTiming m_timing;
   std::vector<Posted> m_posted;  // by (at, seq)
   uint64_t m_posts = 0;
-  HbmTiming m_timing;
   double m_period;
   StallInjector& m_stalls;
   ChipLog& m_log;
+
+ public:
+  // Where the state an access reads first begins, for the calendar to fetch ahead (hw/chip/action_queue.h).
+  const void* hot_state() const { return &m_timing; }
 };
 
 }  // namespace podsim

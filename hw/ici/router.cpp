@@ -30,7 +30,8 @@ void IciRouter::arrive(Message&& m, double head_time, int dir) {
   // are taken in the order of the links they came over (the calendar's arrivals).
   uint32_t slot = m_pool.put(std::move(m));
   const uint64_t key = static_cast<uint64_t>(m_chip) * 64 + static_cast<uint64_t>(dir);
-  m_queue.schedule_arrival(at_seconds(head_time), key, [this, slot] { route(m_pool.take(slot)); }, &m_pool.at(slot));
+  m_queue.schedule_arrival(at_seconds(head_time), key, [this, slot] { route(m_pool.take(slot)); }, &m_pool.at(slot),
+                           &m_chip);
 }
 
 int IciRouter::direction(Message& m) const {

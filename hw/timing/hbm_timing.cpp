@@ -6,7 +6,12 @@
 namespace podsim {
 
 HbmTiming::HbmTiming(const HbmConfig& cfg)
-    : m_cfg(cfg), m_channel_bw(cfg.bandwidth / static_cast<double>(cfg.channels)), m_free(cfg.channels, 0.0) {
+    : m_channels(cfg.channels),
+      m_latency(cfg.latency),
+      m_cas(cfg.cas),
+      m_cfg(cfg),
+      m_channel_bw(cfg.bandwidth / static_cast<double>(cfg.channels)),
+      m_free(cfg.channels, 0.0) {
   m_activate_period = activate_period();
   m_refresh_stretch = refresh_stretch();
 }
@@ -84,7 +89,7 @@ HbmTiming::Access HbmTiming::access(double now, const HbmRequest& r) {
     m_last_valid = true;
   }
   const Shape& sh = m_last_shape;
-  const int64_t C = m_cfg.channels;
+  const int64_t C = m_channels;
   // Accesses that touch only some channels start where the previous one ended, so small requests spread out.
   // Each channel starts the access when it is free (not before now); the access's wait is the longest and its
   // data is out when the last channel to start has served its pieces.
@@ -123,7 +128,7 @@ HbmTiming::Access HbmTiming::access(double now, const HbmRequest& r) {
   a.queue_wait = latest - now;
   a.busy = sh.busy;
   a.start = now + a.queue_wait;
-  a.done = latest + sh.to_last + m_cfg.latency + m_cfg.cas + sh.rcd;
+  a.done = latest + sh.to_last + m_latency + m_cas + sh.rcd;
   return a;
 }
 

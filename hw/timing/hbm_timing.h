@@ -61,9 +61,6 @@ class HbmTiming {
   double refresh_stretch() const;
 
  private:
-  HbmConfig m_cfg;
-  double m_channel_bw;
-  double m_activate_period = 0, m_refresh_stretch = 1;  // activate_period(), refresh_stretch(): fixed per config
   // What an access of a given request costs each channel it touches, whatever the queues.
   struct Shape {
     int64_t touched = 0;  // channels
@@ -74,15 +71,22 @@ class HbmTiming {
   };
   Shape shape(const HbmRequest& r) const;
 
-  std::vector<double> m_free;  // next free time per channel (stale while m_uniform)
+  // What every access reads, first and together (a pod's chips are visited in turn: their state is cold).
   // Streams take every channel, so the channels are often level: free at one time, m_level. Kept as one value
   // then, and m_free is filled in only when an access touches some channels.
   bool m_uniform = true;
+  bool m_last_valid = false;
   double m_level = 0;
   int64_t m_rotor = 0;  // the channel the next access starts on
+  int64_t m_channels;   // m_cfg.channels
+  double m_latency, m_cas;  // m_cfg.latency, m_cfg.cas
   HbmRequest m_last;  // the last request's shape, kept
   Shape m_last_shape;
-  bool m_last_valid = false;
+
+  HbmConfig m_cfg;
+  double m_channel_bw;
+  double m_activate_period = 0, m_refresh_stretch = 1;  // activate_period(), refresh_stretch(): fixed per config
+  std::vector<double> m_free;  // next free time per channel (stale while m_uniform)
 };
 
 }  // namespace podsim
