@@ -81,7 +81,10 @@ class Dma : public sc_core::sc_module {
     }
   };
 
-  static constexpr uint8_t kPending = 0, kAwaiting = 1, kDone = 2;
+  // A task's state in one word: the dependencies it still waits for (> 0), then kPending (ready: running, or a
+  // receive whose message is being landed), kAwaiting (a ready receive waiting for its message), kDone. One array,
+  // so a completion reads and updates one cache line where it read two.
+  static constexpr int32_t kPending = 0, kAwaiting = -1, kDone = -2;
   struct Running {
     // What arrivals and completions of tasks touch comes first, together in a few cache lines.
     int32_t op = -1;
@@ -94,8 +97,7 @@ class Dma : public sc_core::sc_module {
     size_t task_count = 0;
     size_t finished = 0;
     size_t awaiting = 0;  // receives in kAwaiting
-    std::vector<int32_t> deps_left;
-    std::vector<uint8_t> state;  // per task: kPending, kAwaiting (a ready receive waits for its message), kDone
+    std::vector<int32_t> state;  // per task: dependencies left, or kPending, kAwaiting, kDone
     std::shared_ptr<const SharedSchedule> shared;  // the schedule, shared with the other chips that run it
     Memo peer_chip;     // a task's peer (rank 0's view, Task::peer) -> its chip
     Memo sender_peer0;  // a sender's chip -> its rank as rank 0 sees it (SharedSchedule::recv_task0)

@@ -45,9 +45,8 @@ void Dma::start_collective(Running& r, const Op& op) {
   r.tasks = sched.tasks.data();
   r.task_count = sched.tasks.size();
   const size_t n = r.task_count;
-  r.deps_left.resize(n);
-  r.state.assign(n, kPending);
-  for (size_t i = 0; i < n; ++i) r.deps_left[i] = r.tasks[i].dep_count;
+  r.state.resize(n);
+  for (size_t i = 0; i < n; ++i) r.state[i] = r.tasks[i].dep_count;
   if (m_ctx.numeric) {
     if (r.combined) {
       std::vector<std::vector<float>> parts;
@@ -70,7 +69,7 @@ void Dma::start_collective(Running& r, const Op& op) {
     return;
   }
   for (size_t i = 0; i < n; ++i)
-    if (r.deps_left[i] == 0) ready(r, static_cast<int32_t>(i));
+    if (r.state[i] == kPending) ready(r, static_cast<int32_t>(i));
 }
 
 void Dma::ready(Running& r, int32_t i) {
@@ -176,7 +175,8 @@ void Dma::finish_task(int32_t op, int32_t i) {
   const SharedSchedule& s = *r.shared;
   for (int32_t k = s.dep_ptr[i]; k < s.dep_ptr[i + 1]; ++k) {
     int32_t j = s.dep_list[k];
-    if (--r.deps_left[j] == 0) {
+    if (r.state[j] <= 0) throw Error(Err::Internal, "collective task ready before its dependencies finished");
+    if (--r.state[j] == kPending) {
       ready(r, j);
       // ready() may inject at once, and a nested finish_task may complete the op and free `r` (and `s`).
       if (!m_running.count(op)) return;
