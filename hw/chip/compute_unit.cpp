@@ -59,7 +59,7 @@ void ComputeUnit::begin_job() {
   if (m_next == m_queue.size()) {
     m_queue.clear();
     m_next = 0;
-  } else if (m_next >= 64 && 2 * m_next >= m_queue.size()) {  // a long queue: drop the begun jobs
+  } else if (m_next >= 8 && 2 * m_next >= m_queue.size()) {  // a queue that does not empty: drop the begun jobs
     m_queue.erase(m_queue.begin(), m_queue.begin() + static_cast<std::ptrdiff_t>(m_next));
     m_next = 0;
   }
