@@ -10,6 +10,7 @@
 #include "hw/chip/compute_unit.h"
 #include "hw/chip/hbm.h"
 #include "hw/chip/sim_time.h"
+#include "tests/model/one_channel_hbm.h"
 
 using namespace podsim;
 
@@ -17,23 +18,12 @@ namespace {
 
 constexpr double kNs = 1e-9;
 
-HbmConfig one_channel() {
-  HbmConfig c;
-  c.bandwidth = 1e9;
-  c.channels = 1;
-  c.latency = c.rcd = c.cas = 0;
-  c.read_to_write = c.write_to_read = 0;
-  c.activate_interval = c.faw = c.row_cycle = 1e-12;
-  c.refresh_interval = 0;
-  return c;
-}
-
 // One VPU on one HBM; `plan` runs from a process at time 0.
 struct Bench : sc_core::sc_module {
   SC_HAS_PROCESS(Bench);
   StallInjector stalls{0, 0, 1};
   ChipLog log;
-  Hbm hbm{"hbm", one_channel(), 1 * kNs, stalls, log};
+  Hbm hbm{"hbm", test::one_channel_hbm(), 1 * kNs, stalls, log};
   double end = -1;
   ComputeUnit vpu{"vpu", ComputeUnit::Kind::Vpu, 0, 1 * kNs, hbm, log,
                   [this](int32_t, double, double e, int64_t) { end = e; }};
