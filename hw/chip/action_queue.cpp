@@ -41,10 +41,7 @@ void Calendar::run_due() {
     auto run_now = [&] {
       for (; i < m_buckets[b].now.size(); ++i) {
         std::vector<Entry>& now = m_buckets[b].now;
-        if (i + kAhead < now.size()) {
-          prefetch(now[i + kAhead].hint);
-          prefetch(now[i + kAhead].hint2);
-        }
+        if (i + kAhead < now.size()) fetch_ahead(now[i + kAhead]);
         Action a = std::move(now[i].action);
         ++g_model_activations;
         a();
@@ -61,11 +58,8 @@ void Calendar::run_due() {
       for (size_t k = 0; k < arrivals.size(); ++k) m_order.emplace_back(arrivals[k].key, static_cast<uint32_t>(k));
       if (!std::is_sorted(m_order.begin(), m_order.end())) std::sort(m_order.begin(), m_order.end());
       for (size_t n = 0; n < m_order.size(); ++n) {
-        if (n + kAhead < m_order.size()) {
-          prefetch(arrivals[m_order[n + kAhead].second].hint);
-          prefetch(arrivals[m_order[n + kAhead].second].hint2);
-        }
-        Action a = std::move(arrivals[m_order[n].second].action);
+        if (n + kAhead < m_order.size()) fetch_ahead(arrivals[m_order[n + kAhead].second].entry);
+        Action a = std::move(arrivals[m_order[n].second].entry.action);
         ++g_model_activations;
         a();
         run_now();

@@ -53,7 +53,7 @@ class Calendar {
   void schedule_arrival(const sc_core::sc_time& at, uint64_t key, Action a, const void* hint = nullptr,
                         const void* hint2 = nullptr) {
     const uint64_t t = std::max(at.value(), sim_now().value());
-    bucket(t).arrivals.push_back({key, std::move(a), hint, hint2});
+    bucket(t).arrivals.push_back({key, {std::move(a), hint, hint2}});
     if (!m_armed || t < m_armed_at) arm(t);
   }
 
@@ -68,19 +68,19 @@ class Calendar {
   };
   struct Arrival {
     uint64_t key;
-    Action action;
-    const void* hint;
-    const void* hint2;
+    Entry entry;
   };
   struct Bucket {
     std::vector<Entry> now;          // schedule(), in order
     std::vector<Arrival> arrivals;  // schedule_arrival(), with their keys
   };
-  // Starts fetching what an action will read (see schedule()).
-  static void prefetch(const void* hint) {
-    if (!hint) return;
-    __builtin_prefetch(hint);
-    __builtin_prefetch(static_cast<const char*>(hint) + 64);
+  // Starts fetching what an action will read: two cache lines from each of its hints (see schedule()).
+  static void fetch_ahead(const Entry& e) {
+    for (const void* h : {e.hint, e.hint2})
+      if (h) {
+        __builtin_prefetch(h);
+        __builtin_prefetch(static_cast<const char*>(h) + 64);
+      }
   }
   // The actions due at time `t` (SystemC time value); created when new.
   Bucket& bucket(uint64_t t) {

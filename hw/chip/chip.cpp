@@ -140,15 +140,7 @@ void Chip::reduce_on_vpus(int32_t op, double elements, double read, double write
   // traffic in groups of about 256 KiB (load the next group while adding this one).
   const int cores = m_cfg.tensorcores;
   // The cores' shares finish apart; the last one calls `done`. Kept in a pool, so a job's callback is small.
-  uint32_t id;
-  if (m_free_reductions.empty()) {
-    id = static_cast<uint32_t>(m_reductions.size());
-    m_reductions.emplace_back();
-  } else {
-    id = m_free_reductions.back();
-    m_free_reductions.pop_back();
-  }
-  m_reductions[id] = {cores, std::move(done)};
+  const uint32_t id = m_reductions.add({cores, std::move(done)});
   const int64_t n = static_cast<int64_t>(elements);
   for (int c = 0; c < cores; ++c) {
     VectorWork w;
@@ -161,7 +153,7 @@ void Chip::reduce_on_vpus(int32_t op, double elements, double read, double write
       PendingReduction& p = m_reductions[id];
       if (--p.left > 0) return;
       std::function<void()> finish = std::move(p.done);
-      m_free_reductions.push_back(id);
+      m_reductions.release(id);
       finish();
     };
     m_vpu[c]->submit(std::move(job));

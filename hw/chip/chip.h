@@ -17,6 +17,7 @@
 #include "hw/chip/compute_unit.h"
 #include "hw/chip/dma.h"
 #include "hw/chip/hbm.h"
+#include "hw/chip/slots.h"
 #include "hw/chip/stall.h"
 #include "hw/ici/router.h"
 #include "hw/pod/pod_context.h"
@@ -75,8 +76,7 @@ class Chip : public sc_core::sc_module {
     int left = 0;                // cores still adding
     std::function<void()> done;  // called when the last one is done
   };
-  std::vector<PendingReduction> m_reductions;  // reductions on the VPUs in progress (reduce_on_vpus)
-  std::vector<uint32_t> m_free_reductions;     // entries of m_reductions to reuse
+  Slots<PendingReduction> m_reductions;  // reductions on the VPUs in progress (reduce_on_vpus)
 
   std::vector<int32_t> m_pending;  // dependencies left per op
   std::vector<uint8_t> m_state;    // 0 waiting, 1 issued, 2 done

@@ -111,11 +111,10 @@ void Dma::deliver(Message&& m) {
 }
 
 void Dma::on_message(Message&& m) {
-  Running* found = nullptr;
-  for (const auto& [instance, running] : m_instance_op)
-    if (instance == m.key.instance) found = running;
-  if (found) {
-    Running& r = *found;
+  auto found = std::find_if(m_instance_op.begin(), m_instance_op.end(),
+                            [&](const auto& e) { return e.first == m.key.instance; });
+  if (found != m_instance_op.end()) {
+    Running& r = *found->second;
     const int64_t peer0 = r.sender_peer0.get(m.key.src, [&] {
       return r.shared->peer0(r.group.rank_of(m.key.src, m_ctx.torus), r.group.rank);
     });
@@ -176,11 +175,9 @@ void Dma::finish_op(Running& r) {
     }
   }
   if (r.instance)
-    for (size_t i = 0; i < m_instance_op.size(); ++i)
-      if (m_instance_op[i].first == r.instance) {
-        m_instance_op.erase(m_instance_op.begin() + static_cast<std::ptrdiff_t>(i));
-        break;
-      }
+    m_instance_op.erase(std::remove_if(m_instance_op.begin(), m_instance_op.end(),
+                                       [&](const auto& e) { return e.first == r.instance; }),
+                        m_instance_op.end());
   m_running.erase(op);
   m_on_done(op, start, now_seconds());
 }

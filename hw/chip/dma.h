@@ -29,6 +29,7 @@
 #include "hw/chip/hbm.h"
 #include "hw/chip/link_injector.h"
 #include "hw/chip/schedule_cache.h"
+#include "hw/chip/slots.h"
 #include "hw/ici/router.h"
 #include "hw/pod/pod_context.h"
 #include "workloads/tensor.h"
@@ -62,24 +63,6 @@ class Dma : public sc_core::sc_module {
   // A trace flow id for a new message (pairs its send slice with its receive slice): unique by construction, the
   // chip in the high bits and a count of the chip's messages in the low ones; never a hash.
   uint64_t next_flow();
-
-  // A few (key, value) pairs remembered, the oldest replaced: a ring schedule has few peers, and finding a peer's
-  // chip (or a sender's rank) divides along every dimension of the group and the torus. Chips and ranks fit 32 bits.
-  struct Memo {
-    int32_t key[4] = {0, 0, 0, 0}, value[4] = {0, 0, 0, 0};
-    uint8_t size = 0, next = 0;
-    template <class F>
-    int64_t get(int64_t k, F compute) {
-      for (int i = 0; i < size; ++i)
-        if (key[i] == k) return value[i];
-      const int64_t v = compute();
-      if (k != static_cast<int32_t>(k) || v != static_cast<int32_t>(v)) return v;
-      const int i = size < 4 ? size++ : (next++ & 3);
-      key[i] = static_cast<int32_t>(k);
-      value[i] = static_cast<int32_t>(v);
-      return v;
-    }
-  };
 
   // A task's state in one word: the dependencies it still waits for (> 0), then kPending (ready: running, or a
   // receive whose message is being landed), kAwaiting (a ready receive waiting for its message), kDone. One array,

@@ -22,15 +22,7 @@ LinkInjector::LinkInjector(int64_t chip, const PodContext& ctx, MessagePool& poo
 
 void LinkInjector::send(Message&& m, FlowId flow, int32_t priority, bool read_hbm) {
   const int dir = m_router.direction(m);  // dimension order, or a detour around a down link
-  uint32_t w;
-  if (m_free.empty()) {
-    w = static_cast<uint32_t>(m_waiting.size());
-    m_waiting.emplace_back();
-  } else {
-    w = m_free.back();
-    m_free.pop_back();
-  }
-  m_waiting[w] = {m_pool.put(std::move(m)), read_hbm, kNone};
+  const uint32_t w = m_waiting.add({m_pool.put(std::move(m)), read_hbm, kNone});
   Direction& d = m_out[dir];
   Flow key;
   key.priority = priority;
@@ -71,7 +63,7 @@ void LinkInjector::pump(int dir) {
       m_queue.schedule(at_seconds(busy_until - horizon), [this, dir] { pump(dir); }, &d);
       return;
     }
-    m_free.push_back(it->first);
+    m_waiting.release(it->first);
     it->first = o.next;
     d.next = FlowId{it->id.op, it->id.flow + 1};
     if (it->first == kNone) d.flows.erase(it);

@@ -17,6 +17,7 @@
 #include "hw/chip/action_queue.h"
 #include "hw/chip/chip_log.h"
 #include "hw/chip/hbm.h"
+#include "hw/chip/slots.h"
 #include "hw/ici/message.h"
 #include "hw/ici/router.h"
 #include "hw/pod/pod_context.h"
@@ -79,9 +80,7 @@ class LinkInjector {
     bool armed = false;     // a pump is scheduled
   };
   std::vector<Direction> m_out;  // per outgoing direction
-  // Waiting messages of every direction, and the free entries: no allocation per message once warm.
-  std::vector<Waiting> m_waiting;
-  std::vector<uint32_t> m_free;
+  Slots<Waiting> m_waiting;  // waiting messages of every direction: no allocation per message once warm
 };
 
 }  // namespace podsim

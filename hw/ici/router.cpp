@@ -35,17 +35,7 @@ void IciRouter::arrive(Message&& m, double head_time, int dir) {
 }
 
 int IciRouter::direction(Message& m) const {
-  int dir = -1;
-  for (int i = 0; i < 4; ++i)
-    if (m_hop_dst[i] == m.dst) dir = m_hop_dir[i];
-  if (dir < 0) {
-    dir = m_torus.next_hop(m_chip, m.dst);
-    if (dir >= 0) {
-      const int i = m_hop_next++ & 3;
-      m_hop_dst[i] = m.dst;
-      m_hop_dir[i] = dir;
-    }
-  }
+  int dir = static_cast<int>(m_next_hop.get(m.dst, [&] { return m_torus.next_hop(m_chip, m.dst); }));
   if (dir < 0) throw Error(Err::Internal, "chip " + std::to_string(m_chip) + " routes a message to itself");
   if (m.detour >= 0) {
     if (dir / 2 == m.detour / 2) dir = m.detour;  // still on the detour's dimension: keep its direction

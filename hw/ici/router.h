@@ -20,6 +20,7 @@
 
 #include "hw/chip/action_queue.h"
 #include "hw/chip/chip_log.h"
+#include "hw/chip/slots.h"
 #include "hw/chip/stall.h"
 #include "hw/ici/message.h"
 #include "topology/torus.h"
@@ -81,10 +82,7 @@ class IciRouter : public sc_core::sc_module, public IMessageSink {
   Unroutable m_unroutable;
   std::vector<IciLink*> m_out;
   ActionQueue m_queue;
-  // The last destinations and their dimension-order next hops (Torus::next_hop divides along every dimension).
-  mutable int64_t m_hop_dst[4] = {-1, -1, -1, -1};
-  mutable int m_hop_dir[4] = {0, 0, 0, 0};
-  mutable uint8_t m_hop_next = 0;
+  mutable Memo m_next_hop;  // destination -> dimension-order next hop
 };
 
 }  // namespace podsim

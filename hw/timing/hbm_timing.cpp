@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace podsim {
 
@@ -107,14 +108,12 @@ HbmTiming::Access HbmTiming::access(double now, const HbmRequest& r) {
   } else {
     double* f = m_free.data();
     if (m_uniform) std::fill(m_free.begin(), m_free.end(), m_level);
-    double lowest = now;
-    bool first_seen = false;
+    double lowest = std::numeric_limits<double>::infinity();
     auto serve = [&](int64_t from, int64_t to) {
       for (int64_t i = from; i < to; ++i) {
         const double begin = f[i] > now ? f[i] : now;
         latest = begin > latest ? begin : latest;
-        if (!first_seen || begin < lowest) lowest = begin;
-        first_seen = true;
+        lowest = begin < lowest ? begin : lowest;
         f[i] = begin + service;
       }
     };

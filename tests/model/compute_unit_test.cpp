@@ -18,18 +18,12 @@ namespace {
 
 constexpr double kNs = 1e-9;
 
-// One VPU on one HBM; `plan` runs from a process at time 0.
-struct Bench : sc_core::sc_module {
-  SC_HAS_PROCESS(Bench);
-  StallInjector stalls{0, 0, 1};
-  ChipLog log;
-  Hbm hbm{"hbm", test::one_channel_hbm(), 1 * kNs, stalls, log};
+// One VPU on the one-channel HBM, recording when its job ends.
+struct Bench : test::OneChannelBench<Bench> {
+  using OneChannelBench::OneChannelBench;
   double end = -1;
   ComputeUnit vpu{"vpu", ComputeUnit::Kind::Vpu, 0, 1 * kNs, hbm, log,
                   [this](int32_t, double, double e, int64_t) { end = e; }};
-  std::function<void(Bench&)> plan;
-  Bench(sc_core::sc_module_name n, std::function<void(Bench&)> p) : sc_module(n), plan(std::move(p)) { SC_METHOD(go); }
-  void go() { plan(*this); }
 };
 
 }  // namespace

@@ -19,17 +19,11 @@ namespace {
 
 constexpr double kNs = 1e-9;
 
-// Runs `plan` from a process at time 0 against one HBM.
-struct Bench : sc_core::sc_module {
-  SC_HAS_PROCESS(Bench);
-  StallInjector stalls{0, 0, 1};
-  ChipLog log;
-  Hbm hbm{"hbm", test::one_channel_hbm(), 1 * kNs, stalls, log};
+// The one-channel HBM, with reads and posted writes at given times.
+struct Bench : test::OneChannelBench<Bench> {
+  using OneChannelBench::OneChannelBench;
   ActionQueue queue;
   std::map<std::string, double> done;  // completion of each access, in ns
-  std::function<void(Bench&)> plan;
-  Bench(sc_core::sc_module_name n, std::function<void(Bench&)> p) : sc_module(n), plan(std::move(p)) { SC_METHOD(go); }
-  void go() { plan(*this); }
   // A read of `bytes` at `at` ns by the DMA engines.
   void read_at(const std::string& name, double at, double bytes) {
     queue.schedule(sc_core::sc_time(at, sc_core::SC_NS), [this, name, bytes] {
