@@ -8,7 +8,7 @@
 //  - collective_permute (the default): rank r sends its whole input to the rank `shift` steps along the group's
 //    first axis and receives from the rank `shift` steps back.
 #include "collectives/ring_steps.h"
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 namespace {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/common/registry.h"
+#include "base/registry.h"
 
 namespace podsim {
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "collectives/ring_steps.h"
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim::ring {
 

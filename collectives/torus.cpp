@@ -14,7 +14,7 @@
 #include <cmath>
 
 #include "collectives/ring_steps.h"
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 namespace {

@@ -22,8 +22,8 @@
 #include <map>
 #include <tuple>
 
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 
 namespace podsim {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "collectives/i_algorithm.h"
 #include "plan/shard_data.h"
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "workloads/op_def.h"
 
 namespace podsim {

@@ -1,7 +1,7 @@
 #include "partition/microbatch.h"
 
 #include "partition/partitioner.h"
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 namespace {

@@ -5,8 +5,8 @@
 #include <set>
 
 #include "plan/op_sharding.h"
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 
 namespace podsim {
 namespace {

@@ -11,8 +11,8 @@
 
 #include "partition/microbatch.h"
 #include "partition/partitioner.h"
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 #include "workloads/op_def.h"
 #include "workloads/remat.h"
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "plan/mesh.h"
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 
 namespace podsim {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 
 namespace podsim {
 namespace {

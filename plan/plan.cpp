@@ -1,6 +1,6 @@
 #include "plan/plan.h"
 
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 

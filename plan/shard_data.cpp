@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "workloads/reference.h"
 
 namespace podsim {

@@ -4,8 +4,8 @@
 #include <cctype>
 
 #include "plan/mesh.h"
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 
 namespace podsim {
 

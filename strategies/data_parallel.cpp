@@ -11,8 +11,8 @@
 // taken along the first dimension of the parameter that no other axis splits and N divides (else the one of those
 // that pads least).
 #include "collectives/i_algorithm.h"
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 #include "strategies/planner.h"
 
 namespace podsim {

@@ -17,8 +17,8 @@
 // strategy.fsdp_algorithm picks the collective algorithm of the gathers and reduce-scatters;
 // strategy.fsdp_keep_gathered keeps the forward's gathered copies for the backward pass (no second gather).
 #include "collectives/i_algorithm.h"
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 #include "strategies/planner.h"
 
 namespace podsim {

@@ -20,8 +20,8 @@
 
 #include "partition/pipeline.h"
 #include "plan/plan.h"
-#include "sim/common/registry.h"
-#include "sim/config/experiment.h"
+#include "base/registry.h"
+#include "base/params/experiment.h"
 
 namespace podsim {
 

@@ -13,8 +13,8 @@
 //    so the expert weights' gradients are computed where the experts live.
 // strategy.all_to_all_algorithm picks the collective algorithm of those all-to-alls.
 #include "collectives/i_algorithm.h"
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 #include "strategies/planner.h"
 
 namespace podsim {

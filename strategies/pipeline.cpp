@@ -5,7 +5,7 @@
 // activations during the backward pass (only what a stage received is kept); strategy.schedule picks GPipe's
 // all-forward-then-all-backward order or 1F1B. Composes with data_parallel and spmd on the other mesh axes
 // (partition/pipeline.h does the work).
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "strategies/planner.h"
 
 namespace podsim {

@@ -6,8 +6,8 @@
 
 #include "partition/combine.h"
 #include "partition/partitioner.h"
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 #include "workloads/op_def.h"
 
 namespace podsim {

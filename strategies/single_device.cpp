@@ -1,6 +1,6 @@
 // strategy.name: single_device — the whole step on chip 0; every other chip of the pod idles. The baseline every
 // other strategy is compared with, and the placement whose numerics are the reference.
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "strategies/i_strategy.h"
 
 namespace podsim {

@@ -25,8 +25,8 @@
 #include <algorithm>
 
 #include "plan/halo.h"
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 #include "strategies/planner.h"
 
 namespace podsim {

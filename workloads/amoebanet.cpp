@@ -13,7 +13,7 @@
 //
 // Each cell is a model cell (a pipeline unit: strategy pipeline cuts between them); the stem is cell 0 and the
 // classifier cell L + 5.
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "workloads/i_workload.h"
 #include "workloads/training.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "workloads/einsum.h"
 #include "workloads/ops/op_kind.h"
 

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "collectives/i_algorithm.h"
-#include "sim/common/text.h"
+#include "base/text.h"
 #include "workloads/i_workload.h"
 
 namespace podsim {

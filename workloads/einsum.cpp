@@ -1,6 +1,6 @@
 #include "workloads/einsum.h"
 
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 namespace {

@@ -5,7 +5,7 @@
 #include <boost/graph/topological_sort.hpp>
 #include <queue>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "workloads/op_def.h"
 
 namespace podsim {

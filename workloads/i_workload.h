@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "sim/common/registry.h"
-#include "sim/config/param.h"
+#include "base/registry.h"
+#include "base/params/param.h"
 #include "workloads/graph.h"
 
 namespace podsim {

@@ -6,7 +6,7 @@
 // them with DRAM simulators).
 #include <cmath>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 #include "workloads/i_workload.h"
 
 namespace podsim {

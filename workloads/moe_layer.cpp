@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 
 namespace podsim {
 

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/config/param.h"
+#include "base/params/param.h"
 #include "workloads/builder.h"
 
 namespace podsim {

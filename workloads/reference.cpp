@@ -5,7 +5,7 @@
 #include <limits>
 #include <random>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "workloads/einsum.h"
 #include "workloads/op_def.h"
 

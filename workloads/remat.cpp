@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "workloads/op_def.h"
 
 namespace podsim {

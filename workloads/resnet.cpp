@@ -10,7 +10,7 @@
 // (each 2x2 block of pixels as 12 channels) and the stem is a 4x4 stride-1 convolution over 12 channels, which
 // fills the systolic array's contraction better and moves a quarter of the padded input bytes (docs/model.md). Its
 // filter has 4 * 4 * 12 * 64 weights instead of 7 * 7 * 3 * 64.
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "workloads/i_workload.h"
 #include "workloads/training.h"
 

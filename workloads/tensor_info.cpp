@@ -1,7 +1,7 @@
 #include "workloads/tensor_info.h"
 
 #include "workloads/tensor.h"
-#include "sim/common/error.h"
+#include "base/error.h"
 
 #include <cctype>
 #include <cstring>

@@ -1,6 +1,6 @@
 #include "workloads/training.h"
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "workloads/remat.h"
 
 namespace podsim {

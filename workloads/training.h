@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "sim/config/param.h"
+#include "base/params/param.h"
 #include "workloads/builder.h"
 
 namespace podsim {

@@ -21,7 +21,7 @@
 // queries and keys by their position (workloads/ops/rope.cpp).
 #include <cmath>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 #include "workloads/i_workload.h"
 #include "workloads/moe_layer.h"
 #include "workloads/training.h"

@@ -7,8 +7,8 @@
 #include "hw/chip/sim_time.h"
 #include "hw/timing/mxu_timing.h"
 #include "hw/timing/vpu_timing.h"
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 #include "plan/shard_data.h"
 #include "workloads/reference.h"
 

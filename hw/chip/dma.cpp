@@ -5,8 +5,8 @@
 #include <set>
 
 #include "hw/chip/sim_time.h"
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 
 namespace podsim {
 

@@ -7,7 +7,7 @@
 #include "plan/shard_data.h"
 #include "hw/chip/dma_numerics.h"
 #include "hw/chip/sim_time.h"
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 

@@ -9,7 +9,7 @@
 
 #include "hw/chip/dma.h"
 #include "hw/chip/sim_time.h"
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "hw/chip/sim_time.h"
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 

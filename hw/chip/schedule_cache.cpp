@@ -1,6 +1,6 @@
 #include "hw/chip/schedule_cache.h"
 
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 namespace {

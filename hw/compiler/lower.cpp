@@ -7,8 +7,8 @@
 #include "hw/compiler/memory_plan.h"
 #include "hw/compiler/tiling.h"
 #include "hw/timing/mxu_timing.h"
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 
 namespace podsim {
 namespace {

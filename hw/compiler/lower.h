@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "hw/compiler/exec_program.h"
-#include "sim/config/experiment.h"
+#include "base/params/experiment.h"
 
 namespace podsim {
 

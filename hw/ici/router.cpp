@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "hw/chip/sim_time.h"
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 

@@ -1,6 +1,6 @@
 #include "hw/pod/pod_context.h"
 
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 

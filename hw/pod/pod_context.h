@@ -14,7 +14,7 @@
 #include "hw/compiler/exec_program.h"
 #include "hw/ici/message.h"
 #include "topology/torus.h"
-#include "sim/config/experiment.h"
+#include "base/params/experiment.h"
 #include "plan/plan.h"
 
 namespace podsim {

@@ -6,7 +6,7 @@
 #include "collectives/i_algorithm.h"
 #include "hw/chip/dma.h"
 #include "hw/pod/pod_context.h"
-#include "sim/common/text.h"
+#include "base/text.h"
 
 namespace podsim {
 

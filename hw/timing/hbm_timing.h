@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/config/experiment.h"
+#include "base/params/experiment.h"
 #include "workloads/op_def.h"
 
 namespace podsim {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "sim/config/experiment.h"
+#include "base/params/experiment.h"
 #include "workloads/op_def.h"
 
 namespace podsim {

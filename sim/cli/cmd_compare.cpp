@@ -15,9 +15,9 @@
 #include <memory>
 
 #include "sim/cli/commands.h"
-#include "sim/common/error.h"
-#include "sim/common/npy.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/npy.h"
+#include "base/text.h"
 #include "sim/config/loader.h"
 #include "workloads/compare_rules.h"
 #include "workloads/i_workload.h"

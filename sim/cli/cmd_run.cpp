@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/cli/commands.h"
-#include "sim/common/text.h"
+#include "base/text.h"
 #include "sim/config/loader.h"
 #include "sim/engine/engine.h"
 

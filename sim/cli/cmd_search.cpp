@@ -3,8 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include "sim/cli/commands.h"
-#include "sim/common/plugins.h"
-#include "sim/config/units.h"
+#include "base/plugins.h"
+#include "base/params/units.h"
 #include "sim/search/search.h"
 
 namespace podsim::cli {

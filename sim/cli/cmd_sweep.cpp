@@ -7,9 +7,9 @@
 #include <iostream>
 
 #include "sim/cli/commands.h"
-#include "sim/common/plugins.h"
-#include "sim/common/text.h"
-#include "sim/config/units.h"
+#include "base/plugins.h"
+#include "base/text.h"
+#include "base/params/units.h"
 #include "sim/sweep/driver.h"
 #include "sim/sweep/export.h"
 #include "sim/sweep/plot.h"

@@ -8,8 +8,8 @@
 #include <systemc>
 
 #include "sim/cli/commands.h"
-#include "sim/common/error.h"
-#include "sim/common/plugins.h"
+#include "base/error.h"
+#include "base/plugins.h"
 #include "sim/engine/output_dir.h"
 
 using namespace podsim;

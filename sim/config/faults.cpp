@@ -9,8 +9,8 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "sim/common/text.h"
-#include "sim/config/param_yaml.h"
+#include "base/text.h"
+#include "base/params/param_yaml.h"
 
 namespace podsim {
 

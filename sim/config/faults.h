@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "sim/config/experiment.h"
+#include "base/params/experiment.h"
 
 namespace podsim {
 

@@ -10,11 +10,11 @@
 #include <sstream>
 #include <tuple>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 #include "sim/config/faults.h"
 #include "sim/config/model_params.h"
-#include "sim/config/param_reader.h"
-#include "sim/config/yaml_syntax.h"
+#include "base/params/param_reader.h"
+#include "base/params/yaml_syntax.h"
 #include "strategies/planner.h"
 #include "workloads/i_workload.h"
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "sim/config/experiment.h"
-#include "sim/config/schema.h"
+#include "base/params/experiment.h"
+#include "base/params/schema.h"
 
 namespace podsim {
 

@@ -3,7 +3,7 @@
 // the loader (sim/config/loader.h) calls it for every experiment it builds.
 #pragma once
 
-#include "sim/config/experiment.h"
+#include "base/params/experiment.h"
 
 namespace podsim {
 

@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 #include "sim/config/loader.h"
-#include "sim/config/param.h"
-#include "sim/config/units.h"
+#include "base/params/param.h"
+#include "base/params/units.h"
 
 namespace podsim {
 

@@ -8,9 +8,9 @@
 #include <map>
 #include <sstream>
 
-#include "sim/common/text.h"
-#include "sim/config/param_yaml.h"
-#include "sim/config/yaml_syntax.h"
+#include "base/text.h"
+#include "base/params/param_yaml.h"
+#include "base/params/yaml_syntax.h"
 
 namespace podsim {
 namespace fs = std::filesystem;

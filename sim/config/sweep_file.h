@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 

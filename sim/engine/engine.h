@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/config/experiment.h"
+#include "base/params/experiment.h"
 #include "plan/plan.h"
 
 namespace podsim {

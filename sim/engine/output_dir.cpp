@@ -10,7 +10,7 @@
 #include <mutex>
 #include <thread>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 namespace fs = std::filesystem;

@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "hw/chip/sim_time.h"
-#include "sim/common/text.h"
+#include "base/text.h"
 
 namespace podsim {
 namespace {

@@ -6,9 +6,9 @@
 
 #include "hw/pod/pod.h"
 #include "plan/shard_data.h"
-#include "sim/common/error.h"
-#include "sim/common/npy.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/npy.h"
+#include "base/text.h"
 #include "sim/engine/engine.h"
 #include "workloads/tensor_info.h"
 

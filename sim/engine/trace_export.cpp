@@ -12,8 +12,8 @@
 
 #include "hw/pod/pod.h"
 #include "hw/timing/mxu_timing.h"
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 #include "sim/engine/engine.h"
 #include "sim/trace/trace_writer.h"
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "sim/report/plot_script.h"
 
 namespace podsim {

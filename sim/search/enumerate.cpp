@@ -6,8 +6,8 @@
 #include <set>
 
 #include "collectives/i_algorithm.h"
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 
 namespace podsim {
 namespace {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/config/experiment.h"
+#include "base/params/experiment.h"
 
 namespace podsim {
 

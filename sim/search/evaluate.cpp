@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "hw/compiler/lower.h"
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 #include "sim/config/loader.h"
 #include "strategies/planner.h"
 #include "workloads/i_workload.h"

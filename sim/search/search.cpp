@@ -12,8 +12,8 @@
 #include <numeric>
 #include <set>
 
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 #include "sim/config/loader.h"
 #include "sim/search/enumerate.h"
 #include "sim/search/evaluate.h"

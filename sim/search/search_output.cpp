@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 #include "sim/sweep/command.h"
 #include "sim/sweep/export.h"
 #include "sim/sweep/folder.h"

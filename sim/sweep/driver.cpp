@@ -8,7 +8,7 @@
 #include <iostream>
 #include <optional>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 #include "sim/sweep/interrupt.h"
 #include "sim/sweep/local_pool.h"
 #include "sim/sweep/results_db.h"

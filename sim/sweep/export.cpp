@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 
 namespace podsim {
 namespace fs = std::filesystem;

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 
 namespace podsim {
 namespace fs = std::filesystem;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 #include "sim/config/loader.h"
 #include "sim/sweep/run_name.h"
 

@@ -10,7 +10,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 #include "sim/sweep/command.h"
 #include "sim/sweep/export.h"
 #include "sim/sweep/plot_axis.h"

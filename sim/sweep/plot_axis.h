@@ -8,7 +8,7 @@
 //
 // The kind of a column: the default figures by name; other figures by their suffix (_s: time, _bytes: bytes, _Bps:
 // bandwidth, _hz: frequency; fraction, _busy, efficiency, utilization, mfu: a share); a swept parameter by the
-// unit it is declared with (sim/config/schema.cpp, a workload's or a strategy's params()).
+// unit it is declared with (base/params/schema.cpp, a workload's or a strategy's params()).
 #pragma once
 
 #include <string>

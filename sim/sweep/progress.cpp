@@ -1,6 +1,6 @@
 #include "sim/sweep/progress.h"
 
-#include "sim/common/text.h"
+#include "base/text.h"
 
 namespace podsim {
 namespace {

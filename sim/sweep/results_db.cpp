@@ -6,7 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 
 namespace podsim {
 namespace fs = std::filesystem;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 
 namespace podsim {
 namespace {

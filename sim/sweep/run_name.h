@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "sim/common/error.h"
-#include "sim/config/experiment.h"
+#include "base/error.h"
+#include "base/params/experiment.h"
 
 namespace podsim {
 

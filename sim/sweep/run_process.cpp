@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 
 namespace podsim {
 namespace {

@@ -9,7 +9,7 @@
 #include <map>
 #include <sstream>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 #include "sim/sweep/command.h"
 #include "sim/sweep/interrupt.h"
 

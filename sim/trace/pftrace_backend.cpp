@@ -10,7 +10,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "sim/trace/perfetto_subset.pb.h"
 #include "sim/trace/trace_backend.h"
 

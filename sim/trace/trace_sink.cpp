@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "sim/trace/trace_backend.h"
 
 namespace podsim {

@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "sim/trace/trace_backend.h"
 
 namespace podsim {

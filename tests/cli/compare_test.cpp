@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "sim/common/npy.h"
+#include "base/npy.h"
 #include "tests/cli/shipped.h"
 #include "tests/test_paths.h"
 

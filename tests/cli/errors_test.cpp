@@ -1,4 +1,4 @@
-// One test per entry of the error catalogue (sim/common/error_ids.def): each provokes the error through the
+// One test per entry of the error catalogue (base/error_ids.def): each provokes the error through the
 // command line, as a user would, and asserts its id, its exit code and where it points. The last test checks
 // that every catalogue id has a test here, so a new entry cannot land without one.
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 
 #include <cstdlib>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "tests/cli/cli_util.h"
 
 using namespace podsim;

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 #include "tests/cli/cli_util.h"
 #include "tests/cli/sweep_util.h"
 

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 #include "tests/cli/cli_util.h"
 
 using namespace podsim::test;

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 #include "tests/cli/cli_util.h"
 
 using namespace podsim::test;

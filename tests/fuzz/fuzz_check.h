@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "sim/config/loader.h"
 
 namespace podsim::fuzz {

@@ -9,7 +9,7 @@
 #include "hw/chip/chip_log.h"
 #include "hw/chip/hbm.h"
 #include "hw/chip/stall.h"
-#include "sim/config/experiment.h"
+#include "base/params/experiment.h"
 
 namespace podsim::test {
 

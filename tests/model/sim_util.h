@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "sim/config/loader.h"
 #include "sim/engine/engine.h"
 

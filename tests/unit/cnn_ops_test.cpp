@@ -11,7 +11,7 @@
 #include "plan/mesh.h"
 #include "workloads/builder.h"
 #include "workloads/ops/op_kind.h"
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "workloads/reference.h"
 
 using namespace podsim;

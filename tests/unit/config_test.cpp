@@ -6,7 +6,7 @@
 #include <fstream>
 #include <map>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 #include "sim/config/loader.h"
 
 using namespace podsim;

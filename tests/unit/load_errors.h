@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "sim/config/loader.h"
 
 namespace podsim {

@@ -15,7 +15,7 @@
 
 #include "hw/compiler/lower.h"
 #include "hw/compiler/memory_plan.h"
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "tests/unit/plan_steps.h"
 #include "workloads/op_def.h"
 

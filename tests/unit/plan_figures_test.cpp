@@ -21,7 +21,7 @@
 #include "hw/compiler/memory_plan.h"
 #include "partition/interpreter.h"
 #include "plan/shard_data.h"
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "sim/config/loader.h"
 #include "strategies/planner.h"
 #include "workloads/i_workload.h"

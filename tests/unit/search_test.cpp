@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "sim/config/loader.h"
 #include "sim/search/enumerate.h"
 #include "sim/search/evaluate.h"

@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "tests/unit/trace_fixtures.h"
 
 using namespace podsim;

@@ -1,8 +1,8 @@
 // Units parser: every kind, prefixes, binary vs decimal, bits, errors.
 #include <gtest/gtest.h>
 
-#include "sim/common/text.h"
-#include "sim/config/units.h"
+#include "base/text.h"
+#include "base/params/units.h"
 
 using namespace podsim;
 

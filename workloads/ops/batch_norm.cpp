@@ -20,8 +20,8 @@
 // nothing in the sums and stay zero in y and dx.
 #include <algorithm>
 
-#include "sim/common/error.h"
-#include "sim/common/text.h"
+#include "base/error.h"
+#include "base/text.h"
 #include "workloads/ops/kernel_util.h"
 
 namespace podsim {

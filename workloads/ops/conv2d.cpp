@@ -19,7 +19,7 @@
 #include <algorithm>
 
 #include "plan/halo.h"
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "workloads/ops/kernel_util.h"
 
 namespace podsim {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "workloads/ops/op_kind.h"
 
 namespace podsim::ops {

@@ -8,7 +8,7 @@
 #include <limits>
 #include <optional>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 #include "workloads/einsum.h"
 #include "workloads/ops/op_kind.h"
 

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 namespace {

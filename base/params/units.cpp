@@ -1,11 +1,11 @@
-#include "sim/config/units.h"
+#include "base/params/units.h"
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 
 namespace podsim {
 namespace {

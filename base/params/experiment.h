@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/config/param.h"
+#include "base/params/param.h"
 
 namespace podsim {
 

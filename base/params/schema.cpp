@@ -1,4 +1,4 @@
-#include "sim/config/schema.h"
+#include "base/params/schema.h"
 
 #include <algorithm>
 #include <set>

@@ -3,7 +3,7 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include "sim/config/param.h"
+#include "base/params/param.h"
 
 namespace podsim {
 

@@ -1,11 +1,11 @@
-#include "sim/common/plugins.h"
+#include "base/plugins.h"
 
 #include <dlfcn.h>
 
 #include <cstdlib>
 #include <filesystem>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 

@@ -15,8 +15,8 @@
 #include <variant>
 #include <vector>
 
-#include "sim/common/error.h"
-#include "sim/config/units.h"
+#include "base/error.h"
+#include "base/params/units.h"
 
 namespace podsim {
 

@@ -1,4 +1,4 @@
-// Errors with stable ids (sim/common/error_ids.def) and a source location.
+// Errors with stable ids (base/error_ids.def) and a source location.
 //
 //   throw Error(Err::UnknownKey, loc, "unknown key 'hardware.chip.mxu.rowz' (did you mean 'rows'?)");
 //
@@ -15,7 +15,7 @@ namespace podsim {
 
 enum class Err {
 #define PODSIM_ERROR(name, id, code, title, help) name,
-#include "sim/common/error_ids.def"
+#include "base/error_ids.def"
 #undef PODSIM_ERROR
 };
 

@@ -1,4 +1,4 @@
-#include "sim/config/experiment.h"
+#include "base/params/experiment.h"
 
 namespace podsim {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "sim/config/param_yaml.h"
-#include "sim/config/schema.h"
+#include "base/params/param_yaml.h"
+#include "base/params/schema.h"
 
 namespace podsim {
 

@@ -1,4 +1,4 @@
-#include "sim/common/text.h"
+#include "base/text.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "sim/config/yaml_syntax.h"
+#include "base/params/yaml_syntax.h"
 
 #include <algorithm>
 #include <vector>

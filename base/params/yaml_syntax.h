@@ -16,7 +16,7 @@
 
 #include <string>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 

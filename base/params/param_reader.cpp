@@ -1,9 +1,9 @@
-#include "sim/config/param_reader.h"
+#include "base/params/param_reader.h"
 
 #include <algorithm>
 #include <tuple>
 
-#include "sim/common/text.h"
+#include "base/text.h"
 
 namespace podsim {
 

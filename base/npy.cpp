@@ -1,11 +1,11 @@
-#include "sim/common/npy.h"
+#include "base/npy.h"
 
 #include <cctype>
 #include <cstring>
 #include <iterator>
 #include <fstream>
 
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 

@@ -1,12 +1,12 @@
-#include "sim/config/param.h"
+#include "base/params/param.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
-#include "sim/common/text.h"
-#include "sim/config/param_yaml.h"
+#include "base/text.h"
+#include "base/params/param_yaml.h"
 
 namespace podsim {
 

@@ -1,11 +1,11 @@
-#include "sim/common/error.h"
+#include "base/error.h"
 
 namespace podsim {
 
 const std::vector<ErrorInfo>& error_catalogue() {
   static const std::vector<ErrorInfo> table = {
 #define PODSIM_ERROR(name, id, code, title, help) {Err::name, id, code, title, help},
-#include "sim/common/error_ids.def"
+#include "base/error_ids.def"
 #undef PODSIM_ERROR
   };
   return table;
