@@ -1,7 +1,7 @@
-// The experiment loader's reader (sim/config/loader.cpp): reads an experiment's parameters against the schema, collecting every error instead of
-// stopping at the first, so a file's errors are reported in one pass, most specific first. A misspelled key is
-// reported where it is written, with the nearest valid key; a required key that a misspelling points at is then not
-// also reported as missing.
+// The experiment loader's reader (sim/config/loader.cpp): reads an experiment's parameters against the schema,
+// collecting every error instead of stopping at the first, so a file's errors are reported in one pass, most specific
+// first. A misspelled key is reported where it is written, with the nearest valid key; a required key that a
+// misspelling points at is then not also reported as missing.
 #pragma once
 
 #include <map>
