@@ -1,6 +1,7 @@
 // Per-role memory by category as summary.json reports it (`podsim run --memory-only`), against hand counts from the
 // model's dimensions: the figures a user reads for a weight-update-sharded step and for the stages of a pipeline.
-// tests/unit/plan_figures_test.cpp derives the same counts from the plans; this checks that they reach the summary.
+// tests/unit/plan_figures_test.cpp and pipeline_figures_test.cpp derive the same counts from the plans; this checks
+// that they reach the summary.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>

@@ -13,6 +13,7 @@
 #include "workloads/ops/op_kind.h"
 #include "base/error.h"
 #include "workloads/reference.h"
+#include "tests/unit/finite_difference.h"
 
 using namespace podsim;
 
@@ -94,21 +95,8 @@ void check_gradients(const std::string& what, const std::function<TensorId(Graph
   for (TensorId p : b.params()) {
     TensorId gid = b.grad_of(p);
     ASSERT_GE(gid, 0) << "no gradient for " << g.tensor(p).name;
-    const std::vector<float> analytic = s.get(gid).data;
-    std::vector<float>& xs = s.get_mut(p).data;
-    ASSERT_EQ(analytic.size(), xs.size());
-    const size_t step = std::max<size_t>(1, xs.size() / 30);
-    for (size_t e = 0; e < xs.size(); e += step) {
-      const float saved = xs[e];
-      xs[e] = static_cast<float>(saved + h);
-      const double lp = forward_loss();
-      xs[e] = static_cast<float>(saved - h);
-      const double lm = forward_loss();
-      xs[e] = saved;
-      const double numeric = (lp - lm) / (2 * h);
-      EXPECT_NEAR(analytic[e], numeric, 2e-4 + 2e-2 * std::fabs(numeric)) << g.tensor(p).name << " element " << e;
-      ++checked;
-    }
+    checked += expect_gradient(s.get(gid).data, s.get_mut(p).data, forward_loss,
+                               {.h = h, .abs = 2e-4, .samples = 30}, g.tensor(p).name);
   }
   EXPECT_GT(checked, 0);
 }

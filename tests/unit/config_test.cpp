@@ -8,6 +8,7 @@
 
 #include "base/text.h"
 #include "sim/config/loader.h"
+#include "tests/unit/load_errors.h"
 
 using namespace podsim;
 
@@ -24,27 +25,6 @@ workload:
 
 Experiment load(const std::string& text, std::vector<std::string> sets = {}) {
   return load_experiment_text(text, "exp.yaml", {sets});
-}
-
-// Loads and expects an Error; returns it for inspection.
-Error fail(const std::string& text, std::vector<std::string> sets = {}) {
-  try {
-    load(text, sets);
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "loading succeeded but should have failed:\n" << text;
-  return Error(Err::Internal, "no error");
-}
-
-void expect_at(const Error& e, Err err, int line, int col, const std::string& needle) {
-  EXPECT_EQ(e.id(), error_info(err).id) << e.what();
-  EXPECT_EQ(e.where().file, "exp.yaml") << e.what();
-  EXPECT_EQ(e.where().line, line) << e.what();
-  if (col > 0) {
-    EXPECT_EQ(e.where().column, col) << e.what();
-  }
-  EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "missing '" << needle << "' in: " << e.what();
 }
 
 }  // namespace
@@ -143,7 +123,7 @@ TEST(ConfigTest, ResolvedYamlKeepsEveryDigit) {
 // ---- one test per error kind ---------------------------------------------------------------------------------
 
 TEST(ConfigErrorTest, YamlSyntax) {
-  Error e = fail("hardware:\n  preset: tpu-v3\n workload: [\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\n workload: [\n");
   EXPECT_EQ(e.id(), "PODSIM-CFG-001");
   EXPECT_EQ(e.where().file, "exp.yaml");
   EXPECT_GT(e.where().line, 0);
@@ -153,37 +133,38 @@ TEST(ConfigErrorTest, YamlSyntax) {
 TEST(ConfigErrorTest, YamlSyntaxAtTheLineOfTheMistake) {
   const std::string hw = "hardware:\n  preset: tpu-v3\n";
   // A key without its colon, alone above its block (the parser stops at line 4) or before its value (line 5).
-  expect_at(fail(hw + "workload\n  model: matmul\n"), Err::YamlSyntax, 3, 9,
+  expect_at(load_failure(hw + "workload\n  model: matmul\n"), Err::YamlSyntax, 3, 9,
             "line 3 ('workload') has no ':' after its key");
-  expect_at(fail(hw + "workload:\n  model matmul\n  m: 1\n"), Err::YamlSyntax, 4, 15,
+  expect_at(load_failure(hw + "workload:\n  model matmul\n  m: 1\n"), Err::YamlSyntax, 4, 15,
             "line 4 ('model matmul') has no ':' after its key");
   // Blank lines between do not move it; nor do Windows line ends.
-  expect_at(fail(hw + "workload\n\n  model: matmul\n"), Err::YamlSyntax, 3, 9, "line 3 ('workload')");
-  expect_at(fail("hardware:\r\n  preset: tpu-v3\r\nworkload\r\n  model: matmul\r\n"), Err::YamlSyntax, 3, 9,
+  expect_at(load_failure(hw + "workload\n\n  model: matmul\n"), Err::YamlSyntax, 3, 9, "line 3 ('workload')");
+  expect_at(load_failure("hardware:\r\n  preset: tpu-v3\r\nworkload\r\n  model: matmul\r\n"), Err::YamlSyntax, 3, 9,
             "line 3 ('workload')");
   // A comment after the key ends its text: the parser stops at the key's own line, and says the same.
-  expect_at(fail(hw + "workload   # the model\n  model: matmul\n"), Err::YamlSyntax, 3, 9,
+  expect_at(load_failure(hw + "workload   # the model\n  model: matmul\n"), Err::YamlSyntax, 3, 9,
             "line 3 ('workload') has no ':' after its key");
   // A line indented under a key that already has a value.
-  expect_at(fail(hw + "workload:\n  model: matmul\n    m: 1\n"), Err::YamlSyntax, 5, 5,
+  expect_at(load_failure(hw + "workload:\n  model: matmul\n    m: 1\n"), Err::YamlSyntax, 5, 5,
             "line 5 ('m: 1') is indented more than line 4 ('model: matmul'), which already has a value");
   // A line indented by a width no key above it has.
-  expect_at(fail(hw + "workload:\n  model: matmul\n m: 1\n"), Err::YamlSyntax, 5, 2,
+  expect_at(load_failure(hw + "workload:\n  model: matmul\n m: 1\n"), Err::YamlSyntax, 5, 2,
             "line 5 ('m: 1') is indented by 1 space, which lines up with no key above it (they are indented by 0, 2)");
   // A second ': ' on one line, at that colon.
-  expect_at(fail(hw + "workload:\n  model: matmul: x\n"), Err::YamlSyntax, 4, 16,
+  expect_at(load_failure(hw + "workload:\n  model: matmul: x\n"), Err::YamlSyntax, 4, 16,
             "a second ': ' on line 4 ('model: matmul: x'); quote a value that holds ': '");
 }
 
 TEST(ConfigErrorTest, YamlTabIndentNamesTheFirstTabbedLine) {
   const std::string hw = "hardware:\n  preset: tpu-v3\n";
-  expect_at(fail(hw + "workload:\n\tmodel: matmul\n"), Err::YamlSyntax, 4, 1,
+  expect_at(load_failure(hw + "workload:\n\tmodel: matmul\n"), Err::YamlSyntax, 4, 1,
             "line 4 is indented with a tab; YAML indents with spaces");
-  expect_at(fail(hw + "workload:\n  model: matmul\n \tm: 1\n"), Err::YamlSyntax, 5, 2, "line 5 is indented with a tab");
-  expect_at(fail("hardware:\n\tpreset: tpu-v3\nworkload:\n\tmodel: matmul\n"), Err::YamlSyntax, 2, 1,
+  expect_at(load_failure(hw + "workload:\n  model: matmul\n \tm: 1\n"), Err::YamlSyntax, 5, 2,
+            "line 5 is indented with a tab");
+  expect_at(load_failure("hardware:\n\tpreset: tpu-v3\nworkload:\n\tmodel: matmul\n"), Err::YamlSyntax, 2, 1,
             "line 2 is indented with a tab");
   // A tab after the place the parser stopped did not cause this error: the mistake before it is reported.
-  expect_at(fail(hw + "workload\n  model: matmul\n  m: 1\n\tk: 2\n"), Err::YamlSyntax, 3, 9,
+  expect_at(load_failure(hw + "workload\n  model: matmul\n  m: 1\n\tk: 2\n"), Err::YamlSyntax, 3, 9,
             "line 3 ('workload') has no ':'");
   // A tab inside a value is no indentation.
   Experiment e = load(hw + "  description: \"a\tb\"\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
@@ -211,7 +192,7 @@ TEST(SuggestionTest, OnlyAClearlyNearestCandidate) {
 }
 
 TEST(ConfigErrorTest, UnknownKeyWithoutANearOneListsTheValidKeys) {
-  Error e = fail(std::string(kBase) + "  foo: 3\n");
+  Error e = load_failure(std::string(kBase) + "  foo: 3\n");
   expect_at(e, Err::UnknownKey, 8, 3, "unknown key 'workload.foo' (valid keys here: ");
   EXPECT_EQ(std::string(e.what()).find("did you mean"), std::string::npos) << e.what();
   try {
@@ -227,38 +208,40 @@ TEST(ConfigErrorTest, UnknownKeyWithoutANearOneListsTheValidKeys) {
 }
 
 TEST(ConfigErrorTest, UnknownKeySuggestsNearest) {
-  Error e = fail(std::string(kBase) + "  dtyp: bf16\n");
+  Error e = load_failure(std::string(kBase) + "  dtyp: bf16\n");
   expect_at(e, Err::UnknownKey, 8, 3, "unknown key 'workload.dtyp' (did you mean 'dtype'?)");
   EXPECT_EQ(e.key_path(), "workload.dtyp");
 }
 
 TEST(ConfigErrorTest, UnknownNestedKeyInHardware) {
-  Error e = fail("hardware:\n  preset: tpu-v3\n  chip:\n    mxu:\n      rowz: 64\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\n  chip:\n    mxu:\n      rowz: 64\n"
+                         "workload: {model: matmul, m: 1, k: 1, n: 1}\n");
   expect_at(e, Err::UnknownKey, 5, 7, "did you mean 'rows'?");
 }
 
 TEST(ConfigErrorTest, MisplacedKeyNamesItsPlace) {
-  Error e = fail("hardware:\n  preset: tpu-v3\n  weight_double_buffer: false\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\n  weight_double_buffer: false\n"
+                         "workload: {model: matmul, m: 1, k: 1, n: 1}\n");
   expect_at(e, Err::UnknownKey, 3, 3, "belongs at 'hardware.chip.mxu.weight_double_buffer'");
 }
 
 TEST(ConfigErrorTest, UnknownSection) {
-  Error e = fail(std::string(kBase) + "runn:\n  seed: 3\n");
+  Error e = load_failure(std::string(kBase) + "runn:\n  seed: 3\n");
   expect_at(e, Err::UnknownKey, 8, 1, "did you mean 'run'?");
 }
 
 TEST(ConfigErrorTest, MissingRequiredKey) {
-  Error e = fail("hardware:\n  preset: tpu-v3\nworkload:\n  model: matmul\n  m: 1\n  k: 2\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\nworkload:\n  model: matmul\n  m: 1\n  k: 2\n");
   expect_at(e, Err::MissingKey, 3, 1, "missing required key 'workload.n'");
 }
 
 TEST(ConfigErrorTest, MissingModel) {
-  Error e = fail("hardware:\n  preset: tpu-v3\nworkload:\n  m: 1\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\nworkload:\n  m: 1\n");
   expect_at(e, Err::MissingKey, 3, 1, "workload.model");
 }
 
 TEST(ConfigErrorTest, MisspelledModelIsAnUnknownKeyAtItsLineNotAMissingOne) {
-  Error e = fail("hardware:\n  preset: tpu-v3\nworkload:\n  mdoel: transformer\n  layers: 2\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\nworkload:\n  mdoel: transformer\n  layers: 2\n");
   expect_at(e, Err::UnknownKey, 4, 3, "unknown key 'workload.mdoel' (did you mean 'model'?)");
   // The misspelling explains the missing key: it is not reported again, and the workload's other keys (unknown
   // without a model) are not reported either.
@@ -266,7 +249,7 @@ TEST(ConfigErrorTest, MisspelledModelIsAnUnknownKeyAtItsLineNotAMissingOne) {
 }
 
 TEST(ConfigErrorTest, MisspelledRequiredKeyIsNotAlsoMissing) {
-  Error e = fail("hardware:\n  preset: tpu-v3\nworkload:\n  model: matmul\n  m: 1\n  k: 2\n  nn: 3\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\nworkload:\n  model: matmul\n  m: 1\n  k: 2\n  nn: 3\n");
   expect_at(e, Err::UnknownKey, 7, 3, "did you mean 'n'?");
   EXPECT_TRUE(e.also().empty()) << e.also().front().what();
 }
@@ -274,7 +257,7 @@ TEST(ConfigErrorTest, MisspelledRequiredKeyIsNotAlsoMissing) {
 // Every error of a file in one pass, most specific first: unknown keys and bad values in file order, then the
 // missing keys (which can only point at their section).
 TEST(ConfigErrorTest, AllErrorsOfAFileInOnePass) {
-  Error e = fail("hardware:\n  preset: tpu-v3\n  chip:\n    mxu: {rowz: 64}\n    clock: 940MHZ\n"
+  Error e = load_failure("hardware:\n  preset: tpu-v3\n  chip:\n    mxu: {rowz: 64}\n    clock: 940MHZ\n"
                  "workload:\n  model: matmul\n  m: 1\n  k: -2\nrun:\n  numeric: maybe\n");
   auto all = e.all();
   ASSERT_EQ(all.size(), 5u) << e.what();
@@ -286,7 +269,7 @@ TEST(ConfigErrorTest, AllErrorsOfAFileInOnePass) {
 }
 
 TEST(ConfigErrorTest, ErrorsInTheRestOfTheFileAreReportedWhenTheModelIsUnknown) {
-  Error e = fail("hardware:\n  preset: tpu-v3\n  chip: {clock: 1GHzz}\nworkload:\n  model: matmull\n  m: 1\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\n  chip: {clock: 1GHzz}\nworkload:\n  model: matmull\n  m: 1\n");
   auto all = e.all();
   ASSERT_EQ(all.size(), 2u) << e.what();
   expect_at(*all[0], Err::BadUnit, 3, 17, "hardware.chip.clock");
@@ -294,67 +277,71 @@ TEST(ConfigErrorTest, ErrorsInTheRestOfTheFileAreReportedWhenTheModelIsUnknown) 
 }
 
 TEST(ConfigErrorTest, WrongTypeWholeNumber) {
-  Error e = fail(std::string(kBase).replace(std::string(kBase).find("m: 256"), 6, "m: 2.5"));
+  Error e = load_failure(std::string(kBase).replace(std::string(kBase).find("m: 256"), 6, "m: 2.5"));
   expect_at(e, Err::WrongType, 5, 6, "expects a whole number, got '2.5' (a fraction is not allowed)");
 }
 
 TEST(ConfigErrorTest, WrongTypeListForScalar) {
-  Error e = fail(std::string(kBase) + "run:\n  numeric: [1, 2]\n");
+  Error e = load_failure(std::string(kBase) + "run:\n  numeric: [1, 2]\n");
   expect_at(e, Err::WrongType, 9, 12, "run.numeric expects a boolean");
 }
 
 TEST(ConfigErrorTest, BadUnit) {
-  Error e = fail("hardware:\n  preset: tpu-v3\n  chip: {clock: 940MHZ}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\n  chip: {clock: 940MHZ}\n"
+                         "workload: {model: matmul, m: 1, k: 1, n: 1}\n");
   expect_at(e, Err::BadUnit, 3, 17, "did you mean 'MHz'?");
 }
 
 TEST(ConfigErrorTest, MissingUnit) {
-  Error e = fail("hardware:\n  preset: tpu-v3\n  chip:\n    hbm:\n      bandwidth: 900\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\n  chip:\n    hbm:\n      bandwidth: 900\n"
+                         "workload: {model: matmul, m: 1, k: 1, n: 1}\n");
   expect_at(e, Err::BadUnit, 5, 18, "has no unit");
 }
 
 TEST(ConfigErrorTest, OutOfRangeNegative) {
-  Error e = fail(std::string(kBase).replace(std::string(kBase).find("k: 512"), 6, "k: -4"));
+  Error e = load_failure(std::string(kBase).replace(std::string(kBase).find("k: 512"), 6, "k: -4"));
   expect_at(e, Err::OutOfRange, 6, 6, "workload.k = -4 is out of range: must be from 1 to");
 }
 
 TEST(ConfigErrorTest, OutOfRangeZeroClock) {
-  Error e = fail("hardware:\n  preset: tpu-v3\n  chip: {clock: 0Hz}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\n  chip: {clock: 0Hz}\n"
+                         "workload: {model: matmul, m: 1, k: 1, n: 1}\n");
   expect_at(e, Err::OutOfRange, 3, 17, "must be > 0Hz");
 }
 
 TEST(ConfigErrorTest, OutOfRangeAbsurd) {
-  Error e = fail("hardware:\n  preset: tpu-v3\n  chip: {clock: 5THz}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\n  chip: {clock: 5THz}\n"
+                         "workload: {model: matmul, m: 1, k: 1, n: 1}\n");
   expect_at(e, Err::OutOfRange, 3, 17, "out of range");
 }
 
 TEST(ConfigErrorTest, NotFinite) {
-  Error e = fail(std::string(kBase) + "run:\n  stall: {probability: .nan}\n");
+  Error e = load_failure(std::string(kBase) + "run:\n  stall: {probability: .nan}\n");
   expect_at(e, Err::NotFinite, 9, 24, "not a finite number");
 }
 
 TEST(ConfigErrorTest, DuplicateKey) {
-  Error e = fail(std::string(kBase) + "  m: 12\n");
+  Error e = load_failure(std::string(kBase) + "  m: 12\n");
   expect_at(e, Err::DuplicateKey, 8, 3, "duplicated key 'workload.m' (first given at line 5)");
 }
 
 TEST(ConfigErrorTest, BadChoice) {
-  Error e = fail(std::string(kBase) + "  dtype: bf61\n");
+  Error e = load_failure(std::string(kBase) + "  dtype: bf61\n");
   expect_at(e, Err::BadChoice, 8, 10, "did you mean 'bf16'?");
 }
 
 TEST(ConfigErrorTest, UnknownPreset) {
-  Error e = fail("hardware:\n  preset: tpu-v33\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v33\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
   expect_at(e, Err::UnknownPreset, 2, 11, "unknown hardware preset 'tpu-v33'");
 }
 
 TEST(ConfigErrorTest, UnknownWorkload) {
-  Error e = fail("hardware:\n  preset: tpu-v3\nworkload:\n  model: matmull\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\nworkload:\n  model: matmull\n");
   expect_at(e, Err::UnknownWorkload, 4, 10, "did you mean 'matmul'?");
 }
 
 TEST(ConfigErrorTest, UnknownStrategy) {
-  Error e = fail(std::string(kBase) + "strategy:\n  name: single_devise\n");
+  Error e = load_failure(std::string(kBase) + "strategy:\n  name: single_devise\n");
   expect_at(e, Err::UnknownStrategy, 9, 9, "did you mean 'single_device'?");
 }
 
@@ -380,32 +367,36 @@ TEST(ConfigErrorTest, UnknownOverrideKey) {
 }
 
 TEST(ConfigErrorTest, WrapLengthMismatch) {
-  Error e = fail("hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 4], wrap: [true]}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 4], wrap: [true]}\n"
+                         "workload: {model: matmul, m: 1, k: 1, n: 1}\n");
   expect_at(e, Err::LengthMismatch, 3, 29, "hardware.pod.wrap has 1 entries but hardware.pod.dims has 2");
 }
 
 TEST(ConfigErrorTest, SectionNotAMapping) {
-  Error e = fail("hardware:\n  preset: tpu-v3\nworkload: [matmul]\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\nworkload: [matmul]\n");
   expect_at(e, Err::NotAMapping, 3, 11, "'workload' must be a mapping");
 }
 
 TEST(ConfigErrorTest, PodDimsCountMismatch) {
-  Error e = fail("hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 4, 4]}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 4, 4]}\n"
+                         "workload: {model: matmul, m: 1, k: 1, n: 1}\n");
   expect_at(e, Err::PodShape, 3, 15, "torus has 2 dimensions");
 }
 
 TEST(ConfigErrorTest, PodZeroDimension) {
-  Error e = fail("hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 0]}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\n  pod: {dims: [4, 0]}\n"
+                         "workload: {model: matmul, m: 1, k: 1, n: 1}\n");
   expect_at(e, Err::OutOfRange, 3, 19, "hardware.pod.dims = 0 is out of range");
 }
 
 TEST(ConfigErrorTest, PodTooLarge) {
-  Error e = fail("hardware:\n  preset: tpu-v3\n  pod: {dims: [1024, 1024]}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  Error e = load_failure("hardware:\n  preset: tpu-v3\n  pod: {dims: [1024, 1024]}\n"
+                         "workload: {model: matmul, m: 1, k: 1, n: 1}\n");
   expect_at(e, Err::PodTooLarge, 3, 15, "podsim simulates at most 262144");
 }
 
 TEST(ConfigErrorTest, EmptyFile) {
-  Error e = fail("");
+  Error e = load_failure("");
   EXPECT_EQ(e.id(), "PODSIM-CFG-003");
 }
 

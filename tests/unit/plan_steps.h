@@ -1,6 +1,6 @@
-// What the plan-figure tests share (plan_figures_test, fsdp_test, remat_test): a step planned from experiment text,
-// its collectives written as one line each for hand counts, and the check that a plan run in memory on every
-// device reproduces the single-device step.
+// What the plan-figure tests share (plan_figures_test, sequence_parallel_test, pipeline_figures_test, fsdp_test,
+// remat_test): a step planned from experiment text, its collectives written as one line each for hand counts, and
+// the check that a plan run in memory on every device reproduces the single-device step.
 //
 //   const Step s = plan_step(hardware("[4, 1]") + workload + "strategy: {name: fsdp}\n");
 //   EXPECT_EQ(collectives(s.plan.programs[0]), sorted({ag("fc0.w", "fsdp", 0, 256, 1024), ...}));

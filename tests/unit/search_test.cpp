@@ -10,6 +10,7 @@
 #include "sim/search/enumerate.h"
 #include "sim/search/evaluate.h"
 #include "sim/search/search.h"
+#include "tests/unit/load_errors.h"
 
 using namespace podsim;
 
@@ -19,22 +20,10 @@ using Shapes = std::vector<std::vector<int64_t>>;
 
 const char* kTiny = "hardware: {preset: tpu-v5e, pod: {dims: [2, 2]}}\nworkload: {preset: llm-tiny, batch: 8}\n";
 
-Error load_error(const std::string& text) {
-  try {
-    load_experiment_text(text, "s.yaml");
-  } catch (const Error& e) {
-    return e;
-  }
-  return Error(Err::Internal, "no error");
-}
+Error load_error(const std::string& text) { return load_failure(text, {}, "s.yaml"); }
 
 Error space_error(const std::string& text) {
-  try {
-    search_space(load_experiment_text(text, "s.yaml"));
-  } catch (const Error& e) {
-    return e;
-  }
-  return Error(Err::Internal, "no error");
+  return error_of([&] { search_space(load_experiment_text(text, "s.yaml")); });
 }
 
 }  // namespace

@@ -73,18 +73,10 @@ OpCost conv_cost(const ModelGraph& g, const Op& op) {
 // Loops over every (output position, tap) pair that reads the input: f(b, oh, ow, i, j, ih, iw).
 template <class F>
 void for_taps(const ConvShape& s, const W& w, F f) {
-  for (int64_t b = 0; b < s.b; ++b)
-    for (int64_t oh = 0; oh < s.ho; ++oh)
-      for (int64_t ow = 0; ow < s.wo; ++ow)
-        for (int64_t i = 0; i < s.kh; ++i) {
-          const int64_t ih = oh * w.sh - w.pt + i;
-          if (ih < 0 || ih >= s.h) continue;
-          for (int64_t j = 0; j < s.kw; ++j) {
-            const int64_t iw = ow * w.sw - w.pl + j;
-            if (iw < 0 || iw >= s.w) continue;
-            f(b, oh, ow, i, j, ih, iw);
-          }
-        }
+  ops::for_positions(s.b, s.ho, s.wo, [&](int64_t b, int64_t oh, int64_t ow) {
+    ops::for_window(w, s.kh, s.kw, s.h, s.w, oh, ow,
+                    [&](int64_t i, int64_t j, int64_t ih, int64_t iw) { f(b, oh, ow, i, j, ih, iw); });
+  });
 }
 
 void conv_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {

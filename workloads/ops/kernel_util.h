@@ -22,6 +22,29 @@ inline void put(const ModelGraph& g, const Op& op, TensorStore& s, Tensor t, siz
   s.put(op.outputs.at(i), std::move(t));
 }
 
+// The loops of the windowed kernels (convolution, pooling; NHWC), in the order every kernel accumulates in: each
+// output position of `batch` maps of ho x wo, f(n, oh, ow); and the taps of one position's window that fall inside
+// the h x width input, f(i, j, ih, iw): tap (i, j) of a kh x kw window reads row ih = oh * sh - pt + i and column
+// iw = ow * sw - pl + j; taps in the padding read nothing.
+template <class F>
+void for_positions(int64_t batch, int64_t ho, int64_t wo, F f) {
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t oh = 0; oh < ho; ++oh)
+      for (int64_t ow = 0; ow < wo; ++ow) f(n, oh, ow);
+}
+template <class F>
+void for_window(const OpAttrs::Window& w, int64_t kh, int64_t kw, int64_t h, int64_t width, int64_t oh, int64_t ow,
+                F f) {
+  for (int64_t i = 0; i < kh; ++i) {
+    const int64_t ih = oh * w.sh - w.pt + i;
+    if (ih < 0 || ih >= h) continue;
+    for (int64_t j = 0; j < kw; ++j) {
+      const int64_t iw = ow * w.sw - w.pl + j;
+      if (iw >= 0 && iw < width) f(i, j, ih, iw);
+    }
+  }
+}
+
 inline int64_t elements(const ModelGraph& g, TensorId t) { return g.tensor(t).elements(); }
 inline int64_t last_dim(const ModelGraph& g, TensorId t) { return g.tensor(t).shape.back(); }
 

@@ -29,14 +29,7 @@ PoolShape pool_shape(const TensorInfo& x, const TensorInfo& y) {
 // The input positions of output (oh, ow)'s window: f(ih, iw) for each inside the input.
 template <class F>
 void window(const PoolShape& s, const OpAttrs::Window& w, int64_t oh, int64_t ow, F f) {
-  for (int64_t i = 0; i < w.kh; ++i) {
-    const int64_t ih = oh * w.sh - w.pt + i;
-    if (ih < 0 || ih >= s.h) continue;
-    for (int64_t j = 0; j < w.kw; ++j) {
-      const int64_t iw = ow * w.sw - w.pl + j;
-      if (iw >= 0 && iw < s.w) f(ih, iw);
-    }
-  }
+  ops::for_window(w, w.kh, w.kw, s.h, s.w, oh, ow, [&](int64_t, int64_t, int64_t ih, int64_t iw) { f(ih, iw); });
 }
 
 OpCost pool_cost(const ModelGraph& g, const Op& op, TensorId small, double per_tap) {
@@ -61,15 +54,14 @@ void max_pool_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
   const PoolShape s = pool_shape(g.tensor(op.inputs[0]), g.tensor(op.outputs[0]));
   const Tensor& x = in(st, op, 0);
   Tensor y = ops::out_like(g, op);
-  for (int64_t b = 0; b < s.b; ++b)
-    for (int64_t oh = 0; oh < s.ho; ++oh)
-      for (int64_t ow = 0; ow < s.wo; ++ow)
-        for (int64_t c = 0; c < s.c; ++c) {
-          float m = -std::numeric_limits<float>::infinity();
-          window(s, op.attrs.window, oh, ow,
-                 [&](int64_t ih, int64_t iw) { m = std::max(m, x.data[((b * s.h + ih) * s.w + iw) * s.c + c]); });
-          y.data[((b * s.ho + oh) * s.wo + ow) * s.c + c] = m;
-        }
+  ops::for_positions(s.b, s.ho, s.wo, [&](int64_t b, int64_t oh, int64_t ow) {
+    for (int64_t c = 0; c < s.c; ++c) {
+      float m = -std::numeric_limits<float>::infinity();
+      window(s, op.attrs.window, oh, ow,
+             [&](int64_t ih, int64_t iw) { m = std::max(m, x.data[((b * s.h + ih) * s.w + iw) * s.c + c]); });
+      y.data[((b * s.ho + oh) * s.wo + ow) * s.c + c] = m;
+    }
+  });
   ops::put(g, op, st, std::move(y));
 }
 
@@ -78,18 +70,17 @@ void max_pool_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
   const Tensor& dy = in(st, op, 0);
   const Tensor& x = in(st, op, 1);
   Tensor dx = ops::out_like(g, op);
-  for (int64_t b = 0; b < s.b; ++b)
-    for (int64_t oh = 0; oh < s.ho; ++oh)
-      for (int64_t ow = 0; ow < s.wo; ++ow)
-        for (int64_t c = 0; c < s.c; ++c) {
-          float m = -std::numeric_limits<float>::infinity();
-          int64_t at = -1;
-          window(s, op.attrs.window, oh, ow, [&](int64_t ih, int64_t iw) {
-            const int64_t k = ((b * s.h + ih) * s.w + iw) * s.c + c;
-            if (x.data[k] > m) m = x.data[k], at = k;
-          });
-          if (at >= 0) dx.data[at] += dy.data[((b * s.ho + oh) * s.wo + ow) * s.c + c];
-        }
+  ops::for_positions(s.b, s.ho, s.wo, [&](int64_t b, int64_t oh, int64_t ow) {
+    for (int64_t c = 0; c < s.c; ++c) {
+      float m = -std::numeric_limits<float>::infinity();
+      int64_t at = -1;
+      window(s, op.attrs.window, oh, ow, [&](int64_t ih, int64_t iw) {
+        const int64_t k = ((b * s.h + ih) * s.w + iw) * s.c + c;
+        if (x.data[k] > m) m = x.data[k], at = k;
+      });
+      if (at >= 0) dx.data[at] += dy.data[((b * s.ho + oh) * s.wo + ow) * s.c + c];
+    }
+  });
   ops::put(g, op, st, std::move(dx));
 }
 
@@ -97,18 +88,16 @@ void avg_pool_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
   const PoolShape s = pool_shape(g.tensor(op.inputs[0]), g.tensor(op.outputs[0]));
   const Tensor& x = in(st, op, 0);
   Tensor y = ops::out_like(g, op);
-  for (int64_t b = 0; b < s.b; ++b)
-    for (int64_t oh = 0; oh < s.ho; ++oh)
-      for (int64_t ow = 0; ow < s.wo; ++ow) {
-        float* yr = &y.data[((b * s.ho + oh) * s.wo + ow) * s.c];
-        int64_t n = 0;
-        window(s, op.attrs.window, oh, ow, [&](int64_t ih, int64_t iw) {
-          const float* xr = &x.data[((b * s.h + ih) * s.w + iw) * s.c];
-          for (int64_t c = 0; c < s.c; ++c) yr[c] += xr[c];
-          ++n;
-        });
-        for (int64_t c = 0; c < s.c && n > 0; ++c) yr[c] /= static_cast<float>(n);
-      }
+  ops::for_positions(s.b, s.ho, s.wo, [&](int64_t b, int64_t oh, int64_t ow) {
+    float* yr = &y.data[((b * s.ho + oh) * s.wo + ow) * s.c];
+    int64_t n = 0;
+    window(s, op.attrs.window, oh, ow, [&](int64_t ih, int64_t iw) {
+      const float* xr = &x.data[((b * s.h + ih) * s.w + iw) * s.c];
+      for (int64_t c = 0; c < s.c; ++c) yr[c] += xr[c];
+      ++n;
+    });
+    for (int64_t c = 0; c < s.c && n > 0; ++c) yr[c] /= static_cast<float>(n);
+  });
   ops::put(g, op, st, std::move(y));
 }
 
@@ -116,19 +105,17 @@ void avg_pool_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
   const PoolShape s = pool_shape(g.tensor(op.outputs[0]), g.tensor(op.inputs[0]));
   const Tensor& dy = in(st, op, 0);
   Tensor dx = ops::out_like(g, op);
-  for (int64_t b = 0; b < s.b; ++b)
-    for (int64_t oh = 0; oh < s.ho; ++oh)
-      for (int64_t ow = 0; ow < s.wo; ++ow) {
-        int64_t n = 0;
-        window(s, op.attrs.window, oh, ow, [&](int64_t, int64_t) { ++n; });
-        if (n == 0) continue;
-        const float* dyr = &dy.data[((b * s.ho + oh) * s.wo + ow) * s.c];
-        const float inv = 1.0f / static_cast<float>(n);
-        window(s, op.attrs.window, oh, ow, [&](int64_t ih, int64_t iw) {
-          float* dxr = &dx.data[((b * s.h + ih) * s.w + iw) * s.c];
-          for (int64_t c = 0; c < s.c; ++c) dxr[c] += dyr[c] * inv;
-        });
-      }
+  ops::for_positions(s.b, s.ho, s.wo, [&](int64_t b, int64_t oh, int64_t ow) {
+    int64_t n = 0;
+    window(s, op.attrs.window, oh, ow, [&](int64_t, int64_t) { ++n; });
+    if (n == 0) return;
+    const float* dyr = &dy.data[((b * s.ho + oh) * s.wo + ow) * s.c];
+    const float inv = 1.0f / static_cast<float>(n);
+    window(s, op.attrs.window, oh, ow, [&](int64_t ih, int64_t iw) {
+      float* dxr = &dx.data[((b * s.h + ih) * s.w + iw) * s.c];
+      for (int64_t c = 0; c < s.c; ++c) dxr[c] += dyr[c] * inv;
+    });
+  });
   ops::put(g, op, st, std::move(dx));
 }
 
