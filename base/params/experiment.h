@@ -91,9 +91,25 @@ struct IciConfig {
 };
 
 struct PodConfig {
-  std::vector<int64_t> dims;  // chips per torus dimension
+  std::vector<int64_t> dims;  // chips per torus dimension (one slice)
   std::vector<bool> wrap;     // wrap-around links per dimension
-  int64_t chips() const;
+  int64_t slices = 1;         // hardware.slices: copies of the torus joined by the data-center network
+  int64_t chips() const;      // every slice's chips
+  int64_t slice_chips() const;
+};
+
+// The hosts of a slice: each drives `chips` chips (over their host links) and its NICs (hw/dcn/).
+struct HostConfig {
+  int64_t chips = 1;
+  std::vector<int64_t> block;  // the chips of one host on the torus, per dimension (topology/hosts.h)
+};
+
+// The data-center network between slices (hw/dcn/): the NICs of each host and the network between hosts.
+struct DcnConfig {
+  double bandwidth = 0;         // bytes/s per host and direction (all its NICs)
+  double latency = 10e-6;       // seconds from a NIC to the peer host's NIC
+  double oversubscription = 1;  // the network carries (sum of a slice's NICs) / this out of and into each slice
+  double chunk = 16.0 * 1024 * 1024;  // bytes: collectives cut what crosses the DCN into chunks of at most this
 };
 
 // hardware.faults (sim/config/faults.h): chips that run slower and links that are slower or down. Each chip and
@@ -125,6 +141,8 @@ struct HardwareConfig {
   ChipConfig chip;
   IciConfig ici;
   PodConfig pod;
+  HostConfig host;
+  DcnConfig dcn;
   FaultConfig faults;
 };
 
@@ -156,6 +174,9 @@ struct RunConfig {
   std::string symmetry = "auto";  // auto | off (hw/pod/symmetry.h)
   // Gradient reductions are combined into collectives of up to this many bytes (partition/combine.h); 0: never.
   double combine_threshold = 30.0 * 1024 * 1024;
+  // Gradient reductions over the data-center network start as their gradients are ready, overlapping the rest of
+  // the backward pass (XLA's data-parallel all-reduce optimisation); false: only after the backward pass (PaLM).
+  bool dcn_overlap = true;
 };
 
 struct Experiment {

@@ -71,6 +71,12 @@ Chip::Chip(sc_core::sc_module_name name, int64_t id, PodContext& ctx)
   }
 }
 
+void Chip::attach_dcn(DcnNetwork& net) {
+  m_dcn = std::make_unique<DcnPort>(m_id, net, *m_host_link, m_log, [this](Message&& m) { m_dma->deliver(std::move(m)); });
+  net.attach(m_dcn.get());
+  m_dma->set_dcn(m_dcn.get());
+}
+
 void Chip::unroutable(const Message& m, const std::string& why) {
   if (m_ctx.failure) return;
   const int role = m_ctx.plan->role_of_chip[m.src];  // the op that sent `m`, named on its sender's program

@@ -20,6 +20,7 @@
 #include "hw/chip/host_link.h"
 #include "hw/chip/slots.h"
 #include "hw/chip/stall.h"
+#include "hw/dcn/dcn.h"
 #include "hw/ici/router.h"
 #include "hw/pod/pod_context.h"
 #include "workloads/tensor.h"
@@ -34,6 +35,8 @@ class Chip : public sc_core::sc_module {
   int role() const { return m_role; }
   IciRouter& router() { return *m_router; }
   HostLink& host_link() { return *m_host_link; }
+  // With several slices: the chip's way onto the data-center network (hw/dcn/dcn.h).
+  void attach_dcn(DcnNetwork& net);
   ChipLog& log() { return m_log; }
   const ChipLog& log() const { return m_log; }
   TensorStore& store() { return m_store; }
@@ -76,6 +79,7 @@ class Chip : public sc_core::sc_module {
   std::vector<std::unique_ptr<ComputeUnit>> m_mxu, m_vpu;
   std::unique_ptr<IciRouter> m_router;
   std::unique_ptr<Dma> m_dma;
+  std::unique_ptr<DcnPort> m_dcn;
 
   struct PendingReduction {
     int left = 0;                // cores still adding

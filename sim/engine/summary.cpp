@@ -9,6 +9,7 @@
 #include "hw/pod/pod.h"
 #include "hw/timing/mxu_timing.h"
 #include "hw/timing/vpu_timing.h"
+#include "sim/engine/dcn_report.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/fault_report.h"
 #include "sim/engine/memory_summary.h"
@@ -95,6 +96,7 @@ J op_table(const Prepared& p, const Chip& chip) {
     o["hbm_write"] = r.hbm_write;
     o["logical_bytes"] = e.logical_bytes;
     o["cores"] = e.cores;
+    if (e.unit == Unit::Ici && over_dcn(p, chip.id(), g.op(e.members.front()))) o["dcn"] = true;
     if (e.members.size() > 1) {
       J m = J::array();
       for (OpId id : e.members) m.push_back(g.op(id).name);
@@ -289,7 +291,10 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   if (const auto n = trainable_parameters(p)) j["parameters"] = *n;
   if (T > 0 && batch) {
     j["samples_per_s"] = *batch / T;
-    if (const auto seq = count_param(e.params, "workload.seq_len")) j["tokens_per_s"] = *batch * *seq / T;
+    if (const auto seq = count_param(e.params, "workload.seq_len")) {
+      j["tokens_per_s"] = *batch * *seq / T;
+      j["tokens_per_s_per_chip"] = *batch * *seq / T / static_cast<double>(e.hardware.pod.chips());
+    }
   }
 
   // Busy fractions, averaged over the chips that run a program.
@@ -407,6 +412,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
                {"bytes_per_chip", bytes},
                {"time_s", t},
                {"algorithm_bandwidth_Bps", t > 0 ? r6(bytes / t) : 0.0}};
+      if (over_dcn(p, rc.id(), op)) row["dcn"] = true;  // between slices (hw/dcn/dcn.h)
       if (carried.size() > 1) {
         row["tensors"] = carried;
         ++combined;
@@ -496,6 +502,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   j["stalls"] = {{"injected", stalls}, {"seconds", stall_s}};
   if (auto moe = moe_report(p, s)) j["moe"] = *moe;
   if (auto faults = fault_report(p, s)) j["faults"] = *faults;
+  if (auto dcn = dcn_report(p, s)) j["dcn"] = *dcn;
   return j.dump(2) + "\n";
 }
 

@@ -180,6 +180,15 @@ TracePlan collect(const Prepared& p, const Simulation& s, Detail detail, const W
         plan.slices.push_back({c, ways[x.lane & 1], false, b, e, name, {{"bytes", static_cast<int64_t>(x.bytes)}}, 0,
                                0, 36 + (x.lane & 1)});
       }
+      // Messages to and from other slices over the data-center network (hw/dcn/dcn.h): to the host, from it.
+      static const char* dcn[] = {"DCN out (to the host)", "DCN in (from the host)"};
+      for (const Interval& x : log.dcn) {
+        double b = x.begin, e = x.end;
+        if (!win.clip(b, e)) continue;
+        std::string name = chip.role() >= 0 && x.op >= 0 ? p.ctx->programs[chip.role()].ops[x.op].name : "message";
+        plan.slices.push_back({c, dcn[x.lane & 1], true, b, e, name, {{"bytes", static_cast<int64_t>(x.bytes)}}, 0,
+                               0, 38 + (x.lane & 1)});
+      }
     }
     if (detail >= Detail::Links) {
       std::map<int, std::vector<std::pair<double, double>>> per_dir;

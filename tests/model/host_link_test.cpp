@@ -37,7 +37,7 @@ enum class Shape { RoundTrip, TwoOut, BothWays };
 Plan host_plan(const ModelGraph& g, const Experiment& exp, Shape shape) {
   Plan p;
   p.strategy = "test_host";
-  p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap));
+  p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap, exp.hardware.pod.slices));
   const TensorInfo& x = g.tensor(0);
   Program prog;
   prog.role = "chip";
