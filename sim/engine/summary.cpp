@@ -292,10 +292,12 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   const auto batch = microbenchmark(p) ? std::nullopt : count_param(e.params, "workload.batch");
   if (const auto n = trainable_parameters(p)) j["parameters"] = *n;
   if (T > 0 && batch) {
-    j["samples_per_s"] = *batch / T;
+    const double examples = *batch;
+    j["samples_per_s"] = examples / T;
     if (const auto seq = count_param(e.params, "workload.seq_len")) {
-      j["tokens_per_s"] = *batch * *seq / T;
-      j["tokens_per_s_per_chip"] = *batch * *seq / T / static_cast<double>(e.hardware.pod.chips());
+      const double tokens_per_s = examples * *seq / T;
+      j["tokens_per_s"] = tokens_per_s;
+      j["tokens_per_s_per_chip"] = tokens_per_s / static_cast<double>(e.hardware.pod.chips());
     }
   }
 
