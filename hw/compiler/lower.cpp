@@ -354,6 +354,9 @@ ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const Chi
       lower_gemm(g, *mm, chip, opts, mt, e);
     } else if (e.unit == Unit::Vpu) {
       lower_vector(chip, mt, e);
+    } else if (e.unit == Unit::Host) {  // the host link reads (to_host) or writes (from_host) the tensor in HBM
+      const double bytes = g.tensor(f.inputs.front()).stored_bytes();
+      (f.kind == OpKind::ToHost ? e.core_hbm_read : e.core_hbm_write) = bytes;
     }
     e.hbm_reads = std::move(mt.reads);
     e.hbm_writes = std::move(mt.writes);
