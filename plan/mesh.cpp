@@ -23,7 +23,7 @@ std::string trim(const std::string& s) {
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);
 }
 
-const char* dim_name(int d) { return d == 0 ? "x" : d == 1 ? "y" : "z"; }
+std::string dim_name(int d) { return d == 0 ? "x" : d == 1 ? "y" : "z"; }
 
 int parse_dim(const std::string& s) {
   if (s == "x") return 0;
@@ -34,8 +34,8 @@ int parse_dim(const std::string& s) {
 
 std::string factor_text(const MeshFactor& f, int64_t dim_size) {
   std::string t = dim_name(f.dim);
-  if (f.size != dim_size) t += ":" + std::to_string(f.size);
-  if (f.stride > 1) t += " every " + std::to_string(f.stride);
+  if (f.size != dim_size) t += strprintf(":%lld", static_cast<long long>(f.size));
+  if (f.stride > 1) t += strprintf(" every %lld", static_cast<long long>(f.stride));
   return t;
 }
 
@@ -130,7 +130,7 @@ Mesh Mesh::layout(const std::vector<std::string>& names, const std::vector<int64
   auto remaining_text = [&]() {
     std::vector<std::string> r;
     for (int d = 0; d < t.ndims(); ++d)
-      if (left(d) > 1) r.push_back(std::string(dim_name(d)) + ":" + std::to_string(left(d)));
+      if (left(d) > 1) r.push_back(dim_name(d) + ":" + std::to_string(left(d)));
     return r.empty() ? std::string("nothing") : join(r, ", ");
   };
   // Contiguous axes first: a run of neighbouring chips on the outermost dimension that holds the axis whole.

@@ -79,7 +79,12 @@ std::string Torus::chip_label(int64_t chip) const {
   static const char* axes = "xyz";
   std::vector<int64_t> c = coords(chip);
   std::string s = "chip " + std::to_string(chip) + " (";
-  for (size_t i = 0; i < c.size(); ++i) s += (i ? "," : "") + std::string(1, axes[i]) + "=" + std::to_string(c[i]);
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (i) s += ',';
+    s += axes[i];
+    s += '=';
+    s += std::to_string(c[i]);
+  }
   return s + ")";
 }
 
