@@ -34,7 +34,7 @@ struct UnitJob {
   int64_t vpu_cycles = 0;  // MXU jobs: the vector unit's cycles on the results (pops, the output fusion's epilogue)
   bool vpu_serial = false;  // MXU jobs: those cycles run between the MXU's streams (results through the vector unit)
   // When set, called at the end instead of the unit's Done callback (work the DMA engines queue: reductions).
-  std::function<void(double start, double end)> on_done;
+  std::function<void(double start, double end)> on_done = nullptr;
 };
 
 class ComputeUnit : public sc_core::sc_module {

@@ -288,8 +288,9 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   const auto batch = microbenchmark(p) ? std::nullopt : count_param(e.params, "workload.batch");
   if (const auto n = trainable_parameters(p)) j["parameters"] = *n;
   if (T > 0 && batch) {
-    j["samples_per_s"] = *batch / T;
-    if (const auto seq = count_param(e.params, "workload.seq_len")) j["tokens_per_s"] = *batch * *seq / T;
+    const double examples = *batch;
+    j["samples_per_s"] = examples / T;
+    if (const auto seq = count_param(e.params, "workload.seq_len")) j["tokens_per_s"] = examples * *seq / T;
   }
 
   // Busy fractions, averaged over the chips that run a program.
