@@ -269,8 +269,9 @@ TEST(CnnOpsTest, ConvolutionGemmAndTiledBytes) {
   const auto grads = find_op_kind(OpKind::Conv2d)->grad(bb, op, {y});
   (void)grads;
   for (const Op& o : g.ops())
-    if (o.kind == OpKind::Conv2dInputGrad || o.kind == OpKind::Conv2dFilterGrad)
+    if (o.kind == OpKind::Conv2dInputGrad || o.kind == OpKind::Conv2dFilterGrad) {
       EXPECT_DOUBLE_EQ(op_cost(g, o).flops, c.flops) << o.name;
+    }
 }
 
 // conv -> batch-norm statistics (a reduction fusion: one pass over the conv's output) -> normalization + ReLU
@@ -304,3 +305,4 @@ TEST(CnnOpsTest, GroupsOfConsecutiveRanks) {
   EXPECT_FALSE(m.group(5, {"data"}, 2).shape.wrap[0]);  // a line of 2 on a ring of 8
   EXPECT_TRUE(m.group(5, {"data"}, 8).shape.wrap[0]);   // the whole x ring
 }
+

@@ -222,8 +222,9 @@ TEST(CombineTest, BackwardPassAllReducesAreNotCombined) {
   EXPECT_EQ(s.members - s.collectives, data_before - count("data", true));
   TensorStore after = run_plan(plan, g);
   for (size_t i = 0; i < g.num_tensors(); ++i)
-    if (before.has(static_cast<TensorId>(i)))
+    if (before.has(static_cast<TensorId>(i))) {
       EXPECT_EQ(before.get(static_cast<TensorId>(i)).data, after.get(static_cast<TensorId>(i)).data) << g.tensor(static_cast<TensorId>(i)).name;
+    }
 }
 
 // Weight-update sharding reduce-scatters the gradients (along the first dimension here, every parameter's): one
@@ -251,8 +252,9 @@ TEST(CombineTest, WeightUpdateShardingReduceScattersCombine) {
   EXPECT_EQ(plain_rs, 8);
   TensorStore a = run_plan(plain, g), b = run_plan(plan, g);
   for (size_t i = 0; i < g.num_tensors(); ++i)
-    if (a.has(static_cast<TensorId>(i)))
+    if (a.has(static_cast<TensorId>(i))) {
       EXPECT_EQ(a.get(static_cast<TensorId>(i)).data, b.get(static_cast<TensorId>(i)).data) << g.tensor(static_cast<TensorId>(i)).name;
+    }
 }
 
 // A pipeline's stages reduce their accumulated gradients over `data` once per step: combined per stage, the
@@ -278,7 +280,9 @@ TEST(CombineTest, PipelineStagesCombineTheirGradientReductions) {
         members += static_cast<int>(c.tensors.size());
         // Work of the whole step, after the micro-batches: no unit.
         for (size_t i = 0; i < p.graph.num_ops(); ++i)
-          if (p.graph.op(static_cast<OpId>(i)).name == c.name) EXPECT_EQ(plan.pipeline.unit_of_op[k][i], -1);
+          if (p.graph.op(static_cast<OpId>(i)).name == c.name) {
+            EXPECT_EQ(plan.pipeline.unit_of_op[k][i], -1);
+          }
       }
     }
     EXPECT_EQ(combined, 1) << p.role;
@@ -288,8 +292,9 @@ TEST(CombineTest, PipelineStagesCombineTheirGradientReductions) {
   Plan plain = make_plan(g, e);
   TensorStore a = run_plan(plain, g), b = run_plan(plan, g);
   for (size_t i = 0; i < g.num_tensors(); ++i)
-    if (a.has(static_cast<TensorId>(i)))
+    if (a.has(static_cast<TensorId>(i))) {
       EXPECT_EQ(a.get(static_cast<TensorId>(i)).data, b.get(static_cast<TensorId>(i)).data) << g.tensor(static_cast<TensorId>(i)).name;
+    }
 }
 
 // The buffer a combined collective runs on, for an algorithm that cuts each of 2 blocks into 2 pieces: each
@@ -313,3 +318,4 @@ TEST(CombineTest, CombinedBufferLayout) {
   const CombinedLayout r = combined_layout(OpKind::AllReduce, {5, 2}, 2, 0);
   EXPECT_EQ(pack_combined(r, {{1, 2, 3, 4, 5}, {6, 7}}), (std::vector<float>{1, 2, 3, 4, 5, 6, 7}));
 }
+
