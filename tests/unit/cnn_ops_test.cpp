@@ -306,3 +306,112 @@ TEST(CnnOpsTest, GroupsOfConsecutiveRanks) {
   EXPECT_TRUE(m.group(5, {"data"}, 8).shape.wrap[0]);   // the whole x ring
 }
 
+namespace {
+
+// Bytes of a tensor in the TPU's tiled layout, written here from docs/model.md rather than taken from the model:
+// the minor dimension padded to 128 lanes, the second-minor to 8 sublanes.
+double tiled(std::vector<int64_t> shape, double bytes_per_element) {
+  const auto pad = [](int64_t n, int64_t to) { return static_cast<double>((n + to - 1) / to * to); };
+  double n = pad(shape.back(), 128) * bytes_per_element;
+  if (shape.size() >= 2) n *= pad(shape[shape.size() - 2], 8);
+  for (size_t d = 0; d + 2 < shape.size(); ++d) n *= static_cast<double>(shape[d]);
+  return n;
+}
+
+const Op& op_of_kind(const ModelGraph& g, OpKind kind) {
+  for (const Op& op : g.ops())
+    if (op.kind == kind) return op;
+  ADD_FAILURE() << "no op of kind " << op_kind_name(kind);
+  return g.op(0);
+}
+
+}  // namespace
+
+// A 3x3/2 convolution, pad 1, of a 9-row map (odd: 5 output rows) with 48 input and 96 output features, bf16, in
+// each of its three directions: the GEMM on the MXU (docs/model.md, "Convolutions on the MXU"), its FLOPs and the
+// HBM bytes of its operands and result in the tiled layout. Rows M stream, K is contracted, N fills the columns:
+//   forward       x, w -> y    M = B Ho Wo, K = KH KW Ci, N = Co
+//   input grad   dy, w -> dx   M = B Ho Wo, K = KH KW Co, N = Ci   (48 features: half the array's columns)
+//   filter grad  x, dy -> dw   M = KH KW Ci, K = B Ho Wo, N = Co
+// Every direction does the forward's 2 M K N multiply-adds.
+TEST(CnnOpsTest, ConvolutionCostInEachDirection) {
+  constexpr int64_t B = 4, H = 9, W = 9, Ci = 48, Co = 96, KH = 3, KW = 3, Ho = 5, Wo = 5;
+  constexpr double bf16 = 2;
+  ModelGraph g("conv");
+  GraphBuilder b(g, DType::BF16);
+  const TensorId x = b.param("x", {B, H, W, Ci}), w = b.param("w", {KH, KW, Ci, Co});
+  const TensorId y = b.conv2d(x, w, win(3, 3, 2, 2, 1, 1, 1, 1), "conv");
+  ASSERT_EQ(g.tensor(y).shape, (std::vector<int64_t>{B, Ho, Wo, Co}));
+  b.backward(b.softmax_cross_entropy(b.reshape(y, {B * Ho * Wo, Co}, "flat"), b.label("labels", {B * Ho * Wo}),
+                                     "loss"));
+  const double x_bytes = tiled({B, H, W, Ci}, bf16), w_bytes = tiled({KH, KW, Ci, Co}, bf16),
+               y_bytes = tiled({B, Ho, Wo, Co}, bf16);
+  const double rows = B * Ho * Wo, taps = KH * KW, flops = 2.0 * rows * taps * Ci * Co;
+  struct Direction {
+    OpKind kind;
+    int64_t m, k, n;
+    double read, written;
+  };
+  for (const Direction& d : {Direction{OpKind::Conv2d, B * Ho * Wo, KH * KW * Ci, Co, x_bytes + w_bytes, y_bytes},
+                             Direction{OpKind::Conv2dInputGrad, B * Ho * Wo, KH * KW * Co, Ci, y_bytes + w_bytes,
+                                       x_bytes},
+                             Direction{OpKind::Conv2dFilterGrad, KH * KW * Ci, B * Ho * Wo, Co, x_bytes + y_bytes,
+                                       w_bytes}}) {
+    const Op& op = op_of_kind(g, d.kind);
+    SCOPED_TRACE(op.name);
+    const GemmDims gd = gemm_dims(g, op);
+    EXPECT_EQ(gd.m, d.m);
+    EXPECT_EQ(gd.k, d.k);
+    EXPECT_EQ(gd.n, d.n);
+    const OpCost c = op_cost(g, op);
+    EXPECT_EQ(c.unit, Unit::Mxu);
+    EXPECT_DOUBLE_EQ(c.flops, flops);
+    EXPECT_DOUBLE_EQ(c.bytes_read, d.read);
+    EXPECT_DOUBLE_EQ(c.bytes_written, d.written);
+  }
+}
+
+// Batch normalization's cost, from its passes over the tensors in the tiled layout (x [8, 7, 7, 64] bf16; the
+// statistics [8, 64] fp32, one row per example; gamma and beta [64]):
+//   statistics   one pass over x (a reduction over the whole tensor: 3 operations and 2 cross-lane steps an
+//                element), writing mean and rstd;
+//   apply        one pass over x with the statistics, gamma and beta (elementwise, fusible), writing y;
+//   gradient     two passes over dy, x, the statistics and gamma (the group sums, then dx), writing dx, dgamma,
+//                dbeta.
+TEST(CnnOpsTest, BatchNormCostIsItsPassesOverTheTiledTensors) {
+  constexpr int64_t B = 8, H = 7, W = 7, C = 64;
+  constexpr double bf16 = 2, f32 = 4;
+  constexpr double stats_passes = 1, apply_passes = 1, grad_passes = 2;
+  ModelGraph g("bn");
+  GraphBuilder b(g, DType::BF16);
+  const TensorId x = b.param("x", {B, H, W, C});
+  const TensorId y = b.batch_norm(x, b.param("gamma", {C}), b.param("beta", {C}), 0, "bn");
+  b.backward(b.softmax_cross_entropy(b.reshape(y, {B * H * W, C}, "flat"), b.label("labels", {B * H * W}), "loss"));
+  const double x_bytes = tiled({B, H, W, C}, bf16), stat_bytes = tiled({B, C}, f32),
+               param_bytes = tiled({C}, bf16);
+  const double elements = B * H * W * C;
+
+  const OpCost stats = op_cost(g, op_of_kind(g, OpKind::BatchNormStats));
+  EXPECT_DOUBLE_EQ(stats.bytes_read, stats_passes * x_bytes);
+  EXPECT_DOUBLE_EQ(stats.bytes_written, 2 * stat_bytes);  // mean, rstd
+  EXPECT_DOUBLE_EQ(stats.vector.elements, elements);
+  EXPECT_DOUBLE_EQ(stats.vector.simple, 3);
+  EXPECT_DOUBLE_EQ(stats.vector.reduce, 2);
+  EXPECT_TRUE(stats.reduction);
+  EXPECT_TRUE(stats.whole_tensor);
+
+  const OpCost apply = op_cost(g, op_of_kind(g, OpKind::BatchNormApply));
+  EXPECT_DOUBLE_EQ(apply.bytes_read, apply_passes * (x_bytes + 2 * stat_bytes + 2 * param_bytes));
+  EXPECT_DOUBLE_EQ(apply.bytes_written, x_bytes);
+  EXPECT_DOUBLE_EQ(apply.vector.elements, elements);
+  EXPECT_DOUBLE_EQ(apply.vector.simple, 3);
+  EXPECT_TRUE(apply.fusible);
+
+  const OpCost grad = op_cost(g, op_of_kind(g, OpKind::BatchNormGrad));
+  EXPECT_DOUBLE_EQ(grad.bytes_read, grad_passes * (2 * x_bytes + 2 * stat_bytes + param_bytes));  // dy, x, ..., gamma
+  EXPECT_DOUBLE_EQ(grad.bytes_written, x_bytes + 2 * param_bytes);                             // dx, dgamma, dbeta
+  EXPECT_DOUBLE_EQ(grad.vector.elements, elements);
+  EXPECT_DOUBLE_EQ(grad.vector.simple, 10);
+  EXPECT_DOUBLE_EQ(grad.vector.reduce, 2);
+  EXPECT_TRUE(grad.reduction);
+}
