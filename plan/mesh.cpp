@@ -32,8 +32,8 @@ int parse_dim(const std::string& s) {
 
 std::string factor_text(const MeshFactor& f, int64_t dim_size, const std::string& dim) {
   std::string t = dim;
-  if (f.size != dim_size) t += ":" + std::to_string(f.size);
-  if (f.stride > 1) t += " every " + std::to_string(f.stride);
+  if (f.size != dim_size) t += strprintf(":%lld", static_cast<long long>(f.size));
+  if (f.stride > 1) t += strprintf(" every %lld", static_cast<long long>(f.stride));
   return t;
 }
 

@@ -92,7 +92,12 @@ int Torus::hops(int64_t src, int64_t dst) const {
 std::string Torus::chip_label(int64_t chip) const {
   std::vector<int64_t> c = coords(chip);
   std::string s = "chip " + std::to_string(chip) + " (";
-  for (size_t i = 0; i < c.size(); ++i) s += (i ? "," : "") + dim_name(static_cast<int>(i)) + "=" + std::to_string(c[i]);
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (i) s += ',';
+    s += dim_name(static_cast<int>(i));
+    s += '=';
+    s += std::to_string(c[i]);
+  }
   return s + ")";
 }
 

@@ -21,7 +21,7 @@ const char* kDimNames = "xyz";
 std::string list_text(const std::vector<std::string>& v, bool quote) {
   std::vector<std::string> q;
   for (const auto& s : v) q.push_back(quote ? "\"" + s + "\"" : s);
-  return "[" + join(q, ", ") + "]";
+  return bracketed(q);
 }
 
 std::string ints_text(const std::vector<int64_t>& v) {

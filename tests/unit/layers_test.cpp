@@ -95,9 +95,10 @@ TEST(LayersTest, EveryIncludeStaysWithinItsLayer) {
         std::smatch m;
         if (!std::regex_search(line, m, include_re)) continue;
         const std::string target = m[1];
-        if (target == "systemc" || target == "systemc.h")
+        if (target == "systemc" || target == "systemc.h") {
           EXPECT_TRUE(kSystemC.count(from)) << rel << ":" << n << " includes SystemC outside hw/chip, hw/ici, hw/pod, hw/dcn, "
                                             << "sim/engine and sim/cli";
+        }
         const std::string to = folder_of(target);
         if (to.empty() || to == from) continue;
         auto it = allowed().find(from);
