@@ -10,7 +10,8 @@ enum class Role : uint8_t { Opaque, Elementwise, Reduction, Matmul };
 Role role_of(const ModelGraph& g, const Op& op) {
   if (is_communication(op.kind)) return Role::Opaque;
   OpCost c = op_cost(g, op);
-  if (c.unit == Unit::Mxu) return Role::Matmul;
+  // A kernel that tiles itself (a Pallas kernel, workloads/op_def.h kernel_gemms) is a custom call: nothing fuses.
+  if (c.unit == Unit::Mxu) return kernel_gemms(g, op).empty() ? Role::Matmul : Role::Opaque;
   if (c.unit != Unit::Vpu) return Role::Opaque;
   if (c.fusible) return Role::Elementwise;
   if (c.reduction) return Role::Reduction;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "hw/compiler/kernel_lowering.h"
 #include "hw/compiler/memory_plan.h"
 #include "hw/compiler/tiling.h"
 #include "hw/timing/mxu_timing.h"
@@ -240,7 +241,10 @@ ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const Chi
     if (mm) {
       e.unit = Unit::Mxu;
       e.kind = mm->kind;
-      lower_gemm(g, *mm, members, chip, member_traffic(g, members), e);
+      if (const std::vector<GemmPass> passes = kernel_gemms(g, *mm); !passes.empty())
+        lower_kernel(g, *mm, passes, chip, e);
+      else
+        lower_gemm(g, *mm, members, chip, member_traffic(g, members), e);
     } else if (e.unit == Unit::Vpu) {
       lower_vector(chip, member_traffic(g, members), e);
     }
