@@ -2,6 +2,7 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -15,11 +16,17 @@ bool forward_phase(Phase p) { return p == Phase::Forward || p == Phase::Loss; }
 
 }  // namespace
 
+namespace {
+
+constexpr RematPolicy kPolicies[] = {RematPolicy::None,          RematPolicy::Full,        RematPolicy::Dots,
+                                     RematPolicy::Names,         RematPolicy::Minimal,     RematPolicy::SaveQkvProj,
+                                     RematPolicy::SaveOutProj,   RematPolicy::SaveDotExceptMlp};
+
+}  // namespace
+
 RematPolicy remat_policy(const std::string& name) {
-  if (name == "none") return RematPolicy::None;
-  if (name == "full") return RematPolicy::Full;
-  if (name == "dots") return RematPolicy::Dots;
-  if (name == "names") return RematPolicy::Names;
+  for (RematPolicy p : kPolicies)
+    if (name == remat_policy_name(p)) return p;
   throw Error(Err::Internal, "unknown re-materialization policy '" + name + "'");
 }
 
@@ -29,8 +36,23 @@ const char* remat_policy_name(RematPolicy p) {
     case RematPolicy::Full: return "full";
     case RematPolicy::Dots: return "dots";
     case RematPolicy::Names: return "names";
+    case RematPolicy::Minimal: return "minimal";
+    case RematPolicy::SaveQkvProj: return "save_qkv_proj";
+    case RematPolicy::SaveOutProj: return "save_out_proj";
+    case RematPolicy::SaveDotExceptMlp: return "save_dot_except_mlp";
   }
   return "none";
+}
+
+// MaxText's policies (its decoders' get_remat_policy, jax.checkpoint_policies.save_only_these_names of the names
+// its layers tag with checkpoint_name; "qkv_proj", a fused projection's name, has no counterpart here).
+std::vector<std::string> remat_checkpoint_names(RematPolicy p) {
+  switch (p) {
+    case RematPolicy::SaveQkvProj: return {"query_proj", "key_proj", "value_proj"};
+    case RematPolicy::SaveOutProj: return {"out_proj"};
+    case RematPolicy::SaveDotExceptMlp: return {"query_proj", "key_proj", "value_proj", "out_proj"};
+    default: return {};
+  }
 }
 
 bool remat_name_kept(const std::string& name, const std::vector<std::string>& patterns) {
@@ -136,15 +158,21 @@ ModelGraph rematerialize_layers(const ModelGraph& g, const RematOptions& opt) {
     const int32_t c = g.op(o).cell;
     return c < 0 || loss_cells.count(c) ? -1 : c;
   };
+  const std::vector<std::string> names = remat_checkpoint_names(opt.policy);
   auto saved = [&](TensorId t) {
     switch (opt.policy) {
       // Matmuls with no batch dimension: a layer's projections and FFN matmuls, not attention's batched scores and
-      // context (which a TPU computes in a fused attention kernel and never keeps).
-      case RematPolicy::Dots: {
+      // context, nor a fused attention kernel's output (not a dot: recomputed, as under JAX).
+      case RematPolicy::Dots:
+      case RematPolicy::Minimal: {
         const Op& op = g.op(g.producer(t));
         return op.kind == OpKind::MatMul && gemm_dims(g, op).batch == 1;
       }
       case RematPolicy::Names: return remat_name_kept(g.tensor(t).name, opt.keep);
+      case RematPolicy::SaveQkvProj:
+      case RematPolicy::SaveOutProj:
+      case RematPolicy::SaveDotExceptMlp:
+        return std::find(names.begin(), names.end(), g.tensor(t).checkpoint) != names.end();
       default: return false;
     }
   };

@@ -12,6 +12,12 @@
 //   dots   dots_with_no_batch_dims_saveable: keep the outputs of matmuls without a batch dimension (projections,
 //          FFN), recompute attention's batched matmuls and the elementwise and normalisation ops
 //   names  save_only_these_names: keep the values whose names match a glob of workload.remat_keep
+// and MaxText's remat_policy names (its decoder layers' get_remat_policy), keeping values by their checkpoint names
+// (TensorInfo::checkpoint):
+//   minimal              checkpoint_dots_with_no_batch_dims: as dots
+//   save_qkv_proj        save_only_these_names(query_proj, key_proj, value_proj)
+//   save_out_proj        save_only_these_names(out_proj)
+//   save_dot_except_mlp  save_only_these_names(query_proj, key_proj, value_proj, out_proj)
 //
 //   ModelGraph g = ...;  // forward, backward(loss), optimizer
 //   g = rematerialize_layers(g, {RematPolicy::Dots, {}});
@@ -25,10 +31,12 @@
 
 namespace podsim {
 
-enum class RematPolicy : uint8_t { None, Full, Dots, Names };
+enum class RematPolicy : uint8_t { None, Full, Dots, Names, Minimal, SaveQkvProj, SaveOutProj, SaveDotExceptMlp };
 
-RematPolicy remat_policy(const std::string& name);  // "none" | "full" | "dots" | "names"
+RematPolicy remat_policy(const std::string& name);  // "none" | "full" | "dots" | "names" | MaxText's names above
 const char* remat_policy_name(RematPolicy p);
+// The checkpoint names a MaxText policy keeps (empty for the others).
+std::vector<std::string> remat_checkpoint_names(RematPolicy p);
 
 struct RematOptions {
   RematPolicy policy = RematPolicy::None;

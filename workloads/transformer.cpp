@@ -196,11 +196,25 @@ class TransformerWorkload : public IWorkload {
         g.op(g.producer(t)).attrs.causal = causal;
         return t;
       };
+      // MaxText's checkpoint names (TensorInfo::checkpoint), which its re-materialization policies keep values by:
+      // the queries and keys after their rotation, the values, the attention's output (a fused kernel's row
+      // statistics with it) and the projections'.
+      auto tag = [&](TensorId t, const char* name) {
+        g.tensor(t).checkpoint = name;
+        if (name == std::string("context") && g.op(g.producer(t)).kind == OpKind::FlashAttention)
+          g.tensor(g.op(g.producer(t)).outputs[1]).checkpoint = name;
+      };
+      auto tag_qkv = [&](TensorId q, TensorId k, TensorId v) {
+        tag(q, "query_proj");
+        tag(k, "key_proj");
+        tag(v, "value_proj");
+      };
       TensorId attn;
       if (KV == H) {
         TensorId q = proj("q", {H}, "bsd,dhe->bshe"), k = proj("k", {H}, "bsd,dhe->bshe"),
                  v = proj("v", {H}, "bsd,dhe->bshe");
         if (rope) q = b.rope(q, n + ".attn.q.rope"), k = b.rope(k, n + ".attn.k.rope");
+        tag_qkv(q, k, v);
         TensorId ctx;
         if (flash) {
           ctx = b.flash_attention(q, k, v, scale, causal, blocks, n + ".attn.context");
@@ -210,6 +224,7 @@ class TransformerWorkload : public IWorkload {
           ctx = causal_einsum(probs, v, "bhst,bthe->bshe", n + ".attn.context");
         }
         attn = b.einsum(ctx, b.param(n + ".attn.o.w", {H, dh, D}), "bshe,hed->bsd", n + ".attn.o");
+        tag(ctx, "context");
       } else {
         // Grouped-query attention: query head h = k G + g (the same row-major layout as [D, H, E]) reads key/value
         // head k; queries keep the group apart as a dimension of its own, so nothing is copied or reshaped.
@@ -217,6 +232,7 @@ class TransformerWorkload : public IWorkload {
         TensorId q = proj("q", {KV, G}, "bsd,dkge->bskge"), k = proj("k", {KV}, "bsd,dke->bske"),
                  v = proj("v", {KV}, "bsd,dke->bske");
         if (rope) q = b.rope(q, n + ".attn.q.rope"), k = b.rope(k, n + ".attn.k.rope");
+        tag_qkv(q, k, v);
         TensorId ctx;
         if (flash) {
           ctx = b.flash_attention(q, k, v, scale, causal, blocks, n + ".attn.context");
@@ -226,7 +242,9 @@ class TransformerWorkload : public IWorkload {
           ctx = causal_einsum(probs, v, "bkgst,btke->bskge", n + ".attn.context");
         }
         attn = b.einsum(ctx, b.param(n + ".attn.o.w", {KV, G, dh, D}), "bskge,kged->bsd", n + ".attn.o");
+        tag(ctx, "context");
       }
+      tag(attn, "out_proj");
       // A parallel block (PaLM, GPT-J) feeds the attention's normalised input to the FFN too.
       TensorId h2 = h;
       if (!parallel) {
@@ -246,12 +264,17 @@ class TransformerWorkload : public IWorkload {
         TensorId up = b.einsum(h2, b.param(n + ".ffn.w3", {D, F}), "bsd,df->bsf", n + ".ffn.up");
         TensorId act = b.mul(b.silu(gate, n + ".ffn.silu"), up, n + ".ffn.glu");
         f2 = b.einsum(act, b.param(n + ".ffn.w2", {F, D}), "bsf,fd->bsd", n + ".ffn.down");
+        tag(gate, "mlpwi_0");
+        tag(up, "mlpwi_1");
+        tag(f2, "mlpwo");
       } else {
         TensorId f1 = b.bias_add(b.einsum(h2, b.param(n + ".ffn.w1", {D, F}), "bsd,df->bsf", n + ".ffn.up"),
                                  b.param(n + ".ffn.b1", {F}), n + ".ffn.up.bias");
         TensorId act = ffn == "relu" ? b.relu(f1, n + ".ffn.relu") : b.gelu(f1, n + ".ffn.gelu");
         f2 = b.bias_add(b.einsum(act, b.param(n + ".ffn.w2", {F, D}), "bsf,fd->bsd", n + ".ffn.down"),
                         b.param(n + ".ffn.b2", {D}), n + ".ffn.down.bias");
+        tag(g.op(g.producer(f1)).inputs[0], "mlpwi");  // the projections' outputs, before their biases
+        tag(g.op(g.producer(f2)).inputs[0], "mlpwo");
       }
       if (parallel) x = b.add(x, b.add(attn, f2, n + ".block.sum"), n + ".block.residual");
       else x = b.add(x, f2, residual);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -330,4 +331,63 @@ TEST(RematTest, KeptOutputOfARecomputedOpIsReadFromTheOriginal) {
   const std::vector<std::string> dln = inputs_of("layer0.ln1.dx");
   EXPECT_NE(std::find(dln.begin(), dln.end(), "layer0.ln1.mean/remat"), dln.end());
   EXPECT_NE(std::find(dln.begin(), dln.end(), "layer0.ln1.rstd/remat"), dln.end());
+}
+
+// MaxText's policies on a Llama-shaped layer (grouped-query attention, RoPE, SwiGLU, RMSNorm, the fused attention
+// kernel), by hand: what each keeps of layer 0's forward for its backward, and what it recomputes. The layer's
+// backward reads its norms' outputs and statistics (ln1, ln2: the projections' weight gradients and the norms'
+// own), the rotated queries and keys, the values, the kernel's output and row statistics, the residual after
+// attention (ln2's gradient), the gate, the up projection, the SiLU (the product's gradient) and the product (the
+// down projection's weight gradient). A policy keeps what it names (MaxText's checkpoint_name tags: query_proj and
+// key_proj after the rotation) and recomputes the rest from the layer's input and what it keeps:
+//   minimal (checkpoint_dots_with_no_batch_dims): keeps the projections' outputs q, k, v, o, gate, up (not the
+//     kernel's output: not a dot); recomputes ln1, the rotations, the kernel, the residual, ln2, SiLU, the product;
+//   save_qkv_proj: keeps the rotated q, k and v; recomputes ln1, the kernel, o, the residual, ln2, gate, up, SiLU,
+//     the product;
+//   save_out_proj: keeps o; recomputes ln1, q, k, v, the rotations, the kernel, the residual, ln2, gate, up, SiLU,
+//     the product;
+//   save_dot_except_mlp: keeps the rotated q, k, v and o; recomputes ln1, the kernel, the residual, ln2, gate, up,
+//     SiLU, the product.
+TEST(RematTest, MaxTextPoliciesKeepWhatTheyNameByHand) {
+  struct Want {
+    const char* policy;
+    std::vector<std::string> kept, recomputed;
+  };
+  const std::vector<Want> wants = {
+      {"minimal",
+       {"attn.k", "attn.o", "attn.q", "attn.v", "ffn.gate", "ffn.up"},
+       {"attn.context", "attn.k.rope", "attn.q.rope", "attn.residual", "ffn.glu", "ffn.silu", "ln1", "ln2"}},
+      {"save_qkv_proj",
+       {"attn.k.rope", "attn.q.rope", "attn.v"},
+       {"attn.context", "attn.o", "attn.residual", "ffn.gate", "ffn.glu", "ffn.silu", "ffn.up", "ln1", "ln2"}},
+      {"save_out_proj",
+       {"attn.o"},
+       {"attn.context", "attn.k", "attn.k.rope", "attn.q", "attn.q.rope", "attn.residual", "attn.v", "ffn.gate",
+        "ffn.glu", "ffn.silu", "ffn.up", "ln1", "ln2"}},
+      {"save_dot_except_mlp",
+       {"attn.k.rope", "attn.o", "attn.q.rope", "attn.v"},
+       {"attn.context", "attn.residual", "ffn.gate", "ffn.glu", "ffn.silu", "ffn.up", "ln1", "ln2"}},
+  };
+  for (const Want& w : wants) {
+    SCOPED_TRACE(w.policy);
+    const Step s = plan_step("hardware: {preset: tpu-v3, pod: {dims: [1, 1]}}\nworkload: {preset: llm-tiny, attention: flash, batch: 2, "
+                             "dtype: fp32, remat: " + std::string(w.policy) + "}\nstrategy: {name: single_device}\n");
+    const ModelGraph& g = s.graph;
+    std::set<std::string> kept, again;
+    const std::string layer = "layer0.";
+    auto local = [&](const std::string& name) { return name.rfind(layer, 0) == 0 ? name.substr(layer.size()) : ""; };
+    for (const Op& op : g.ops()) {
+      if (op.cell != 1) continue;  // layer 0
+      if (op.recompute) again.insert(local(op.name.substr(0, op.name.size() - std::string("/remat").size())));
+      if (!op.recompute && op.phase != Phase::Backward) continue;
+      for (TensorId t : op.inputs) {
+        const OpId p = g.producer(t);
+        if (p >= 0 && g.op(p).cell == 1 && g.op(p).phase == Phase::Forward && !g.op(p).recompute &&
+            g.tensor(t).role == TensorRole::Activation && !local(g.tensor(t).name).empty())
+          kept.insert(local(g.op(p).name));
+      }
+    }
+    EXPECT_EQ(std::vector<std::string>(kept.begin(), kept.end()), w.kept);
+    EXPECT_EQ(std::vector<std::string>(again.begin(), again.end()), w.recomputed);
+  }
 }
