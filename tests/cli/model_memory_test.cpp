@@ -81,3 +81,41 @@ TEST(ModelMemoryTest, EveryModelExampleFitsAsShipped) {
   }
   EXPECT_GE(n, 7);
 }
+
+namespace {
+
+// `podsim run FILE --memory-only` with overrides: the peak, and the tensors live at it.
+json memory_of(const std::string& name, const std::string& file, std::vector<std::string> sets) {
+  std::vector<std::string> args = {"run", source_dir() + "/" + file, "--out", name, "--memory-only", "-q"};
+  for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
+  auto r = run_podsim(args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return r.code == 0 ? json::parse(read_file(test_dir() + "/" + name + "/summary.json"))["memory"] : json();
+}
+
+}  // namespace
+
+// Two configurations that trained on TPU v4 with a fused attention kernel fit with it (configs/models, as shipped
+// or with the batch PaLM trained at): a 52B-class model on 192 chips, fsdp 192, 7 sequences of 2048 per chip,
+// every layer re-materialized; and PaLM 540B on one 3072-chip pod (fsdp 256 x model 12, Megatron with sequence
+// parallelism) at 1024 sequences per pod, its batch from step 50k (Chowdhery et al. 2022, section 5; 2048 over two
+// pods). With the einsum path the 52B step's peak holds one layer's recomputed probabilities besides, 7 sequences
+// x 32 heads x 2048^2 in bf16 = 1.75 GiB, the largest tensor at its peak: the kernel holds its row statistics
+// there instead (7 x 32 x 2048 in fp32, 1.75 MiB).
+TEST(ModelMemoryTest, TrainedV4ConfigurationsFitWithTheFusedKernel) {
+  const json flash = memory_of("m52b", "configs/models/maxtext-52b-v4.yaml", {});
+  ASSERT_FALSE(flash.is_null());
+  EXPECT_TRUE(flash["fits"].get<bool>());
+  EXPECT_GT(flash["peak_bytes"].get<double>(), 0.7 * flash["capacity_bytes"].get<double>());
+  const json einsum = memory_of("m52b_einsum", "configs/models/maxtext-52b-v4.yaml", {"workload.attention=einsum"});
+  ASSERT_FALSE(einsum.is_null());
+  EXPECT_EQ(einsum["largest_at_peak"][0]["name"], "layer63.attn.softmax/remat");
+  const double probabilities = 7.0 * 32 * 2048 * 2048 * 2;
+  EXPECT_EQ(einsum["largest_at_peak"][0]["bytes"].get<double>(), probabilities);
+  const double statistics = 7.0 * 32 * 2048 * 4;
+  EXPECT_EQ(einsum["peak_bytes"].get<double>() - flash["peak_bytes"].get<double>(), probabilities - statistics);
+
+  const json palm = memory_of("palm1024", "configs/models/palm-540b.yaml", {"workload.batch=1024"});
+  ASSERT_FALSE(palm.is_null());
+  EXPECT_TRUE(palm["fits"].get<bool>());
+}

@@ -196,11 +196,14 @@ TEST(RematTest, PeakActivationsByHand) {
 //     scores and context are recomputed; the FFN's down projection is read by nothing of the backward: it dies in
 //     the forward pass);
 //   full: nothing per layer but its input.
+//   none with the fused attention kernel (attention: flash), per layer: the probabilities (H S per token) give way
+//     to the kernel's row statistics (H per token): 7 D + 4 + H + 2 F = 180, O(S) where the einsum path is O(S^2).
 TEST(RematTest, TransformerHoldsForTheBackwardByHand) {
-  auto held = [](const std::string& remat) {
+  auto held = [](const std::string& remat, const std::string& attention = "einsum") {
     const Step s = plan_step("hardware: {preset: tpu-v3, pod: {dims: [1, 1]}}\nworkload: {model: transformer, "
                              "layers: 2, d_model: 16, d_ff: 32, heads: 4, vocab: 24, seq_len: 8, batch: 4, dtype: "
-                             "fp32, remat: " + remat + "}\nstrategy: {name: single_device}\nrun: {fusion: none}\n");
+                             "fp32, attention: " + attention + ", remat: " + remat +
+                             "}\nstrategy: {name: single_device}\nrun: {fusion: none}\n");
     const Program& p = s.plan.programs.at(0);
     const ExecProgram ep = lower(p.graph, p.order, s.exp.hardware.chip, {false});
     ModelGraph g = p.graph;
@@ -222,6 +225,8 @@ TEST(RematTest, TransformerHoldsForTheBackwardByHand) {
   EXPECT_EQ(held("full"), common);
   EXPECT_EQ(held("none"), common + 2 * tokens * (7 * D + 4 + HS + 2 * F) * F32);
   EXPECT_EQ(held("dots"), common + 2 * tokens * (4 * D + F) * F32);
+  EXPECT_EQ(held("none", "flash"), common + 2 * tokens * (7 * D + 4 + 4 + 2 * F) * F32);
+  EXPECT_EQ(held("full", "flash"), common);
 }
 
 // Megatron-LM's tensor parallelism with full recomputation: each layer recomputes its attention output's
