@@ -60,6 +60,15 @@ struct HbmConfig {
   double refresh_time = 350e-9;    // seconds, tRFC: the channel serves nothing during a refresh
 };
 
+// The chip's host link (hw/chip/host_link.h): the PCIe-class DMA path between its HBM and its host's memory, one
+// channel each way. Every transfer of the chip to or from its host shares it: host offload and the data-center
+// network's chip-to-host hop.
+struct HostLinkConfig {
+  double bandwidth = 0;          // bytes/s per direction
+  double latency = 1e-6;         // seconds from a chunk leaving one side to its arrival on the other
+  double chunk = 16.0 * 1024 * 1024;  // bytes: transfers are split into chunks of at most this size
+};
+
 struct ChipConfig {
   double clock = 0;  // Hz
   int64_t tensorcores = 1;
@@ -68,6 +77,7 @@ struct ChipConfig {
   HbmConfig hbm;
   double vmem = 0;   // bytes per TensorCore
   double cmem = 0;   // bytes shared by the chip's cores (0 when the chip has none)
+  HostLinkConfig host_link;
 
   int64_t mxus() const { return tensorcores * mxu.count; }
   double peak_flops() const;  // 2 * rows * cols * MXUs * clock

@@ -131,6 +131,20 @@ std::vector<ParamSpec> hardware_param_specs() {
                                                           "v5p); 0B when the chip has none.")
           .range(0, 1e12)
           .def("0B"),
+      P::quantity("hardware.chip.host_link.bandwidth", Q::Bandwidth,
+                  "The chip's host link (PCIe-class DMA between its HBM and its host's memory), per direction: "
+                  "host offload and the data-center network's chip-to-host hop share it (docs/hardware.md).")
+          .positive(1e14),
+      P::quantity("hardware.chip.host_link.latency", Q::Time,
+                  "Latency of the host link: from a chunk leaving one side to its arrival on the other. Not "
+                  "published for any TPU; podsim assumes 1us (docs/hardware.md).")
+          .range(0, 1e-2)
+          .def("1us"),
+      P::quantity("hardware.chip.host_link.chunk", Q::Size,
+                  "Host transfers are split into DMA chunks of at most this size, which take turns on the link "
+                  "(XLA's xla_tpu_iova_dma_chunk_size_bytes, 16 MiB in MaxText's configurations).")
+          .range(4096, 1e12)
+          .def("16MiB"),
       // ici
       P::integer("hardware.ici.dimensions", "Torus dimensions this chip generation wires (2 or 3); "
                                             "hardware.pod.dims must have as many entries.")

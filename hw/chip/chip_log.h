@@ -46,6 +46,9 @@ struct ChipLog {
   std::vector<double> link_busy;   // seconds per direction
   uint64_t stalls = 0;
   double stall_seconds = 0;
+  // The host link (hw/chip/host_link.h), per way: 0 to the host, 1 from it.
+  double host_bytes[2] = {0, 0};
+  double host_busy[2] = {0, 0};  // seconds the channel carried a chunk
 
   // Synthetic traffic received by this chip (workload.model: traffic).
   uint64_t traffic_messages = 0;
@@ -61,6 +64,7 @@ struct ChipLog {
   std::vector<Interval> compute;  // MXU (lane = core) and VPU (lane = 16 + core)
   std::vector<Interval> hbm;      // lane = HbmClient
   std::vector<Interval> links;    // lane = direction; op: the chip's own op sending (-1: a message it forwards)
+  std::vector<Interval> host;     // host link chunks; lane = way (0 to the host, 1 from it)
   std::vector<MessageSlice> messages;
 };
 

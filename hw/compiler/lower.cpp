@@ -247,6 +247,9 @@ ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const Chi
         lower_gemm(g, *mm, members, chip, member_traffic(g, members), e);
     } else if (e.unit == Unit::Vpu) {
       lower_vector(chip, member_traffic(g, members), e);
+    } else if (e.unit == Unit::Host) {  // the host link reads (to_host) or writes (from_host) the tensor in HBM
+      const double bytes = g.tensor(first.inputs.front()).bytes();
+      (first.kind == OpKind::ToHost ? e.core_hbm_read : e.core_hbm_write) = bytes;
     }
     // Dependencies: the exec ops producing this op's inputs, and those it is ordered after (control edges: a
     // pipeline schedule).

@@ -27,6 +27,11 @@ bool persistent(TensorRole r) {
 // the running sum (XLA's buffer assignment lets an elementwise op share an operand's buffer).
 bool in_place(OpKind k) { return k == OpKind::AllReduce || k == OpKind::Add; }
 
+bool in_host_memory(const ModelGraph& g, TensorId t) {
+  const OpId p = g.producer(t);
+  return p >= 0 && g.op(p).kind == OpKind::ToHost;
+}
+
 }  // namespace
 
 MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
@@ -46,8 +51,9 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
   MemoryBreakdown now;
   auto add = [&](TensorId t) {
     const TensorInfo& info = g.tensor(t);
-    // An updated value overwrites the tensor it updates: no new space.
-    if (info.role == TensorRole::Updated || on_chip.count(t) || live[t]) return;
+    // An updated value overwrites the tensor it updates: no new space. A value moved to the host (to_host) is
+    // held in the host's memory.
+    if (info.role == TensorRole::Updated || on_chip.count(t) || live[t] || in_host_memory(g, t)) return;
     live[t] = true;
     bucket(now, info.role) += info.bytes();
   };

@@ -84,6 +84,9 @@ void build_typed(Experiment& e, const ParamSet& p) {
   c.hbm.activate_interval = p.f("hardware.chip.hbm.activate_interval");
   c.vmem = p.f("hardware.chip.vmem.capacity");
   c.cmem = p.f("hardware.chip.cmem.capacity");
+  c.host_link.bandwidth = p.f("hardware.chip.host_link.bandwidth");
+  c.host_link.latency = p.f("hardware.chip.host_link.latency");
+  c.host_link.chunk = p.f("hardware.chip.host_link.chunk");
   h.ici.dimensions = p.i("hardware.ici.dimensions");
   h.ici.link_bandwidth = p.f("hardware.ici.link_bandwidth");
   h.ici.hop_latency = p.f("hardware.ici.hop_latency");

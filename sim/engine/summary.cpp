@@ -55,7 +55,7 @@ double union_length(std::vector<std::pair<double, double>> v) {
 std::vector<double> op_busy(const Chip& chip, size_t n_ops) {
   std::vector<std::vector<std::pair<double, double>>> iv(n_ops);
   const ChipLog& l = chip.log();
-  for (const auto* list : {&l.compute, &l.hbm, &l.links})
+  for (const auto* list : {&l.compute, &l.hbm, &l.links, &l.host})
     for (const Interval& x : *list)
       if (x.op >= 0 && static_cast<size_t>(x.op) < n_ops && x.end > x.begin) iv[x.op].push_back({x.begin, x.end});
   std::vector<double> busy(n_ops, 0);
@@ -144,7 +144,7 @@ TimeSplit time_split(const ExecProgram& ep, const Chip& chip) {
   for (size_t i = 0; i < ep.ops.size(); ++i) {
     const OpRecord& r = chip.log().ops[i];
     if (r.start < 0 || ep.ops[i].kind == OpKind::Recv) continue;
-    (ep.ops[i].unit == Unit::Ici ? comm : comp).push_back({r.start, r.end});
+    (is_transfer_unit(ep.ops[i].unit) ? comm : comp).push_back({r.start, r.end});
     all.push_back({r.start, r.end});
   }
   return {union_length(comp), union_length(comm), union_length(all)};
@@ -285,7 +285,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
     std::vector<std::pair<double, double>> busy;
     for (size_t i = 0; i < ep.ops.size(); ++i) {
       const ExecOp& e = ep.ops[i];
-      if (e.unit == Unit::Ici) continue;
+      if (is_transfer_unit(e.unit)) continue;
       bool recomputed = false;
       for (OpId m : e.members) recomputed = recomputed || pg.op(m).recompute;
       if (!recomputed) continue;
@@ -311,8 +311,13 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   J per_hbm = J::array(), per_ici = J::array();
   uint64_t stalls = 0;
   double stall_s = 0;
+  double host_to = 0, host_from = 0, host_busy = 0;  // the host link (hw/chip/host_link.h)
+  J per_host = J::array();
   for (const auto& chip : chips) {
     const ChipLog& l = chip->log();
+    host_to += l.host_bytes[0];
+    host_from += l.host_bytes[1];
+    per_host.push_back(l.host_bytes[0] + l.host_bytes[1]);
     double cm = T > 0 ? l.mxu_busy / (T * static_cast<double>(cfg.tensorcores)) : 0;
     per_mxu.push_back(r6(cm));
     per_hbm.push_back(l.hbm_read + l.hbm_write);
@@ -339,6 +344,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
     vpu += cv;
     hbm += ch;
     ici += ci;
+    host_busy += T > 0 ? std::max(l.host_busy[0], l.host_busy[1]) / T : 0;
   }
   double n_active = std::max<int64_t>(1, active);
   j["busy_fraction"] = {{"mxu", r6(mxu / n_active)}, {"vpu", r6(vpu / n_active)}, {"hbm", r6(hbm / n_active)},
@@ -350,6 +356,12 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
               {"peak_bandwidth_Bps", cfg.hbm.bandwidth},
               {"max_queue_wait_s", qwait}};
   j["ici"] = {{"bytes", ici_bytes}, {"link_bandwidth_Bps", e.hardware.ici.link_bandwidth}};
+  // Only when something crossed it: the chip's transfers to and from its host (host offload, the DCN's hop).
+  if (host_to + host_from > 0)
+    j["host_link"] = {{"bytes_to_host", host_to},
+                      {"bytes_from_host", host_from},
+                      {"busy_fraction", r6(host_busy / n_active)},
+                      {"bandwidth_Bps", cfg.host_link.bandwidth}};
 
   // Where the result chip's time went.
   const Chip& rc = *chips[p.plan.result_chip];
@@ -491,6 +503,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   j["per_chip"] = {{"mxu_busy_fraction", per_mxu}, {"vpu_busy_fraction", per_vpu},
                    {"hbm_busy_fraction", per_hbm_busy}, {"ici_busy_fraction", per_ici_busy},
                    {"hbm_bytes", per_hbm},         {"ici_bytes", per_ici}};
+  if (host_to + host_from > 0) j["per_chip"]["host_link_bytes"] = per_host;
 
   j["timeline"] = timeline_json(p, s, rc);  // the result chip over the step, in 100 bins (report plots)
   j["stalls"] = {{"injected", stalls}, {"seconds", stall_s}};

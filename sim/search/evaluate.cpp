@@ -111,6 +111,10 @@ Evaluation evaluate_candidate(const std::string& base_yaml, const std::string& l
           }
           continue;
         }
+        if (op.unit == Unit::Host) {  // host offload: beside the compute of other layers
+          hidden += op.logical_bytes / 2 / chip.host_link.bandwidth + chip.host_link.latency;
+          continue;
+        }
         const double mxu = op.mxu_flops / peak;
         const double vpu = vector_seconds(op.core_vector, chip);
         const double mem = (op.core_hbm_read + op.core_hbm_write) * op.cores / hbm;
