@@ -396,3 +396,87 @@ TEST(RematTest, MaxTextPoliciesKeepWhatTheyNameByHand) {
     EXPECT_EQ(std::vector<std::string>(again.begin(), again.end()), w.recomputed);
   }
 }
+
+// Host offload (MaxText's qkv_proj_offloaded and minimal_offloaded) on the Llama-shaped layer: the values the policy
+// names go to host memory right after they are made (to_host) and come back (from_host) when the backward of the
+// cell before theirs begins (layer 0's: as layer 1's backward starts), gated behind the op before; the layer's
+// backward and recomputation read what came back; nothing of them stays in HBM in between; every number is the
+// step's without offload, bit for bit. What is recomputed is the matching on-device policy's.
+TEST(RematTest, OffloadedValuesGoToTheHostAndComeBackAheadOfTheirBackward) {
+  struct Want {
+    const char* policy;
+    const char* like;  // the on-device policy that keeps the same values
+    std::vector<std::string> moved;
+  };
+  const std::vector<Want> wants = {
+      {"qkv_proj_offloaded", "save_qkv_proj", {"attn.q.rope", "attn.k.rope", "attn.v"}},
+      {"minimal_offloaded", "minimal", {"attn.q", "attn.k", "attn.v", "attn.o", "ffn.gate", "ffn.up"}},
+  };
+  auto yaml = [](const std::string& remat) {
+    return "hardware: {preset: tpu-v4, pod: {dims: [1, 1, 1]}}\nworkload: {preset: llm-tiny, attention: flash, batch: "
+           "2, dtype: fp32, remat: " + remat + "}\nstrategy: {name: single_device}\n";
+  };
+  for (const Want& w : wants) {
+    SCOPED_TRACE(w.policy);
+    const Step s = plan_step(yaml(w.policy)), like = plan_step(yaml(w.like));
+    EXPECT_EQ(recomputed(s.graph), recomputed(like.graph));
+    const Program& p = s.plan.programs.at(0);
+    const std::vector<std::string> o = order(p);
+    // Where layer 1's backward pass begins: its first recomputed or backward op (cell 2).
+    size_t layer1 = o.size();
+    for (size_t i = 0; i < p.order.size(); ++i) {
+      const Op& op = p.graph.op(p.order[i]);
+      if ((op.phase != Phase::Backward && !op.recompute) || op.kind == OpKind::FromHost || op.cell != 2) continue;
+      layer1 = std::min(layer1, at(o, op.name));
+    }
+    int moved = 0;
+    for (const std::string& v : w.moved)
+      for (const std::string layer : {"layer0.", "layer1."}) {
+        const std::string name = layer + v;
+        const size_t made = at(o, name), to = at(o, name + ".host"), back = at(o, name + "/reload");
+        EXPECT_EQ(to, made + 1) << name;  // to the host as soon as it is made
+        if (layer == "layer0.") {
+          EXPECT_LT(back, layer1) << name;  // right before layer 1's backward, ahead of its own
+          EXPECT_GE(back + w.moved.size(), layer1) << name;
+          // ... and waits for the backward pass to get there (a control edge from the backward op before it), so
+          // that a chip running ready ops at once does not bring it back during the forward pass.
+          bool gated = false;
+          for (size_t i = 0; i < p.graph.num_ops(); ++i)
+            if (p.graph.op(static_cast<OpId>(i)).name == name + "/reload")
+              for (OpId q : p.graph.predecessors(static_cast<OpId>(i))) gated = gated || p.graph.op(q).phase == Phase::Backward;
+          EXPECT_TRUE(gated) << name;
+        }
+        // The backward and recomputation read the value that came back, never the original.
+        const TensorId orig = p.graph.find_tensor(name), reload = p.graph.find_tensor(name + "/reload");
+        ASSERT_GE(reload, 0) << name;
+        int readers = 0;
+        for (OpId c : p.graph.consumers(orig)) {
+          const Op& u = p.graph.op(c);
+          EXPECT_FALSE(u.phase == Phase::Backward || u.recompute) << u.name << " reads " << name;
+        }
+        for (OpId c : p.graph.consumers(reload)) readers += p.graph.op(c).phase == Phase::Backward || p.graph.op(c).recompute;
+        EXPECT_GT(readers, 0) << name;
+        ++moved;
+      }
+    EXPECT_EQ(moved, 2 * static_cast<int>(w.moved.size()));
+    // The copies in host memory take no HBM: what the step holds after the loss is full re-materialization's.
+    auto held_after_loss = [](const Step& st) {
+      const Program& q = st.plan.programs.at(0);
+      const ExecProgram ep = lower(q.graph, q.order, st.exp.hardware.chip, {false});
+      ModelGraph g = q.graph;
+      for (size_t t = 0; t < g.num_tensors(); ++t) {
+        TensorInfo& info = g.tensor(static_cast<TensorId>(t));
+        if (info.role != TensorRole::Activation && info.role != TensorRole::Input && info.role != TensorRole::Label &&
+            info.role != TensorRole::Loss)
+          info.role = TensorRole::Updated;
+      }
+      const MemoryPlan m = plan_memory(g, ep);
+      for (size_t i = 0; i < ep.ops.size(); ++i)
+        for (OpId id : ep.ops[i].members)
+          if (g.op(id).name == "loss") return m.live_after_op.at(i);
+      return -1.0;
+    };
+    EXPECT_EQ(held_after_loss(s), held_after_loss(plan_step(yaml("full"))));
+    expect_bit_identical(plan_step(yaml("none")), s);
+  }
+}
