@@ -27,40 +27,29 @@ bool persistent(TensorRole r) {
 // the running sum (XLA's buffer assignment lets an elementwise op share an operand's buffer).
 bool in_place(OpKind k) { return k == OpKind::AllReduce || k == OpKind::Add; }
 
-bool in_host_memory(const ModelGraph& g, TensorId t) {
-  const OpId p = g.producer(t);
-  return p >= 0 && g.op(p).kind == OpKind::ToHost;
-}
-
 }  // namespace
 
 MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
   MemoryPlan plan;
   const size_t nt = g.num_tensors();
-  std::set<TensorId> on_chip(ep.on_chip.begin(), ep.on_chip.end());
-  // Exec op of each graph op, and the last exec op reading each tensor.
-  std::vector<int32_t> exec_of(g.num_ops(), -1);
-  for (size_t i = 0; i < ep.ops.size(); ++i)
-    for (OpId id : ep.ops[i].members) exec_of[id] = static_cast<int32_t>(i);
+  // The last exec op reading each tensor from HBM.
   std::vector<int32_t> last_use(nt, -1);
-  for (size_t t = 0; t < nt; ++t)
-    for (OpId c : g.consumers(static_cast<TensorId>(t)))
-      if (exec_of[c] >= 0) last_use[t] = std::max(last_use[t], exec_of[c]);
+  for (size_t i = 0; i < ep.ops.size(); ++i)
+    for (TensorId t : ep.ops[i].hbm_reads) last_use[t] = std::max(last_use[t], static_cast<int32_t>(i));
 
   std::vector<bool> live(nt, false);
   MemoryBreakdown now;
   auto add = [&](TensorId t) {
     const TensorInfo& info = g.tensor(t);
-    // An updated value overwrites the tensor it updates: no new space. A value moved to the host (to_host) is
-    // held in the host's memory.
-    if (info.role == TensorRole::Updated || on_chip.count(t) || live[t] || in_host_memory(g, t)) return;
+    // An updated value overwrites the tensor it updates: no new space.
+    if (info.role == TensorRole::Updated || live[t]) return;
     live[t] = true;
-    bucket(now, info.role) += info.bytes();
+    bucket(now, info.role) += info.stored_bytes();
   };
   auto remove = [&](TensorId t) {
     if (!live[t]) return;
     live[t] = false;
-    bucket(now, g.tensor(t).role) -= g.tensor(t).bytes();
+    bucket(now, g.tensor(t).role) -= g.tensor(t).stored_bytes();
   };
   for (size_t t = 0; t < nt; ++t)
     if (g.producer(static_cast<TensorId>(t)) < 0) add(static_cast<TensorId>(t));
@@ -79,31 +68,29 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
   record_peak(0);
   for (size_t i = 0; i < ep.ops.size(); ++i) {
     const ExecOp& e = ep.ops[i];
+    const std::set<TensorId> writes(e.hbm_writes.begin(), e.hbm_writes.end());
     // Outputs are allocated when the op starts, while its inputs are still live; an op that works in place takes
     // over the buffer of an operand of the same size that it reads last.
-    for (OpId id : e.members) {
-      const Op& op = g.op(id);
-      if (!in_place(op.kind) || op.outputs.size() != 1) continue;
+    for (size_t k = 0; k < e.members.size(); ++k) {
+      const Op& op = g.op(e.members[k]);
+      if (e.recomputed[k] || !in_place(op.kind) || op.outputs.size() != 1) continue;
       const TensorId out = op.outputs[0];
-      if (on_chip.count(out) || g.tensor(out).role == TensorRole::Updated) continue;
+      if (!writes.count(out) || g.tensor(out).role == TensorRole::Updated) continue;
       for (TensorId t : op.inputs)
         if (live[t] && last_use[t] == static_cast<int32_t>(i) && !persistent(g.tensor(t).role) &&
-            g.tensor(t).bytes() == g.tensor(out).bytes()) {
+            g.tensor(t).stored_bytes() == g.tensor(out).stored_bytes()) {
           remove(t);
           break;
         }
     }
-    for (OpId id : e.members)
-      for (TensorId t : g.op(id).outputs) add(t);
+    for (TensorId t : e.hbm_writes) add(t);
     record_peak(static_cast<int32_t>(i));
     // Free what this op read last, and outputs nobody reads that are not step results.
-    for (OpId id : e.members) {
-      for (TensorId t : g.op(id).inputs)
-        if (last_use[t] == static_cast<int32_t>(i) && !persistent(g.tensor(t).role)) remove(t);
-      for (TensorId t : g.op(id).outputs) {
-        TensorRole r = g.tensor(t).role;
-        if (g.consumers(t).empty() && r != TensorRole::Loss && r != TensorRole::Updated) remove(t);
-      }
+    for (TensorId t : e.hbm_reads)
+      if (last_use[t] == static_cast<int32_t>(i) && !persistent(g.tensor(t).role)) remove(t);
+    for (TensorId t : e.hbm_writes) {
+      const TensorRole r = g.tensor(t).role;
+      if (g.consumers(t).empty() && r != TensorRole::Loss && r != TensorRole::Updated) remove(t);
     }
     plan.live_after_op.push_back(now.total());
   }
@@ -111,14 +98,14 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
   for (size_t t = 0; t < live_at_peak.size(); ++t)
     if (live_at_peak[t]) at_peak.push_back(static_cast<TensorId>(t));
   const auto larger = [&](TensorId a, TensorId b) {
-    const double x = g.tensor(a).bytes(), y = g.tensor(b).bytes();
+    const double x = g.tensor(a).stored_bytes(), y = g.tensor(b).stored_bytes();
     return x != y ? x > y : g.tensor(a).name < g.tensor(b).name;
   };
   const size_t named = std::min<size_t>(5, at_peak.size());
   std::partial_sort(at_peak.begin(), at_peak.begin() + static_cast<std::ptrdiff_t>(named), at_peak.end(), larger);
   for (size_t i = 0; i < named; ++i) {
     const TensorInfo& info = g.tensor(at_peak[i]);
-    plan.largest_at_peak.push_back({info.name, role_name(info.role), info.bytes()});
+    plan.largest_at_peak.push_back({info.name, role_name(info.role), info.stored_bytes()});
   }
   return plan;
 }
