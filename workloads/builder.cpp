@@ -217,6 +217,36 @@ TensorId GraphBuilder::softmax(TensorId scores, double scale_by, bool causal, co
   return forward(name, OpKind::Softmax, {scores}, s, m_g.tensor(scores).dtype, at);
 }
 
+TensorId GraphBuilder::flash_attention(TensorId q, TensorId k, TensorId v, double scale, bool causal,
+                                       const OpAttrs::Blocks& blocks, const std::string& name) {
+  const TensorInfo qi = m_g.tensor(q), ki = m_g.tensor(k);
+  const bool grouped = qi.shape.size() == 5;
+  const bool ok = (qi.shape.size() == 4 || grouped) && ki.shape.size() == 4 && m_g.tensor(v).shape == ki.shape &&
+                  ki.shape[0] == qi.shape[0] && ki.shape[2] == qi.shape[2] && ki.shape[3] == qi.shape.back() &&
+                  (!causal || ki.shape[1] == qi.shape[1]);
+  if (!ok)
+    shape_error(name, "flash attention takes q [B, S, H, E] (or [B, S, KV, G, E]) and k, v [B, T, H or KV, E] (T = S "
+                      "when causal), got q " + shape_text(qi.shape) + ", k " + shape_text(ki.shape));
+  std::vector<int64_t> rows(qi.shape.begin(), qi.shape.end() - 1);  // [B, S, heads...] -> [B, heads..., S]
+  rows.erase(rows.begin() + 1);
+  rows.push_back(qi.shape[1]);
+  TensorRole role = m_phase == Phase::Backward ? TensorRole::Gradient : TensorRole::Activation;
+  TensorId o = m_g.add_tensor({name, qi.shape, qi.dtype, role});
+  TensorId lse = m_g.add_tensor({name + ".lse", rows, DType::F32, role});
+  Op op;
+  op.name = name;
+  op.kind = OpKind::FlashAttention;
+  op.phase = m_phase;
+  op.inputs = {q, k, v};
+  op.outputs = {o, lse};
+  op.attrs.alpha = scale;
+  op.attrs.causal = causal;
+  op.attrs.blocks = blocks;
+  op.cell = m_cell;
+  m_g.add_op(op);
+  return o;
+}
+
 TensorId GraphBuilder::embedding(TensorId table, TensorId ids, const std::string& name) {
   const auto& st = m_g.tensor(table).shape;
   const auto& si = m_g.tensor(ids).shape;

@@ -69,6 +69,11 @@ class GraphBuilder {
   // RMS normalisation over the last dimension: x / sqrt(mean(x^2) + eps) * gamma.
   TensorId rms_norm(TensorId x, TensorId gamma, const std::string& name, double eps = 1e-5);
   TensorId softmax(TensorId scores, double scale, bool causal, const std::string& name);
+  // Fused attention (workloads/ops/flash_attention.cpp): softmax(scale q k^T, causal) v without storing the scores.
+  // q [B, S, H, E] with k, v [B, T, H, E], or grouped q [B, S, KV, G, E] with k, v [B, T, KV, E]; returns the output
+  // (q's shape); the op's second output "<name>.lse" holds each row's logsumexp for the backward.
+  TensorId flash_attention(TensorId q, TensorId k, TensorId v, double scale, bool causal, const OpAttrs::Blocks& blocks,
+                           const std::string& name);
   TensorId embedding(TensorId table, TensorId ids, const std::string& name);
   // Mean softmax cross-entropy over the rows of logits; returns the scalar loss.
   TensorId softmax_cross_entropy(TensorId logits, TensorId labels, const std::string& name);

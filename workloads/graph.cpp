@@ -165,14 +165,24 @@ double ModelGraph::total_flops() const {
   return f;
 }
 
-double ModelGraph::matmul_flops() const {
+double ModelGraph::model_flops(FlopsConvention convention) const {
   double f = 0;
   for (const auto& op : m_ops) {
     if (op.phase == Phase::Optimizer || op.recompute) continue;
     const OpCost c = op_cost(*this, op);
-    if (c.unit == Unit::Mxu) f += c.flops;
+    if (c.unit != Unit::Mxu) continue;
+    f += c.model_flops >= 0 ? c.model_flops : c.flops;
+    if (convention == FlopsConvention::MaxText) f -= c.causal_flops / 2;
   }
   return f;
+}
+
+const char* flops_convention_name(FlopsConvention c) { return c == FlopsConvention::MaxText ? "maxtext" : "palm"; }
+
+FlopsConvention flops_convention(const std::string& name) {
+  if (name == "palm") return FlopsConvention::Palm;
+  if (name == "maxtext") return FlopsConvention::MaxText;
+  throw Error(Err::Internal, "unknown FLOPs convention '" + name + "'");
 }
 
 }  // namespace podsim

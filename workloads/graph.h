@@ -17,6 +17,10 @@
 
 namespace podsim {
 
+enum class FlopsConvention : uint8_t { Palm, MaxText };
+const char* flops_convention_name(FlopsConvention c);  // "palm", "maxtext"
+FlopsConvention flops_convention(const std::string& name);  // throws Error(Internal) for another name
+
 class ModelGraph {
  public:
   explicit ModelGraph(std::string name = "step");
@@ -53,10 +57,15 @@ class ModelGraph {
   std::vector<OpId> topological_order() const;
 
   double total_flops() const;  // sum of op_flops over all ops
-  // FLOPs of the ops that run on the matrix unit (matmuls), forward, loss and backward, each op once; optimizer
-  // updates and re-materialized copies (Op::recompute) left out. On the logical step (one device, before any strategy) this is the model FLOPs MFU counts
-  // (docs/outputs.md); on a partitioned program it is what that program's matmuls execute.
-  double matmul_flops() const;
+  // Model FLOPs: those of the ops that run on the matrix unit (matmuls, convolutions, fused attention), forward, loss
+  // and backward, each op once, as the step's definition counts them (a fused attention kernel's recomputed scores
+  // and masked blocks left out: OpCost::model_flops); optimizer updates and re-materialized copies (Op::recompute)
+  // left out. On the logical step (one device, before any strategy) this is what MFU counts (docs/outputs.md).
+  // The convention decides causal attention's (query, key) square (OpCost::causal_flops):
+  //   Palm     PaLM's Appendix B (Chowdhery et al. 2022): 6N + 12 L H Q T per token, attention over the whole square
+  //   MaxText  MaxText's calculate_tflops_training_per_device (maxtext_utils.py): causal attention half of it
+  double model_flops(FlopsConvention convention = FlopsConvention::Palm) const;
+  double matmul_flops() const { return model_flops(FlopsConvention::Palm); }
 
  private:
   struct Impl;

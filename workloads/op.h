@@ -34,6 +34,12 @@ enum class OpKind : uint8_t {
   RmsNormGrad,    // inputs (dy, x, gamma, rstd) -> (dx, dgamma)
   Softmax,        // over the last dimension of [G, S, S] scores, with scale alpha and optional causal mask
   SoftmaxGrad,    // inputs (dy, y) -> dx, including the scale alpha
+  // Fused attention (workloads/ops/flash_attention.cpp): the flash kernel's online softmax over blocks of keys, the
+  // scores never stored. q [B, S, H, E] (grouped: [B, S, KV, G, E]), k and v [B, T, H or KV, E]; scale alpha,
+  // causal mask, block sizes attrs.blocks; attrs.axes: the mesh axes splitting the queries' positions (context
+  // parallelism; the mask then offsets them by the device's index).
+  FlashAttention,      // inputs (q, k, v) -> (o like q, lse [B, H, S] or [B, KV, G, S] fp32: each row's logsumexp)
+  FlashAttentionGrad,  // inputs (q, k, v, o, lse, do) -> (dq, dk, dv), recomputing the scores block by block
   // Data movement.
   Slice,          // a piece of one dimension: the device's shard (attrs.axes), or a static pad/crop; zero-fills
   Embedding,      // inputs (table[V, D], ids[T] int32) -> out[T, D]
@@ -125,8 +131,15 @@ struct OpAttrs {
   int64_t step = 1;
   // LARS: the trust coefficient and the weight decay.
   double eta = 0.001, weight_decay = 0;
-  // Softmax (a causal mask over the last two dimensions).
+  // Softmax and FlashAttention (a causal mask over the last two dimensions: query and key positions). A MatMul
+  // marked causal is a product over a causal mask's (query, key) square (attention's scores and context, and their
+  // gradients): conventions of model FLOPs that count the mask's triangle count half of it.
   bool causal = false;
+  // FlashAttention(Grad): the kernel's block sizes, query rows by key rows, forward and backward.
+  struct Blocks {
+    int64_t q = 128, kv = 128, q_bwd = 128, kv_bwd = 128;
+  };
+  Blocks blocks;
   // Communication: mesh axes of the group, algorithm (empty: the collective's default), permute shift and
   // broadcast root (rank in the group); Send/Recv: the peer `shift` steps along `axes` (a pipeline's neighbour
   // stage; with no axes, `peer` is an absolute chip id), and a tag pairing them.

@@ -56,6 +56,12 @@ struct OpCost {
   // A reduction over the whole tensor rather than rows that fit on chip (batch-norm statistics): an elementwise
   // consumer that reads the reduced tensor again cannot join its fusion (it needs a second pass).
   bool whole_tensor = false;
+  // Model FLOPs (MFU) of the op, where they differ from what its unit executes (`flops`, HFU): a fused attention
+  // kernel's backward recomputes the scores, and its causal blocks compute past the mask's diagonal. -1: `flops`.
+  double model_flops = -1;
+  // The part of the model FLOPs over a causal mask's (query, key) square, which the PaLM convention counts whole and
+  // MaxText's half (workloads/graph.h, FlopsConvention).
+  double causal_flops = 0;
   // A whole-tensor reduction followed by an elementwise pass over the same inputs that needs its result (a batch-norm
   // gradient: the sums of dy and dy * xhat, then dx). `first_pass` is the reduction's share of `vector`; its outputs
   // after the first are the reduction's (small) results, the first the elementwise pass's. Multi-output fusion runs
@@ -85,6 +91,15 @@ struct GemmDims {
   bool fed_swap = false, fed_sum = false;
 };
 GemmDims gemm_dims(const ModelGraph& g, const Op& op);  // throws Error(Internal) for other kinds
+
+// A kernel that runs GEMMs of several shapes and does its own tiling through on-chip memory (a fused attention
+// kernel: per block pair, the scores and the weighted values): its products, `count` of each M x K @ K x N, run one
+// shape after another on the MXU. Its HBM traffic is its cost's bytes_read and bytes_written (what the kernel's
+// blocks load and store), and its vector work the cost's. Empty for every other kind (gemm_dims describes those).
+struct GemmPass {
+  int64_t count = 0, m = 0, k = 0, n = 0;
+};
+std::vector<GemmPass> kernel_gemms(const ModelGraph& g, const Op& op);
 inline double op_flops(const ModelGraph& g, const Op& op) { return op_cost(g, op).flops; }
 
 // Executes one compute op on real tensors: reads its inputs from `store` and puts its outputs there.

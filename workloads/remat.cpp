@@ -2,6 +2,8 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
+#include <climits>
 #include <map>
 #include <set>
 
@@ -15,11 +17,18 @@ bool forward_phase(Phase p) { return p == Phase::Forward || p == Phase::Loss; }
 
 }  // namespace
 
+namespace {
+
+constexpr RematPolicy kPolicies[] = {RematPolicy::None,          RematPolicy::Full,        RematPolicy::Dots,
+                                     RematPolicy::Names,         RematPolicy::Minimal,     RematPolicy::SaveQkvProj,
+                                     RematPolicy::SaveOutProj,   RematPolicy::SaveDotExceptMlp,
+                                     RematPolicy::QkvProjOffloaded, RematPolicy::MinimalOffloaded};
+
+}  // namespace
+
 RematPolicy remat_policy(const std::string& name) {
-  if (name == "none") return RematPolicy::None;
-  if (name == "full") return RematPolicy::Full;
-  if (name == "dots") return RematPolicy::Dots;
-  if (name == "names") return RematPolicy::Names;
+  for (RematPolicy p : kPolicies)
+    if (name == remat_policy_name(p)) return p;
   throw Error(Err::Internal, "unknown re-materialization policy '" + name + "'");
 }
 
@@ -29,8 +38,26 @@ const char* remat_policy_name(RematPolicy p) {
     case RematPolicy::Full: return "full";
     case RematPolicy::Dots: return "dots";
     case RematPolicy::Names: return "names";
+    case RematPolicy::Minimal: return "minimal";
+    case RematPolicy::SaveQkvProj: return "save_qkv_proj";
+    case RematPolicy::SaveOutProj: return "save_out_proj";
+    case RematPolicy::SaveDotExceptMlp: return "save_dot_except_mlp";
+    case RematPolicy::QkvProjOffloaded: return "qkv_proj_offloaded";
+    case RematPolicy::MinimalOffloaded: return "minimal_offloaded";
   }
   return "none";
+}
+
+// MaxText's policies (its decoders' get_remat_policy, jax.checkpoint_policies.save_only_these_names of the names
+// its layers tag with checkpoint_name; "qkv_proj", a fused projection's name, has no counterpart here).
+std::vector<std::string> remat_checkpoint_names(RematPolicy p) {
+  switch (p) {
+    case RematPolicy::SaveQkvProj:
+    case RematPolicy::QkvProjOffloaded: return {"query_proj", "key_proj", "value_proj"};
+    case RematPolicy::SaveOutProj: return {"out_proj"};
+    case RematPolicy::SaveDotExceptMlp: return {"query_proj", "key_proj", "value_proj", "out_proj"};
+    default: return {};
+  }
 }
 
 bool remat_name_kept(const std::string& name, const std::vector<std::string>& patterns) {
@@ -40,7 +67,9 @@ bool remat_name_kept(const std::string& name, const std::vector<std::string>& pa
 }
 
 Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(OpId)>& segment,
-                             const std::function<bool(TensorId)>& saved, bool gate) {
+                             const std::function<bool(TensorId)>& saved, bool gate,
+                             const std::function<bool(TensorId)>& offloaded) {
+  auto off = [&](TensorId t) { return offloaded && offloaded(t); };
   const size_t n = g.num_ops();
   std::vector<int64_t> seg(n, -1);
   for (size_t i = 0; i < n; ++i) seg[i] = segment(static_cast<OpId>(i));
@@ -50,7 +79,7 @@ Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(Op
   std::vector<OpId> stack;
   auto need = [&](TensorId t, int64_t s) {
     const OpId p = g.producer(t);
-    if (p < 0 || mark[p] || seg[p] != s || !forward_phase(g.op(p).phase) || saved(t)) return;
+    if (p < 0 || mark[p] || seg[p] != s || !forward_phase(g.op(p).phase) || saved(t) || off(t)) return;
     mark[p] = 1;
     stack.push_back(p);
   };
@@ -68,6 +97,37 @@ Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(Op
   std::map<int64_t, std::vector<OpId>> pending;  // per segment, its recomputed ops in order
   for (OpId o : order)
     if (mark[o]) pending[seg[o]].push_back(o);
+  // Host offload: the offloaded values of a segment that its backward ops or its copies read. Each goes to the host
+  // right after the op that makes it, and comes back (prefetched) as the backward of the cell before the segment's
+  // in backward order begins, so that the transfer overlaps that cell's backward (XLA's host offloading: the copy
+  // to the host starts when the value is produced, the copy back is scheduled ahead of its use).
+  std::set<TensorId> to_move;
+  std::map<int64_t, std::vector<TensorId>> moved;  // per segment, in the order they are made
+  auto wants = [&](TensorId t, int64_t s) {
+    const OpId p = g.producer(t);
+    if (p >= 0 && s >= 0 && seg[p] == s && forward_phase(g.op(p).phase) && off(t)) to_move.insert(t);
+  };
+  for (size_t i = 0; i < n; ++i)
+    if ((g.op(static_cast<OpId>(i)).phase == Phase::Backward || mark[i]) && seg[i] >= 0)
+      for (TensorId t : g.op(static_cast<OpId>(i)).inputs) wants(t, seg[i]);
+  std::map<OpId, std::vector<int64_t>> prefetch_at;  // op -> segments whose values come back right before it
+  if (!to_move.empty()) {
+    for (OpId o : order)
+      for (TensorId t : g.op(o).outputs)
+        if (to_move.count(t)) moved[seg[o]].push_back(t);
+    OpId run_start = -1, previous_run = -1;
+    int32_t run_cell = INT32_MIN;
+    std::set<int64_t> seen;
+    for (OpId o : order) {
+      const Op& op = g.op(o);
+      if (op.phase != Phase::Backward) continue;
+      if (op.cell != run_cell) previous_run = run_start, run_start = o, run_cell = op.cell;
+      const int64_t s = seg[o];
+      if (s < 0 || seen.count(s) || !moved.count(s)) continue;
+      seen.insert(s);
+      prefetch_at[previous_run >= 0 ? previous_run : o].push_back(s);
+    }
+  }
 
   // 2. The new step: the same tensors (same ids), the copies' outputs after them.
   Rematerialized out;
@@ -80,15 +140,46 @@ Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(Op
   std::map<TensorId, TensorId> copy_of;  // recomputed value of each original
   // What an op of segment s reads for `t`: the recomputed value, unless `t` is kept (an op recomputed for another
   // of its outputs leaves its kept outputs to the originals).
+  std::map<TensorId, TensorId> host_of, reload_of;  // an offloaded value's copy in host memory, and back in HBM
   auto read = [&](TensorId t, int64_t s) {
     const OpId p = g.producer(t);
+    if (p >= 0 && s >= 0 && seg[p] == s && reload_of.count(t)) return reload_of.at(t);
     auto it = copy_of.find(t);
     return p >= 0 && s >= 0 && seg[p] == s && it != copy_of.end() && !saved(t) ? it->second : t;
+  };
+  // A transfer of `t` (its producer's cell and segment) to or from the host, with a fresh output tensor.
+  auto transfer = [&](TensorId t, TensorId from, OpKind kind, const char* suffix) {
+    TensorInfo info = g.tensor(t);
+    info.name += suffix;
+    info.checkpoint.clear();
+    const TensorId y = r.add_tensor(info);
+    out.source_tensor.push_back(t);
+    Op c;
+    c.name = info.name;
+    c.kind = kind;
+    c.phase = kind == OpKind::ToHost ? g.op(g.producer(t)).phase : Phase::Backward;
+    c.cell = g.op(g.producer(t)).cell;
+    c.inputs = {from};
+    c.outputs = {y};
+    const OpId id = r.add_op(c);
+    out.source_op.push_back(g.producer(t));
+    return std::make_pair(id, y);
   };
   std::set<int64_t> placed;
   OpId last_backward = -1;
   for (OpId o : order) {
     const Op& op = g.op(o);
+    if (auto it = prefetch_at.find(o); it != prefetch_at.end()) {
+      // The values of these segments come back now, after whatever ran before (a control edge), so that the
+      // copies back wait for the backward pass to get here.
+      const OpId before = static_cast<OpId>(r.num_ops()) - 1;
+      for (int64_t s : it->second)
+        for (TensorId t : moved[s]) {
+          const auto [id, y] = transfer(t, host_of.at(t), OpKind::FromHost, "/reload");
+          reload_of[t] = y;
+          if (gate && before >= 0) r.add_control(before, id);
+        }
+    }
     const int64_t s = op.phase == Phase::Backward ? seg[o] : -1;
     if (s >= 0 && !placed.count(s)) {
       placed.insert(s);
@@ -123,6 +214,8 @@ Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(Op
     const OpId id = r.add_op(c);
     out.source_op.push_back(o);
     if (op.phase == Phase::Backward) last_backward = id;
+    for (TensorId t : op.outputs)
+      if (to_move.count(t)) host_of[t] = transfer(t, t, OpKind::ToHost, ".host").second;
   }
   return out;
 }
@@ -136,19 +229,32 @@ ModelGraph rematerialize_layers(const ModelGraph& g, const RematOptions& opt) {
     const int32_t c = g.op(o).cell;
     return c < 0 || loss_cells.count(c) ? -1 : c;
   };
+  const std::vector<std::string> names = remat_checkpoint_names(opt.policy);
+  // Matmuls with no batch dimension: a layer's projections and FFN matmuls, not attention's batched scores and
+  // context, nor a fused attention kernel's output (not a dot: recomputed, as under JAX).
+  auto dot = [&](TensorId t) {
+    const Op& op = g.op(g.producer(t));
+    return op.kind == OpKind::MatMul && gemm_dims(g, op).batch == 1;
+  };
+  auto named = [&](TensorId t) {
+    return std::find(names.begin(), names.end(), g.tensor(t).checkpoint) != names.end();
+  };
+  auto offloaded = [&](TensorId t) {
+    return (opt.policy == RematPolicy::QkvProjOffloaded && named(t)) ||
+           (opt.policy == RematPolicy::MinimalOffloaded && dot(t));
+  };
   auto saved = [&](TensorId t) {
     switch (opt.policy) {
-      // Matmuls with no batch dimension: a layer's projections and FFN matmuls, not attention's batched scores and
-      // context (which a TPU computes in a fused attention kernel and never keeps).
-      case RematPolicy::Dots: {
-        const Op& op = g.op(g.producer(t));
-        return op.kind == OpKind::MatMul && gemm_dims(g, op).batch == 1;
-      }
+      case RematPolicy::Dots:
+      case RematPolicy::Minimal: return dot(t);
       case RematPolicy::Names: return remat_name_kept(g.tensor(t).name, opt.keep);
+      case RematPolicy::SaveQkvProj:
+      case RematPolicy::SaveOutProj:
+      case RematPolicy::SaveDotExceptMlp: return named(t);
       default: return false;
     }
   };
-  return rematerialize(g, segment, saved, true).graph;
+  return rematerialize(g, segment, saved, true, offloaded).graph;
 }
 
 }  // namespace podsim

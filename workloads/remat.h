@@ -12,6 +12,16 @@
 //   dots   dots_with_no_batch_dims_saveable: keep the outputs of matmuls without a batch dimension (projections,
 //          FFN), recompute attention's batched matmuls and the elementwise and normalisation ops
 //   names  save_only_these_names: keep the values whose names match a glob of workload.remat_keep
+// and MaxText's remat_policy names (its decoder layers' get_remat_policy), keeping values by their checkpoint names
+// (TensorInfo::checkpoint):
+//   minimal              checkpoint_dots_with_no_batch_dims: as dots
+//   save_qkv_proj        save_only_these_names(query_proj, key_proj, value_proj)
+//   save_out_proj        save_only_these_names(out_proj)
+//   save_dot_except_mlp  save_only_these_names(query_proj, key_proj, value_proj, out_proj)
+//   qkv_proj_offloaded   save_and_offload_only_these_names(offloaded: query_proj, key_proj, value_proj)
+//   minimal_offloaded    offload_dot_with_no_batch_dims: the dots' outputs offloaded
+// An offloaded value goes to host memory right after it is made (a to_host op) and comes back (from_host) ahead of
+// the backward that reads it: it takes no HBM in between.
 //
 //   ModelGraph g = ...;  // forward, backward(loss), optimizer
 //   g = rematerialize_layers(g, {RematPolicy::Dots, {}});
@@ -25,10 +35,15 @@
 
 namespace podsim {
 
-enum class RematPolicy : uint8_t { None, Full, Dots, Names };
+enum class RematPolicy : uint8_t {
+  None, Full, Dots, Names, Minimal, SaveQkvProj, SaveOutProj, SaveDotExceptMlp, QkvProjOffloaded, MinimalOffloaded
+};
 
-RematPolicy remat_policy(const std::string& name);  // "none" | "full" | "dots" | "names"
+RematPolicy remat_policy(const std::string& name);  // "none" | "full" | "dots" | "names" | MaxText's names above
 const char* remat_policy_name(RematPolicy p);
+// The checkpoint names a MaxText policy keeps (on the device, or offloaded to the host: qkv_proj_offloaded); empty
+// for the others.
+std::vector<std::string> remat_checkpoint_names(RematPolicy p);
 
 struct RematOptions {
   RematPolicy policy = RematPolicy::None;
@@ -48,9 +63,13 @@ struct Rematerialized {
 // is recomputed when one of them is needed and not saved; its saved outputs are still read from the original.) The copies of segment s
 // are placed right before its first backward op. `gate`: order each segment's recomputation after the backward op
 // that precedes it (a control edge from that op to the copies without a recomputed input), so that a schedule
-// that runs ready ops at once does not run the recomputation early.
+// that runs ready ops at once does not run the recomputation early. `offloaded(t)` (may be empty): a forward value
+// kept in host memory instead: a to_host op right after its producer, and a from_host op placed where the backward of
+// the cell before the segment's (in backward order) begins, gated like the recomputation; the segment's backward
+// and copies read what came back.
 Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(OpId)>& segment,
-                             const std::function<bool(TensorId)>& saved, bool gate);
+                             const std::function<bool(TensorId)>& saved, bool gate,
+                             const std::function<bool(TensorId)>& offloaded = {});
 
 // The per-layer policies on a logical step: segments are the model cells (layers), except cells holding the loss
 // (their backward starts as soon as their forward ends: nothing to gain). Returns `g` itself for RematPolicy::None.

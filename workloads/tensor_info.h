@@ -62,6 +62,10 @@ struct TensorInfo {
   // for it, as a stop-gradient does.
   bool stop_gradient = false;
   ParamKind param_kind = ParamKind::Weight;  // for parameters
+  // The name a re-materialization policy keeps the value by (workloads/remat.h), as MaxText tags its decoder
+  // layers' values with jax's checkpoint_name: "query_proj", "key_proj", "value_proj", "context", "out_proj",
+  // "mlpwi_0", "mlpwi_1" (a gated FFN's gate and up projections; "mlpwi" ungated), "mlpwo". Empty: none.
+  std::string checkpoint{};
   Layout layout = Layout::Logical;
   // A result of the step beside the loss and the updated state (an op-level microbenchmark's output): written to
   // HBM even when the ops that read it are fused with the op that makes it.

@@ -36,14 +36,21 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
           .range(0, 1)
           .def("0"),
       ParamSpec::real("workload.rmsprop_decay", "RMSProp decay of the mean square.").range(0, 0.999999).def("0.9"),
-      ParamSpec::choice("workload.remat", {"none", "full", "dots", "names"},
+      ParamSpec::choice("workload.remat",
+                        {"none", "full", "dots", "names", "minimal", "save_qkv_proj", "save_out_proj",
+                         "save_dot_except_mlp", "qkv_proj_offloaded", "minimal_offloaded"},
                         "Re-materialization (activation checkpointing) of every layer, as JAX's checkpoint policies: "
                         "none keeps every activation (everything_saveable); full keeps only each layer's input and "
                         "recomputes the layer's forward just before its backward (nothing_saveable); dots keeps the "
                         "outputs of matmuls without a batch dimension (projections, FFN; not attention's scores) and "
                         "recomputes the rest (dots_with_no_batch_dims_saveable); names "
-                        "keeps the activations workload.remat_keep names (save_only_these_names). The layer holding "
-                        "the loss is not recomputed. Works with every strategy (docs/model.md).")
+                        "keeps the activations workload.remat_keep names (save_only_these_names). MaxText's "
+                        "remat_policy names (Transformer): minimal (= dots), save_qkv_proj (the queries, keys and "
+                        "values), save_out_proj (the attention's output projection), save_dot_except_mlp (both); "
+                        "qkv_proj_offloaded and minimal_offloaded keep the queries, keys and values, or minimal's "
+                        "values, in host memory "
+                        "(moved over the host link after the forward makes them and back before the backward). The "
+                        "layer holding the loss is not recomputed. Works with every strategy (docs/model.md).")
           .def("none"),
       ParamSpec::text_list("workload.remat_keep",
                            "With workload.remat: names, glob patterns (*, ?, [..]) of the activations kept, e.g. "

@@ -2,6 +2,7 @@
 //   token ids [B, S] -> x [B, S, D] = embedding [V, D]
 //   per layer (pre-LN):  q, k, v [B, S, H, E] = LN1(x) . Wq, Wk, Wv [D, H, E]   (E = head_dim, default D / H)
 //                        x = x + ctx . Wo [H, E, D],  ctx = softmax(q k^T / sqrt(E), causal) v
+//                        (attention: einsum stores the scores; flash runs one fused kernel, ops/flash_attention.cpp)
 //   with kv_heads = KV < H (grouped-query attention, G = H / KV query heads per key/value head):
 //                        q [B, S, KV, G, E] = LN1(x) . Wq [D, KV, G, E],  k, v [B, S, KV, E] = LN1(x) . Wk, Wv [D, KV, E]
 //                        scores [B, KV, G, S, T],  x = x + ctx . Wo [KV, G, E, D]
@@ -84,6 +85,26 @@ class TransformerWorkload : public IWorkload {
                            "Rotary position embedding on queries and keys (half rotation, as GPT-NeoX and LLaMA; "
                            "base 10000); the head width must be even.")
             .def("false"),
+        ParamSpec::choice("workload.attention", {"einsum", "flash"},
+                          "How attention runs: einsum, the scores [B, H, S, S] as matmuls and a softmax stored in "
+                          "HBM (as the 2018-2020 papers' trainers did); flash, one fused kernel per pass (the Pallas "
+                          "TPU flash-attention kernels: online softmax over blocks, the scores never stored, the "
+                          "backward recomputing them; docs/model.md).")
+            .def("einsum"),
+        ParamSpec::integer("workload.flash.block_q",
+                           "attention: flash, forward: query rows per block (the Pallas TPU kernel's default 128; "
+                           "MaxText's splash attention uses 512).")
+            .range(1, 1LL << 20)
+            .def("128"),
+        ParamSpec::integer("workload.flash.block_kv", "attention: flash, forward: key rows per block (default 128).")
+            .range(1, 1LL << 20)
+            .def("128"),
+        ParamSpec::integer("workload.flash.block_q_bwd", "attention: flash, backward: query rows per block (default 128).")
+            .range(1, 1LL << 20)
+            .def("128"),
+        ParamSpec::integer("workload.flash.block_kv_bwd", "attention: flash, backward: key rows per block (default 128).")
+            .range(1, 1LL << 20)
+            .def("128"),
         ParamSpec::boolean("workload.tie_embeddings",
                            "The unembedding is the embedding's transpose: one [vocab, d_model] parameter whose "
                            "gradient sums both uses.")
@@ -136,6 +157,12 @@ class TransformerWorkload : public IWorkload {
     const bool rms = p.s("workload.norm") == "rmsnorm";
     const bool parallel = p.b("workload.parallel_block");
     const bool rope = p.b("workload.rope");
+    const bool flash = p.s("workload.attention") == "flash";
+    OpAttrs::Blocks blocks;
+    blocks.q = p.i("workload.flash.block_q");
+    blocks.kv = p.i("workload.flash.block_kv");
+    blocks.q_bwd = p.i("workload.flash.block_q_bwd");
+    blocks.kv_bwd = p.i("workload.flash.block_kv_bwd");
     const MoeConfig moe = moe_config(p, B);
     std::vector<TensorId> aux_terms;
     ModelGraph g("transformer");
@@ -162,15 +189,42 @@ class TransformerWorkload : public IWorkload {
         return b.einsum(h, b.param(name + ".w", heads), equation, name);
       };
       const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+      // The scores and context matmuls of causal attention are marked so (OpAttrs::causal): conventions of model
+      // FLOPs that count the mask's triangle count half of them.
+      auto causal_einsum = [&](TensorId a, TensorId c, const char* equation, const std::string& name) {
+        TensorId t = b.einsum(a, c, equation, name);
+        g.op(g.producer(t)).attrs.causal = causal;
+        return t;
+      };
+      // MaxText's checkpoint names (TensorInfo::checkpoint), which its re-materialization policies keep values by:
+      // the queries and keys after their rotation, the values, the attention's output (a fused kernel's row
+      // statistics with it) and the projections'.
+      auto tag = [&](TensorId t, const char* name) {
+        g.tensor(t).checkpoint = name;
+        if (name == std::string("context") && g.op(g.producer(t)).kind == OpKind::FlashAttention)
+          g.tensor(g.op(g.producer(t)).outputs[1]).checkpoint = name;
+      };
+      auto tag_qkv = [&](TensorId q, TensorId k, TensorId v) {
+        tag(q, "query_proj");
+        tag(k, "key_proj");
+        tag(v, "value_proj");
+      };
       TensorId attn;
       if (KV == H) {
         TensorId q = proj("q", {H}, "bsd,dhe->bshe"), k = proj("k", {H}, "bsd,dhe->bshe"),
                  v = proj("v", {H}, "bsd,dhe->bshe");
         if (rope) q = b.rope(q, n + ".attn.q.rope"), k = b.rope(k, n + ".attn.k.rope");
-        TensorId scores = b.einsum(q, k, "bshe,bthe->bhst", n + ".attn.scores");
-        TensorId probs = b.softmax(scores, scale, causal, n + ".attn.softmax");
-        TensorId ctx = b.einsum(probs, v, "bhst,bthe->bshe", n + ".attn.context");
+        tag_qkv(q, k, v);
+        TensorId ctx;
+        if (flash) {
+          ctx = b.flash_attention(q, k, v, scale, causal, blocks, n + ".attn.context");
+        } else {
+          TensorId scores = causal_einsum(q, k, "bshe,bthe->bhst", n + ".attn.scores");
+          TensorId probs = b.softmax(scores, scale, causal, n + ".attn.softmax");
+          ctx = causal_einsum(probs, v, "bhst,bthe->bshe", n + ".attn.context");
+        }
         attn = b.einsum(ctx, b.param(n + ".attn.o.w", {H, dh, D}), "bshe,hed->bsd", n + ".attn.o");
+        tag(ctx, "context");
       } else {
         // Grouped-query attention: query head h = k G + g (the same row-major layout as [D, H, E]) reads key/value
         // head k; queries keep the group apart as a dimension of its own, so nothing is copied or reshaped.
@@ -178,11 +232,19 @@ class TransformerWorkload : public IWorkload {
         TensorId q = proj("q", {KV, G}, "bsd,dkge->bskge"), k = proj("k", {KV}, "bsd,dke->bske"),
                  v = proj("v", {KV}, "bsd,dke->bske");
         if (rope) q = b.rope(q, n + ".attn.q.rope"), k = b.rope(k, n + ".attn.k.rope");
-        TensorId scores = b.einsum(q, k, "bskge,btke->bkgst", n + ".attn.scores");
-        TensorId probs = b.softmax(scores, scale, causal, n + ".attn.softmax");
-        TensorId ctx = b.einsum(probs, v, "bkgst,btke->bskge", n + ".attn.context");
+        tag_qkv(q, k, v);
+        TensorId ctx;
+        if (flash) {
+          ctx = b.flash_attention(q, k, v, scale, causal, blocks, n + ".attn.context");
+        } else {
+          TensorId scores = causal_einsum(q, k, "bskge,btke->bkgst", n + ".attn.scores");
+          TensorId probs = b.softmax(scores, scale, causal, n + ".attn.softmax");
+          ctx = causal_einsum(probs, v, "bkgst,btke->bskge", n + ".attn.context");
+        }
         attn = b.einsum(ctx, b.param(n + ".attn.o.w", {KV, G, dh, D}), "bskge,kged->bsd", n + ".attn.o");
+        tag(ctx, "context");
       }
+      tag(attn, "out_proj");
       // A parallel block (PaLM, GPT-J) feeds the attention's normalised input to the FFN too.
       TensorId h2 = h;
       if (!parallel) {
@@ -202,12 +264,17 @@ class TransformerWorkload : public IWorkload {
         TensorId up = b.einsum(h2, b.param(n + ".ffn.w3", {D, F}), "bsd,df->bsf", n + ".ffn.up");
         TensorId act = b.mul(b.silu(gate, n + ".ffn.silu"), up, n + ".ffn.glu");
         f2 = b.einsum(act, b.param(n + ".ffn.w2", {F, D}), "bsf,fd->bsd", n + ".ffn.down");
+        tag(gate, "mlpwi_0");
+        tag(up, "mlpwi_1");
+        tag(f2, "mlpwo");
       } else {
         TensorId f1 = b.bias_add(b.einsum(h2, b.param(n + ".ffn.w1", {D, F}), "bsd,df->bsf", n + ".ffn.up"),
                                  b.param(n + ".ffn.b1", {F}), n + ".ffn.up.bias");
         TensorId act = ffn == "relu" ? b.relu(f1, n + ".ffn.relu") : b.gelu(f1, n + ".ffn.gelu");
         f2 = b.bias_add(b.einsum(act, b.param(n + ".ffn.w2", {F, D}), "bsf,fd->bsd", n + ".ffn.down"),
                         b.param(n + ".ffn.b2", {D}), n + ".ffn.down.bias");
+        tag(g.op(g.producer(f1)).inputs[0], "mlpwi");  // the projections' outputs, before their biases
+        tag(g.op(g.producer(f2)).inputs[0], "mlpwo");
       }
       if (parallel) x = b.add(x, b.add(attn, f2, n + ".block.sum"), n + ".block.residual");
       else x = b.add(x, f2, residual);

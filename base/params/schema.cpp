@@ -348,6 +348,12 @@ std::vector<ParamSpec> run_param_specs() {
                 "Operator fusion: xla fuses elementwise chains, matmul epilogues and reductions as XLA does; none "
                 "runs every op as its own kernel (hw/compiler/fusion.h).")
           .def("xla"),
+      P::choice("run.flops_convention", {"palm", "maxtext"},
+                "How model FLOPs (summary.json model_flops, MFU) count causal attention's (query, key) square: palm "
+                "whole, as PaLM's Appendix B (12 L H Q T per token); maxtext half, as MaxText's "
+                "calculate_tflops_training_per_device (the mask's triangle). summary.json gives both "
+                "(model_flops_by_convention; docs/outputs.md).")
+          .def("palm"),
       P::boolean("run.fusion_multi_output",
                  "Multi-output fusion (with run.fusion: xla): a whole-tensor reduction of a matmul's or "
                  "convolution's result (batch-norm statistics, the first pass of a batch-norm gradient) runs in "

@@ -114,13 +114,17 @@ void Chip::dispatch(int32_t op) {
   m_state[op] = 1;
   switch (e.unit) {
     case Unit::Mxu: {
-      MxuShape shape{m_cfg.mxu.rows, m_cfg.mxu.cols, m_cfg.mxu.weight_double_buffer, m_cfg.mxu.weight_push};
       // A fold pushes only the weight rows it holds, one per cycle: with K below R (attention's 64-deep heads) or a
       // partial last K fold, fewer than R. The folds of an op share the push evenly (rounded up).
-      const int64_t k_folds = ceil_div(e.gemm.k, m_cfg.mxu.rows);
-      if (k_folds > 0) shape.weight_push = ceil_div(m_cfg.mxu.weight_push * e.gemm.k, k_folds * m_cfg.mxu.rows);
-      int64_t folds_per_mxu = ceil_div(e.gemm.core_folds, m_cfg.mxu.count);
-      int64_t cycles = mxu_cycles(shape, folds_per_mxu, e.gemm.rows_per_fold);
+      auto gemm = [&](int64_t k, int64_t core_folds, int64_t rows) {
+        MxuShape shape{m_cfg.mxu.rows, m_cfg.mxu.cols, m_cfg.mxu.weight_double_buffer, m_cfg.mxu.weight_push};
+        const int64_t k_folds = ceil_div(k, m_cfg.mxu.rows);
+        if (k_folds > 0) shape.weight_push = ceil_div(m_cfg.mxu.weight_push * k, k_folds * m_cfg.mxu.rows);
+        return mxu_cycles(shape, ceil_div(core_folds, m_cfg.mxu.count), rows);
+      };
+      int64_t cycles = 0;
+      if (e.gemm.passes.empty()) cycles = gemm(e.gemm.k, e.gemm.core_folds, e.gemm.rows_per_fold);
+      for (const GemmPassWork& p : e.gemm.passes) cycles += gemm(p.k, p.core_folds, p.rows_per_fold);
       // The vector unit's work on the results: the pops when they leave through it (then serial), the epilogue's.
       // A convolution's fused work runs beside the MXU (ExecOp::vector_beside), its pops serial.
       const bool serial = m_cfg.mxu.result_pop > 0;

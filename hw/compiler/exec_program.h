@@ -13,6 +13,13 @@
 
 namespace podsim {
 
+// One GEMM shape of a kernel with several (workloads/op_def.h GemmPass), as one core runs it.
+struct GemmPassWork {
+  int64_t count = 0, m = 0, k = 0, n = 0;  // the whole op's products of this shape
+  int64_t core_folds = 0;     // weight folds one core performs
+  int64_t rows_per_fold = 0;  // rows each fold streams (padded to 8 in TPU mode)
+};
+
 // How a GEMM runs on each TensorCore's MXUs after tiling.
 struct GemmWork {
   int64_t batch = 0, m = 0, k = 0, n = 0;  // the whole op
@@ -23,6 +30,9 @@ struct GemmWork {
   int64_t k_pad = 0, n_pad = 0;    // K and N padded to whole folds (multiples of R and C)
   int64_t m_tile = 0, n_tile = 0;  // chosen VMEM tile (rows, cols) of the output
   const char* split = "none";      // how the op is split across cores: "n", "m", "batch" or "none"
+  // A kernel of several GEMM shapes (a fused attention kernel): each shape's folds stream one after another, and
+  // core_folds and result_vectors are their sums; the fields of the one GEMM above are unused. Empty otherwise.
+  std::vector<GemmPassWork> passes;
 };
 
 struct ExecOp {

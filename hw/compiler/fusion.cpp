@@ -21,7 +21,8 @@ Traits traits_of(const ModelGraph& g, const Op& op) {
   OpCost c = op_cost(g, op);
   t.whole = c.whole_tensor;
   t.two_pass = c.two_pass;
-  if (c.unit == Unit::Mxu) t.role = Role::Matmul;
+  // A kernel that tiles itself (a Pallas kernel, workloads/op_def.h kernel_gemms) is a custom call: nothing fuses.
+  if (c.unit == Unit::Mxu) t.role = kernel_gemms(g, op).empty() ? Role::Matmul : Role::Opaque;
   else if (c.unit != Unit::Vpu) t.role = Role::Opaque;
   else if (c.fusible) t.role = Role::Elementwise;
   else if (c.reduction) t.role = Role::Reduction;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "hw/compiler/kernel_lowering.h"
 #include "hw/compiler/memory_plan.h"
 #include "hw/compiler/tiling.h"
 #include "hw/timing/mxu_timing.h"
@@ -351,7 +352,10 @@ ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const Chi
     if (mm) {
       e.unit = Unit::Mxu;
       e.kind = mm->kind;
-      lower_gemm(g, *mm, chip, opts, mt, e);
+      if (const std::vector<GemmPass> passes = kernel_gemms(g, *mm); !passes.empty())
+        lower_kernel(g, *mm, passes, chip, e);
+      else
+        lower_gemm(g, *mm, chip, opts, mt, e);
     } else if (e.unit == Unit::Vpu) {
       lower_vector(chip, mt, e);
     } else if (e.unit == Unit::Host) {  // the host link reads (to_host) or writes (from_host) the tensor in HBM
@@ -360,6 +364,10 @@ ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const Chi
     }
     e.hbm_reads = std::move(mt.reads);
     e.hbm_writes = std::move(mt.writes);
+    // A host transfer's far side is the host's memory: the copy a to_host makes, and what a from_host reads, take no
+    // HBM.
+    if (f.kind == OpKind::ToHost) e.hbm_writes.clear();
+    if (f.kind == OpKind::FromHost) e.hbm_reads.clear();
     // Dependencies: the exec ops that make what this one reads, and those it is ordered after (control edges: a
     // pipeline schedule). A predecessor that is recomputed here is made here; one recomputed everywhere it is read
     // orders this op after every exec op that recomputes it.

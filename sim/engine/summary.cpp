@@ -117,6 +117,14 @@ J op_table(const Prepared& p, const Chip& chip) {
                   {"k_pad", e.gemm.k_pad}, {"n_pad", e.gemm.n_pad},
                   {"mxus", static_cast<int64_t>(e.cores) * cfg.mxu.count},
                   {"split", e.gemm.split}, {"m_tile", e.gemm.m_tile}, {"n_tile", e.gemm.n_tile}};
+      if (!e.gemm.passes.empty()) {  // a kernel of several GEMM shapes: each shape's products and folds
+        J passes = J::array();
+        for (const GemmPassWork& p : e.gemm.passes)
+          passes.push_back({{"count", p.count}, {"m", p.m}, {"k", p.k}, {"n", p.n}, {"core_folds", p.core_folds},
+                            {"rows_per_fold", p.rows_per_fold}});
+        o["mxu"] = {{"passes", passes}, {"core_folds", e.gemm.core_folds},
+                    {"mxus", static_cast<int64_t>(e.cores) * cfg.mxu.count}, {"split", e.gemm.split}};
+      }
       if (e.core_vector.elements > 0) o["mxu"]["epilogue_vpu_cycles"] = vpu_cycles(cfg.vpu, e.core_vector);
       if (cfg.mxu.result_pop > 0) {
         o["mxu"]["result_vectors"] = e.gemm.result_vectors;
@@ -254,11 +262,16 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
       hardware_flops += op.mxu_flops;
     }
   }
-  const double model_flops = p.graph.matmul_flops();
+  // The convention decides how causal attention counts (workloads/graph.h FlopsConvention; run.flops_convention).
+  const FlopsConvention convention = flops_convention(e.params.s("run.flops_convention"));
+  const double model_flops = p.graph.model_flops(convention);
   const double peak = cfg.peak_flops();
   const double pod_peak = peak * static_cast<double>(chips.size());
   j["flops"] = flops;
   j["model_flops"] = model_flops;
+  j["flops_convention"] = flops_convention_name(convention);
+  j["model_flops_by_convention"] = {{"palm", p.graph.model_flops(FlopsConvention::Palm)},
+                                    {"maxtext", p.graph.model_flops(FlopsConvention::MaxText)}};
   j["hardware_flops"] = hardware_flops;
   j["peak_flops_per_chip"] = peak;
   j["mfu"] = T > 0 ? r6(model_flops / (pod_peak * T)) : 0.0;

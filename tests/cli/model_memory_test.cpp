@@ -81,3 +81,70 @@ TEST(ModelMemoryTest, EveryModelExampleFitsAsShipped) {
   }
   EXPECT_GE(n, 7);
 }
+
+namespace {
+
+// `podsim run FILE --memory-only` with overrides: the peak, and the tensors live at it.
+json memory_of(const std::string& name, const std::string& file, std::vector<std::string> sets) {
+  std::vector<std::string> args = {"run", source_dir() + "/" + file, "--out", name, "--memory-only", "-q"};
+  for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
+  auto r = run_podsim(args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return r.code == 0 ? json::parse(read_file(test_dir() + "/" + name + "/summary.json"))["memory"] : json();
+}
+
+}  // namespace
+
+// Two configurations that trained on TPU v4 with a fused attention kernel fit with it (configs/models, as shipped
+// or with the batch PaLM trained at): a 52B-class model on 192 chips, fsdp 192, 7 sequences of 2048 per chip,
+// every layer re-materialized; and PaLM 540B on one 3072-chip pod (fsdp 256 x model 12, Megatron with sequence
+// parallelism) at 1024 sequences per pod, its batch from step 50k (Chowdhery et al. 2022, section 5; 2048 over two
+// pods). With the einsum path the 52B step's peak holds one layer's recomputed probabilities besides, 7 sequences
+// x 32 heads x 2048^2 in bf16 = 1.75 GiB, the largest tensor at its peak: the kernel holds its row statistics
+// there instead (7 x 32 x 2048 in fp32, 1.75 MiB).
+TEST(ModelMemoryTest, TrainedV4ConfigurationsFitWithTheFusedKernel) {
+  const json flash = memory_of("m52b", "configs/models/maxtext-52b-v4.yaml", {});
+  ASSERT_FALSE(flash.is_null());
+  EXPECT_TRUE(flash["fits"].get<bool>());
+  EXPECT_GT(flash["peak_bytes"].get<double>(), 0.7 * flash["capacity_bytes"].get<double>());
+  const json einsum = memory_of("m52b_einsum", "configs/models/maxtext-52b-v4.yaml", {"workload.attention=einsum"});
+  ASSERT_FALSE(einsum.is_null());
+  // One layer's recomputed probabilities (the peak is in the backward of one of the last layers).
+  const std::string largest = einsum["largest_at_peak"][0]["name"].get<std::string>();
+  EXPECT_TRUE(largest.rfind("layer6", 0) == 0 && largest.find(".attn.softmax/remat") != std::string::npos) << largest;
+  const double probabilities = 7.0 * 32 * 2048 * 2048 * 2;
+  EXPECT_EQ(einsum["largest_at_peak"][0]["bytes"].get<double>(), probabilities);
+  const double statistics = 7.0 * 32 * 2048 * 4;
+  EXPECT_EQ(einsum["peak_bytes"].get<double>() - flash["peak_bytes"].get<double>(), probabilities - statistics);
+
+  const json palm = memory_of("palm1024", "configs/models/palm-540b.yaml", {"workload.batch=1024"});
+  ASSERT_FALSE(palm.is_null());
+  EXPECT_TRUE(palm["fits"].get<bool>());
+}
+
+// MaxText's 128B model on a TPU v5e-256 slice (configs/models/maxtext-128b-v5e.yaml: fsdp 16 x model 16, 256
+// sequences of 2048) fits with the host-offload policies where the on-device policies keeping the same values do
+// not: save_qkv_proj holds every layer's queries, keys and values (16 sequences x 2048 x 8 heads of 128 in bf16,
+// 64 MiB each, 192 MiB a layer) until its backward, minimal its projections' and FFN matmuls' outputs; offloaded,
+// they wait in host memory. As figured, full re-materialization fits too (11.65 GiB of 14.90), and offloading the
+// queries, keys and values holds no more than it: what it saves is their recomputation, not memory.
+TEST(ModelMemoryTest, The128BModelOnV5eFitsWithHostOffload) {
+  const std::string file = "configs/models/maxtext-128b-v5e.yaml";
+  const json offloaded = memory_of("m128_qkv_off", file, {});  // as shipped: qkv_proj_offloaded, as MaxText ran it
+  ASSERT_FALSE(offloaded.is_null());
+  EXPECT_TRUE(offloaded["fits"].get<bool>());
+  const json minimal_off = memory_of("m128_min_off", file, {"workload.remat=minimal_offloaded"});
+  ASSERT_FALSE(minimal_off.is_null());
+  EXPECT_TRUE(minimal_off["fits"].get<bool>());
+  const json full = memory_of("m128_full", file, {"workload.remat=full"});
+  ASSERT_FALSE(full.is_null());
+  EXPECT_TRUE(full["fits"].get<bool>());
+  EXPECT_LE(offloaded["peak_bytes"].get<double>(), full["peak_bytes"].get<double>());
+  const std::string src = source_dir() + "/" + file;
+  for (const char* on_device : {"save_qkv_proj", "minimal"}) {
+    auto r = run_podsim({"run", src, "--out", std::string("m128_") + on_device, "--memory-only", "-q", "--set",
+                         std::string("workload.remat=") + on_device});
+    EXPECT_NE(r.code, 0) << on_device;
+    EXPECT_NE(r.err.find("PODSIM-MEM-001"), std::string::npos) << on_device << ": " << r.err;
+  }
+}

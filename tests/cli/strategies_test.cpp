@@ -21,6 +21,9 @@ namespace {
 const std::string kTransformer =
     "workload:\n  model: transformer\n  layers: 3\n  d_model: 32\n  d_ff: 48\n  heads: 4\n  vocab: 50\n"
     "  seq_len: 8\n  batch: 8\n  dtype: fp32\n  optimizer: adam\n";
+// The same Transformer with the fused attention kernel (docs/model.md), in blocks smaller than its 8 positions
+// (several key blocks per query block: the online softmax's rescaling; causal blocks skipped).
+const std::string kFlash = kTransformer + "  attention: flash\n  flash: {block_q: 4, block_kv: 2, block_q_bwd: 2, block_kv_bwd: 4}\n";
 const std::string kMlp = "workload:\n  model: mlp\n  batch: 16\n  input: 24\n  hidden: 40\n  layers: 3\n  classes: 10\n"
                          "  dtype: fp32\n  optimizer: adam\n";
 
@@ -92,16 +95,23 @@ const Case kCases[] = {
      "mesh: {axes: [pipe, fsdp], shape: [2, 2]}\n"},
 };
 
-class EquivalenceTest : public ::testing::TestWithParam<std::tuple<Case, bool>> {};
+// The workloads: the MLP, the Transformer, the Transformer with the fused attention kernel.
+enum class Model { Mlp, Transformer, Flash };
+class EquivalenceTest : public ::testing::TestWithParam<std::tuple<Case, Model>> {};
 
 TEST_P(EquivalenceTest, ReproducesTheSingleDeviceStep) {
-  const auto& [c, transformer] = GetParam();
-  expect_equivalent(transformer ? kTransformer : kMlp, c.dims, c.rest, transformer ? 100 : 30);
+  const auto& [c, model] = GetParam();
+  expect_equivalent(model == Model::Mlp ? kMlp : model == Model::Flash ? kFlash : kTransformer, c.dims, c.rest,
+                    model == Model::Mlp ? 30 : 100);
 }
 
-INSTANTIATE_TEST_SUITE_P(Strategies, EquivalenceTest, ::testing::Combine(::testing::ValuesIn(kCases), ::testing::Bool()),
+INSTANTIATE_TEST_SUITE_P(Strategies, EquivalenceTest,
+                         ::testing::Combine(::testing::ValuesIn(kCases),
+                                            ::testing::Values(Model::Mlp, Model::Transformer, Model::Flash)),
                          [](const auto& info) {
-                           return std::get<0>(info.param).name + (std::get<1>(info.param) ? "Transformer" : "Mlp");
+                           const Model m = std::get<1>(info.param);
+                           return std::get<0>(info.param).name +
+                                  (m == Model::Mlp ? "Mlp" : m == Model::Flash ? "FlashTransformer" : "Transformer");
                          });
 
 // The Transformer's variants (docs/model.md) under Megatron, data x model and the 2-D scheme on 4 chips: each
@@ -128,6 +138,9 @@ const Variant kVariants[] = {
     {"TiedEmbeddings", "  tie_embeddings: true\n"},
     {"Rope", "  rope: true\n"},
     {"RopeMultiQuery", "  rope: true\n  kv_heads: 1\n"},
+    // The fused attention kernel (blocks smaller than the sequence) with grouped queries and RoPE, and multi-query.
+    {"FlashGroupedQueryRope", "  kv_heads: 4\n  rope: true\n  attention: flash\n  flash: {block_q: 4, block_kv: 2}\n", 8},
+    {"FlashMultiQuery", "  kv_heads: 1\n  attention: flash\n  flash: {block_q: 2, block_kv: 4}\n"},
 };
 const Case kVariantCases[] = {
     {"Megatron4", "[4, 1]", "strategy: {name: spmd}\n"},

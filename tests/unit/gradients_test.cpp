@@ -156,6 +156,24 @@ TEST(GradientsTest, Softmax) {
   check_gradients("causal", [](GraphBuilder& b) { return b.softmax(b.param("s", {2, 5, 5}), 0.7, true, "sm"); });
 }
 
+TEST(GradientsTest, FlashAttention) {
+  // Blocks smaller than the sequence (5 positions in blocks of 2 forward, 3 x 2 backward: partial blocks, the online
+  // softmax rescaling between key blocks, diagonal blocks masked in part), causal or not, with one key/value head
+  // per query head and with grouped queries (2 key/value heads of 2 query heads each).
+  OpAttrs::Blocks blocks;
+  blocks.q = 2, blocks.kv = 2, blocks.q_bwd = 3, blocks.kv_bwd = 2;
+  for (bool causal : {false, true}) {
+    check_gradients(causal ? "causal" : "full", [&](GraphBuilder& b) {
+      return b.flash_attention(b.param("q", {2, 5, 3, 4}), b.param("k", {2, 5, 3, 4}), b.param("v", {2, 5, 3, 4}),
+                               0.6, causal, blocks, "attn");
+    });
+    check_gradients(causal ? "grouped causal" : "grouped", [&](GraphBuilder& b) {
+      return b.flash_attention(b.param("q", {1, 5, 2, 2, 4}), b.param("k", {1, 5, 2, 4}), b.param("v", {1, 5, 2, 4}),
+                               0.6, causal, blocks, "attn");
+    });
+  }
+}
+
 TEST(GradientsTest, Embedding) {
   check_gradients("embedding", [](GraphBuilder& b) {
     return b.embedding(b.param("table", {7, 4}), b.input("ids", {3, 3}, DType::I32), "emb");
@@ -225,6 +243,7 @@ TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
                                  OpKind::Gelu, OpKind::LayerNorm, OpKind::Softmax,
                                  OpKind::Embedding, OpKind::SoftmaxCrossEntropy, OpKind::Reshape,
                                  OpKind::Top2Gating, OpKind::Mul, OpKind::Silu, OpKind::RmsNorm, OpKind::Rope, OpKind::Convert,
+                                 OpKind::FlashAttention,
                                  // tests/unit/cnn_ops_test.cpp
                                  OpKind::Conv2d, OpKind::MaxPool, OpKind::AvgPool, OpKind::BatchNormStats,
                                  OpKind::BatchNormApply,

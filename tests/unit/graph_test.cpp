@@ -191,6 +191,38 @@ TEST(GraphTest, ModelFlopsOfATransformerCountEveryMatmulOnce) {
   EXPECT_DOUBLE_EQ(full.matmul_flops(), g.matmul_flops());
 }
 
+// The two conventions of model FLOPs (run.flops_convention) on one Llama-shaped layer (grouped-query attention,
+// SwiGLU, RoPE), by hand as each source writes its formula, for both attention paths (the fused kernel counts what
+// the einsums do, whatever it executes):
+//  - PaLM, Appendix B (Chowdhery et al. 2022): 6 N + 12 L H Q T FLOPs per token, N the weights that multiply (here
+//    the Q, K, V, output and three FFN matrices and the unembedding), H heads of width Q, T tokens per sequence;
+//  - MaxText's calculate_tflops_training_per_device (maxtext_utils.py): per step 3 x (ffn1 + ffn2 + qkv +
+//    projection + embedding) + 3 x causal attention, where ffn1 = 2 b s F D x 2 activations, ffn2 = 2 b s F D,
+//    qkv = 2 b s D (H + 2 KV) Q, projection = 2 b s D H Q, embedding = 2 b s D V (the logits), and causal attention
+//    is its 4 b s^2 H Q halved for the mask.
+TEST(GraphTest, ModelFlopsConventionsOfOneLayerByHand) {
+  const double b = 3, s = 32, D = 64, H = 4, KV = 2, Q = 16, F = 96, V = 100;
+  for (const char* attention : {"einsum", "flash"}) {
+    SCOPED_TRACE(attention);
+    ModelGraph g = build(std::string("  model: transformer\n  layers: 1\n  d_model: 64\n  heads: 4\n  kv_heads: 2\n"
+                                     "  d_ff: 96\n  vocab: 100\n  seq_len: 32\n  batch: 3\n  ffn: swiglu\n"
+                                     "  norm: rmsnorm\n  rope: true\n  attention: ") + attention + "\n");
+    const double N = D * H * Q + 2 * D * KV * Q + H * Q * D + 3 * D * F + D * V;
+    const double palm = (6 * N + 12 * 1 * H * Q * s) * b * s;
+    EXPECT_DOUBLE_EQ(g.model_flops(FlopsConvention::Palm), palm);
+    EXPECT_DOUBLE_EQ(g.matmul_flops(), palm);
+    const double ffn1 = 2 * b * s * F * D * 2, ffn2 = 2 * b * s * F * D, qkv = 2 * b * s * D * (H + 2 * KV) * Q;
+    const double projection = 2 * b * s * D * H * Q, embedding = 2 * b * s * D * V;
+    const double causal_attention = 4 * b * s * s * H * Q / 2;
+    EXPECT_DOUBLE_EQ(g.model_flops(FlopsConvention::MaxText),
+                     3 * (ffn1 + ffn2 + qkv + projection + embedding) + 3 * causal_attention);
+  }
+  // Without the mask MaxText's count is PaLM's.
+  ModelGraph full = build("  model: transformer\n  layers: 1\n  d_model: 64\n  heads: 4\n  d_ff: 96\n  vocab: 100\n"
+                          "  seq_len: 32\n  batch: 3\n  causal: false\n  attention: flash\n");
+  EXPECT_DOUBLE_EQ(full.model_flops(FlopsConvention::MaxText), full.model_flops(FlopsConvention::Palm));
+}
+
 TEST(GraphTest, ModelFlopsLeaveTheOptimizerOut) {
   ModelGraph g("t");
   GraphBuilder b(g, DType::F32);

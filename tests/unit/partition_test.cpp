@@ -125,6 +125,46 @@ TEST(PartitionTest, TransformerMegatronTimesData) {
   expect_equivalent(o, 30);
 }
 
+// Fused attention (workload.attention: flash) under Megatron x data, and with the queries' positions split over a
+// third axis (context parallelism: keys and values all-gathered along the sequence, their gradients reduced), for
+// one key/value head per query head and for grouped queries.
+TEST(PartitionTest, TransformerFlashAttentionHeadsBatchAndSequence) {
+  for (const char* kv : {"", "  kv_heads: 2\n"}) {
+    SCOPED_TRACE(*kv ? "grouped" : "multi-head");
+    ModelGraph g = build(std::string(kTransformer) + "  attention: flash\n  flash: {block_q: 2, block_kv: 4}\n" + kv);
+    const bool grouped = *kv != 0;
+    std::map<std::string, std::string> s = {{"tokens", "[data, -]"}, {"labels", "[data, -]"}};
+    std::map<std::string, std::string> cp = s;
+    for (int l = 0; l < 2; ++l) {
+      std::string n = "layer" + std::to_string(l);
+      s[n + ".attn.q.w"] = grouped ? "[-, model, -, -]" : "[-, model, -]";
+      for (const char* w : {".attn.k.w", ".attn.v.w"}) s[n + w] = "[-, model, -]";
+      s[n + ".attn.o.w"] = grouped ? "[model, -, -, -]" : "[model, -, -]";
+      cp[n + ".attn.q"] = grouped ? "[data, seq, -, -, -]" : "[data, seq, -, -]";
+    }
+    expect_equivalent(check(g, mesh({"data", "model"}, {2, 2}, {2, 2}), s), 20);
+    expect_equivalent(check(g, mesh({"data", "seq"}, {2, 3}, {3, 2}), cp), 20);
+    // The kernels keep the queries split (their mask offset by the device's index along seq) and read keys and
+    // values gathered along it.
+    PartitionInput in{g, mesh({"data", "seq"}, {2, 3}, {3, 2})};
+    for (const auto& [name, text] : cp) in.annotations[g.find_tensor(name)] = ShardSpec::parse(text);
+    const Program p = partition_step(in).program;
+    int kernels = 0, gathers = 0;
+    for (OpId id : p.order) {
+      const Op& op = p.graph.op(id);
+      if (op.kind == OpKind::FlashAttention || op.kind == OpKind::FlashAttentionGrad) {
+        ++kernels;
+        EXPECT_EQ(op.attrs.axes, std::vector<std::string>{"seq"}) << op.name;
+        EXPECT_EQ(p.graph.tensor(op.inputs[0]).shape[1], 2) << op.name;  // 6 positions over 3 devices
+        EXPECT_EQ(p.graph.tensor(op.inputs[1]).shape[1], 6) << op.name;
+      }
+      gathers += op.kind == OpKind::AllGather && op.attrs.axes == std::vector<std::string>{"seq"};
+    }
+    EXPECT_EQ(kernels, 4);
+    EXPECT_GE(gathers, 4);  // k and v of each layer (the backward may gather them again)
+  }
+}
+
 TEST(PartitionTest, WeightUpdateShardingSplitsStateAndGradients) {
   ModelGraph g = build(kMlp);
   std::map<std::string, std::string> s = {{"x", "[data, -]"}, {"labels", "[data]"}};

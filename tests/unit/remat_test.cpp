@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -195,11 +196,14 @@ TEST(RematTest, PeakActivationsByHand) {
 //     scores and context are recomputed; the FFN's down projection is read by nothing of the backward: it dies in
 //     the forward pass);
 //   full: nothing per layer but its input.
+//   none with the fused attention kernel (attention: flash), per layer: the probabilities (H S per token) give way
+//     to the kernel's row statistics (H per token): 7 D + 4 + H + 2 F = 180, O(S) where the einsum path is O(S^2).
 TEST(RematTest, TransformerHoldsForTheBackwardByHand) {
-  auto held = [](const std::string& remat) {
+  auto held = [](const std::string& remat, const std::string& attention = "einsum") {
     const Step s = plan_step("hardware: {preset: tpu-v3, pod: {dims: [1, 1]}}\nworkload: {model: transformer, "
                              "layers: 2, d_model: 16, d_ff: 32, heads: 4, vocab: 24, seq_len: 8, batch: 4, dtype: "
-                             "fp32, remat: " + remat + "}\nstrategy: {name: single_device}\nrun: {fusion: none}\n");
+                             "fp32, attention: " + attention + ", remat: " + remat +
+                             "}\nstrategy: {name: single_device}\nrun: {fusion: none}\n");
     const Program& p = s.plan.programs.at(0);
     const ExecProgram ep = lower(p.graph, p.order, s.exp.hardware.chip, {false});
     ModelGraph g = p.graph;
@@ -221,6 +225,8 @@ TEST(RematTest, TransformerHoldsForTheBackwardByHand) {
   EXPECT_EQ(held("full"), common);
   EXPECT_EQ(held("none"), common + 2 * tokens * (7 * D + 4 + HS + 2 * F) * F32);
   EXPECT_EQ(held("dots"), common + 2 * tokens * (4 * D + F) * F32);
+  EXPECT_EQ(held("none", "flash"), common + 2 * tokens * (7 * D + 4 + 4 + 2 * F) * F32);
+  EXPECT_EQ(held("full", "flash"), common);
 }
 
 // Megatron-LM's tensor parallelism with full recomputation: each layer recomputes its attention output's
@@ -368,4 +374,147 @@ TEST(RematTest, TransformerLayerRecomputesExactlyWhatItsPolicyDoesNotKeep) {
   EXPECT_EQ(layer0("names, remat_keep: ['*.attn.softmax', '*.ffn.up.bias']"),
             (Names{"ln1", "attn.q", "attn.k", "attn.v", "attn.context", "attn.o", "attn.residual", "ln2",
                    "ffn.gelu"}));
+}
+
+// MaxText's policies on a Llama-shaped layer (grouped-query attention, RoPE, SwiGLU, RMSNorm, the fused attention
+// kernel), by hand: what each keeps of layer 0's forward for its backward, and what it recomputes. The layer's
+// backward reads its norms' outputs and statistics (ln1, ln2: the projections' weight gradients and the norms'
+// own), the rotated queries and keys, the values, the kernel's output and row statistics, the residual after
+// attention (ln2's gradient), the gate, the up projection, the SiLU (the product's gradient) and the product (the
+// down projection's weight gradient). A policy keeps what it names (MaxText's checkpoint_name tags: query_proj and
+// key_proj after the rotation) and recomputes the rest from the layer's input and what it keeps:
+//   minimal (checkpoint_dots_with_no_batch_dims): keeps the projections' outputs q, k, v, o, gate, up (not the
+//     kernel's output: not a dot); recomputes ln1, the rotations, the kernel, the residual, ln2, SiLU, the product;
+//   save_qkv_proj: keeps the rotated q, k and v; recomputes ln1, the kernel, o, the residual, ln2, gate, up, SiLU,
+//     the product;
+//   save_out_proj: keeps o; recomputes ln1, q, k, v, the rotations, the kernel, the residual, ln2, gate, up, SiLU,
+//     the product;
+//   save_dot_except_mlp: keeps the rotated q, k, v and o; recomputes ln1, the kernel, the residual, ln2, gate, up,
+//     SiLU, the product.
+TEST(RematTest, MaxTextPoliciesKeepWhatTheyNameByHand) {
+  struct Want {
+    const char* policy;
+    std::vector<std::string> kept, recomputed;
+  };
+  const std::vector<Want> wants = {
+      {"minimal",
+       {"attn.k", "attn.o", "attn.q", "attn.v", "ffn.gate", "ffn.up"},
+       {"attn.context", "attn.k.rope", "attn.q.rope", "attn.residual", "ffn.glu", "ffn.silu", "ln1", "ln2"}},
+      {"save_qkv_proj",
+       {"attn.k.rope", "attn.q.rope", "attn.v"},
+       {"attn.context", "attn.o", "attn.residual", "ffn.gate", "ffn.glu", "ffn.silu", "ffn.up", "ln1", "ln2"}},
+      {"save_out_proj",
+       {"attn.o"},
+       {"attn.context", "attn.k", "attn.k.rope", "attn.q", "attn.q.rope", "attn.residual", "attn.v", "ffn.gate",
+        "ffn.glu", "ffn.silu", "ffn.up", "ln1", "ln2"}},
+      {"save_dot_except_mlp",
+       {"attn.k.rope", "attn.o", "attn.q.rope", "attn.v"},
+       {"attn.context", "attn.residual", "ffn.gate", "ffn.glu", "ffn.silu", "ffn.up", "ln1", "ln2"}},
+  };
+  for (const Want& w : wants) {
+    SCOPED_TRACE(w.policy);
+    const Step s = plan_step("hardware: {preset: tpu-v3, pod: {dims: [1, 1]}}\nworkload: {preset: llm-tiny, attention: flash, batch: 2, "
+                             "dtype: fp32, remat: " + std::string(w.policy) + "}\nstrategy: {name: single_device}\n");
+    const ModelGraph& g = s.graph;
+    std::set<std::string> kept, again;
+    const std::string layer = "layer0.";
+    auto local = [&](const std::string& name) { return name.rfind(layer, 0) == 0 ? name.substr(layer.size()) : ""; };
+    for (const Op& op : g.ops()) {
+      if (op.cell != 1) continue;  // layer 0
+      if (op.recompute) again.insert(local(op.name.substr(0, op.name.size() - std::string("/remat").size())));
+      if (!op.recompute && op.phase != Phase::Backward) continue;
+      for (TensorId t : op.inputs) {
+        const OpId p = g.producer(t);
+        if (p >= 0 && g.op(p).cell == 1 && g.op(p).phase == Phase::Forward && !g.op(p).recompute &&
+            g.tensor(t).role == TensorRole::Activation && !local(g.tensor(t).name).empty())
+          kept.insert(local(g.op(p).name));
+      }
+    }
+    EXPECT_EQ(std::vector<std::string>(kept.begin(), kept.end()), w.kept);
+    EXPECT_EQ(std::vector<std::string>(again.begin(), again.end()), w.recomputed);
+  }
+}
+
+// Host offload (MaxText's qkv_proj_offloaded and minimal_offloaded) on the Llama-shaped layer: the values the policy
+// names go to host memory right after they are made (to_host) and come back (from_host) when the backward of the
+// cell before theirs begins (layer 0's: as layer 1's backward starts), gated behind the op before; the layer's
+// backward and recomputation read what came back; nothing of them stays in HBM in between; every number is the
+// step's without offload, bit for bit. What is recomputed is the matching on-device policy's.
+TEST(RematTest, OffloadedValuesGoToTheHostAndComeBackAheadOfTheirBackward) {
+  struct Want {
+    const char* policy;
+    const char* like;  // the on-device policy that keeps the same values
+    std::vector<std::string> moved;
+  };
+  const std::vector<Want> wants = {
+      {"qkv_proj_offloaded", "save_qkv_proj", {"attn.q.rope", "attn.k.rope", "attn.v"}},
+      {"minimal_offloaded", "minimal", {"attn.q", "attn.k", "attn.v", "attn.o", "ffn.gate", "ffn.up"}},
+  };
+  auto yaml = [](const std::string& remat) {
+    return "hardware: {preset: tpu-v4, pod: {dims: [1, 1, 1]}}\nworkload: {preset: llm-tiny, attention: flash, batch: "
+           "2, dtype: fp32, remat: " + remat + "}\nstrategy: {name: single_device}\n";
+  };
+  for (const Want& w : wants) {
+    SCOPED_TRACE(w.policy);
+    const Step s = plan_step(yaml(w.policy)), like = plan_step(yaml(w.like));
+    EXPECT_EQ(recomputed(s.graph), recomputed(like.graph));
+    const Program& p = s.plan.programs.at(0);
+    const std::vector<std::string> o = order(p);
+    // Where layer 1's backward pass begins: its first recomputed or backward op (cell 2).
+    size_t layer1 = o.size();
+    for (size_t i = 0; i < p.order.size(); ++i) {
+      const Op& op = p.graph.op(p.order[i]);
+      if ((op.phase != Phase::Backward && !op.recompute) || op.kind == OpKind::FromHost || op.cell != 2) continue;
+      layer1 = std::min(layer1, at(o, op.name));
+    }
+    int moved = 0;
+    for (const std::string& v : w.moved)
+      for (const std::string layer : {"layer0.", "layer1."}) {
+        const std::string name = layer + v;
+        const size_t made = at(o, name), to = at(o, name + ".host"), back = at(o, name + "/reload");
+        EXPECT_EQ(to, made + 1) << name;  // to the host as soon as it is made
+        if (layer == "layer0.") {
+          EXPECT_LT(back, layer1) << name;  // right before layer 1's backward, ahead of its own
+          EXPECT_GE(back + w.moved.size(), layer1) << name;
+          // ... and waits for the backward pass to get there (a control edge from the backward op before it), so
+          // that a chip running ready ops at once does not bring it back during the forward pass.
+          bool gated = false;
+          for (size_t i = 0; i < p.graph.num_ops(); ++i)
+            if (p.graph.op(static_cast<OpId>(i)).name == name + "/reload")
+              for (OpId q : p.graph.predecessors(static_cast<OpId>(i))) gated = gated || p.graph.op(q).phase == Phase::Backward;
+          EXPECT_TRUE(gated) << name;
+        }
+        // The backward and recomputation read the value that came back, never the original.
+        const TensorId orig = p.graph.find_tensor(name), reload = p.graph.find_tensor(name + "/reload");
+        ASSERT_GE(reload, 0) << name;
+        int readers = 0;
+        for (OpId c : p.graph.consumers(orig)) {
+          const Op& u = p.graph.op(c);
+          EXPECT_FALSE(u.phase == Phase::Backward || u.recompute) << u.name << " reads " << name;
+        }
+        for (OpId c : p.graph.consumers(reload)) readers += p.graph.op(c).phase == Phase::Backward || p.graph.op(c).recompute;
+        EXPECT_GT(readers, 0) << name;
+        ++moved;
+      }
+    EXPECT_EQ(moved, 2 * static_cast<int>(w.moved.size()));
+    // The copies in host memory take no HBM: what the step holds after the loss is full re-materialization's.
+    auto held_after_loss = [](const Step& st) {
+      const Program& q = st.plan.programs.at(0);
+      const ExecProgram ep = lower(q.graph, q.order, st.exp.hardware.chip, {false});
+      ModelGraph g = q.graph;
+      for (size_t t = 0; t < g.num_tensors(); ++t) {
+        TensorInfo& info = g.tensor(static_cast<TensorId>(t));
+        if (info.role != TensorRole::Activation && info.role != TensorRole::Input && info.role != TensorRole::Label &&
+            info.role != TensorRole::Loss)
+          info.role = TensorRole::Updated;
+      }
+      const MemoryPlan m = plan_memory(g, ep);
+      for (size_t i = 0; i < ep.ops.size(); ++i)
+        for (OpId id : ep.ops[i].members)
+          if (g.op(id).name == "loss") return m.live_after_op.at(i);
+      return -1.0;
+    };
+    EXPECT_EQ(held_after_loss(s), held_after_loss(plan_step(yaml("full"))));
+    expect_bit_identical(plan_step(yaml("none")), s);
+  }
 }

@@ -2,7 +2,8 @@
 // (hw/chip/host_link.h), as XLA's host offloading moves a value to host memory and back (a copy-start/copy-done
 // pair into and out of the host memory space). Host offload of activations saves a value to the host after the
 // forward pass and brings it back for the backward.
-//   to_host:   h = x, h held in host memory (it takes no HBM: hw/compiler/memory_plan.cpp)
+//   to_host:   h = x, h held in host memory (no HBM: lowering leaves h out of the exec op's hbm_writes, and the
+//              memory plan holds nothing for it)
 //   from_host: y = h, y back in HBM
 // The values do not change (the output's element type is the input's). The cost is the transfer: the tensor's
 // bytes read from HBM (to_host) or written to it (from_host), and the host link's time; no vector or matrix work.

@@ -27,6 +27,7 @@ OpCost cost(const ModelGraph& g, const Op& op) {
             static_cast<double>(a.n);
   c.bytes_read = input_bytes(g, op);
   c.bytes_written = output_bytes(g, op);
+  c.causal_flops = op.attrs.causal ? c.flops : 0;  // attention's scores or context (or their gradients)
   return c;
 }
 
@@ -119,12 +120,14 @@ std::vector<TensorId> grad(GraphBuilder& bld, const Op& op, const std::vector<Te
   std::vector<TensorId> out(2, -1);
   if (bld.wants_grad(op.inputs[0])) {
     OpAttrs at;
+    at.causal = op.attrs.causal;
     at.equation = e.out + "," + e.rhs + "->" + e.lhs;
     out[0] = bld.emit(op.name + ".dA", OpKind::MatMul, Phase::Backward, {dc, op.inputs[1]}, ia.shape, ia.dtype,
                       TensorRole::Gradient, at);
   }
   if (bld.wants_grad(op.inputs[1])) {
     OpAttrs at;
+    at.causal = op.attrs.causal;
     at.equation = e.lhs + "," + e.out + "->" + e.rhs;
     out[1] = bld.emit(op.name + ".dB", OpKind::MatMul, Phase::Backward, {op.inputs[0], dc}, ib.shape, ib.dtype,
                       TensorRole::Gradient, at);

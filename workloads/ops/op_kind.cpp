@@ -84,6 +84,11 @@ OpCost op_cost(const ModelGraph& g, const Op& op) {
   return d->cost(g, op);
 }
 
+std::vector<GemmPass> kernel_gemms(const ModelGraph& g, const Op& op) {
+  const OpKindDef* d = find_op_kind(op.kind);
+  return d && d->gemms ? d->gemms(g, op) : std::vector<GemmPass>{};
+}
+
 void run_op(const ModelGraph& g, const Op& op, TensorStore& store) {
   const OpKindDef* d = find_op_kind(op.kind);
   if (!d || !d->kernel)

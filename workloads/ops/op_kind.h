@@ -25,6 +25,8 @@ struct OpKindDef {
   std::vector<TensorId> (*grad)(GraphBuilder& b, const Op& op, const std::vector<TensorId>& out_grads);
   // How the op runs on sharded tensors (plan/op_sharding.h); nullptr: it runs on whole tensors only.
   PartitionRule partition = nullptr;
+  // A kernel with GEMMs of several shapes (workloads/op_def.h kernel_gemms); nullptr for the others.
+  std::vector<GemmPass> (*gemms)(const ModelGraph& g, const Op& op) = nullptr;
 };
 
 bool register_op_kind(const OpKindDef& def);
