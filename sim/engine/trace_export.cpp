@@ -122,9 +122,14 @@ TracePlan collect(const Prepared& p, const Simulation& s, Detail detail, const W
           args.push_back({"fusion", std::string(fusion_kind_name(e.fusion))});
           args.push_back({"members", names});
         }
-        if (e.unit == Unit::Mxu)
+        if (e.unit == Unit::Mxu && e.gemm.passes.empty())
           args.push_back({"shape", std::to_string(e.gemm.batch) + "x" + std::to_string(e.gemm.m) + "x" +
                                        std::to_string(e.gemm.k) + "x" + std::to_string(e.gemm.n)});
+        for (size_t i = 0; i < e.gemm.passes.size(); ++i) {  // a kernel's GEMM shapes, count x M x K x N each
+          const GemmPassWork& p = e.gemm.passes[i];
+          args.push_back({"shape" + std::to_string(i), std::to_string(p.count) + "x" + std::to_string(p.m) + "x" +
+                                                           std::to_string(p.k) + "x" + std::to_string(p.n)});
+        }
         if (e.unit == Unit::Ici) {
           plan.slices.push_back({c, "Collectives/" + e.name, false, b, en, e.name, args, 0, 0, 0});
         } else if (e.unit == Unit::Host) {
