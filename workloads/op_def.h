@@ -53,6 +53,13 @@ struct OpCost {
   // A reduction over the whole tensor rather than rows that fit on chip (batch-norm statistics): an elementwise
   // consumer that reads the reduced tensor again cannot join its fusion (it needs a second pass).
   bool whole_tensor = false;
+  // A view (a bitcast): the output is its input's buffer under another shape. It moves nothing and costs nothing
+  // alone; inside a fusion it passes its input through (bytes_read says what the fusion reads for it); the memory
+  // plan counts the buffer once, live until the view's last use.
+  bool view = false;
+  // Writes its result over its first input when that input dies with it (XLA's in-place dynamic-update-slice and
+  // scatter; the memory plan's in_place rule).
+  bool in_place = false;
 };
 
 OpCost op_cost(const ModelGraph& g, const Op& op);

@@ -46,6 +46,13 @@ MemberTraffic member_traffic(const ModelGraph& g, const std::vector<OpId>& membe
   for (OpId id : members) {
     const Op& op = g.op(id);
     OpCost c = op_cost(g, op);
+    if (c.unit == Unit::Mxu) {  // a kernel on the MXU with vector work of its own (fused attention's softmax)
+      simple += c.vector.simple * c.vector.elements;
+      trans += c.vector.transcendental * c.vector.elements;
+      div += c.vector.divide * c.vector.elements;
+      red += c.vector.reduce * c.vector.elements;
+      m.vector.elements = std::max(m.vector.elements, c.vector.elements);
+    }
     if (c.unit == Unit::Vpu) {
       // Reads: what the op's cost says it reads, less the inputs already on chip (made or read by a member). An
       // operand prologue (a convert feeding the matmul) is read by the matmul's tiling, at the source type.
@@ -210,13 +217,43 @@ void lower_vector(const ChipConfig& chip, const MemberTraffic& mt, ExecOp& e) {
   e.groups = clamp_groups(std::ceil((e.core_hbm_read + e.core_hbm_write) / kVpuGroupBytes));
 }
 
+// The kernels a program came with, in issue order; every other op alone. A kernel's kind follows its members: with
+// a matmul an output fusion, with a reduction a reduction fusion, else a loop fusion.
+std::vector<FusionGroup> given_kernels(const ModelGraph& g, const std::vector<OpId>& order,
+                                       const std::vector<std::vector<OpId>>& kernels) {
+  std::vector<int32_t> kernel_of(g.num_ops(), -1);
+  for (size_t k = 0; k < kernels.size(); ++k)
+    for (OpId id : kernels[k]) kernel_of[id] = static_cast<int32_t>(k);
+  std::vector<FusionGroup> out;
+  int32_t open = -1;
+  for (OpId id : order) {
+    const int32_t k = kernel_of[id];
+    if (k < 0 || k != open) {
+      out.emplace_back();
+      open = k;
+    }
+    FusionGroup& fg = out.back();
+    fg.members.push_back(id);
+    if (fg.members.size() < 2) continue;
+    bool mm = false, red = false;
+    for (OpId m : fg.members) {
+      const OpCost c = op_cost(g, g.op(m));
+      mm = mm || c.unit == Unit::Mxu;
+      red = red || c.reduction;
+    }
+    fg.kind = mm ? FusionKind::Output : red ? FusionKind::Reduction : FusionKind::Loop;
+  }
+  return out;
+}
+
 }  // namespace
 
 ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const ChipConfig& chip,
                   const LowerOptions& opts) {
   ExecProgram ep;
   std::vector<int32_t> exec_of_op(g.num_ops(), -1);
-  for (FusionGroup& fg : fuse(g, order, opts.fusion)) {
+  for (FusionGroup& fg : opts.kernels && !opts.kernels->empty() ? given_kernels(g, order, *opts.kernels)
+                                                                 : fuse(g, order, opts.fusion)) {
     ExecOp e;
     const std::vector<OpId>& members = fg.members;
     const Op& first = g.op(members.front());
@@ -242,7 +279,10 @@ ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const Chi
       e.kind = mm->kind;
       lower_gemm(g, *mm, members, chip, member_traffic(g, members), e);
     } else if (e.unit == Unit::Vpu) {
-      lower_vector(chip, member_traffic(g, members), e);
+      // Views alone (bitcasts) move nothing: no kernel runs.
+      bool views = true;
+      for (OpId id : members) views = views && op_cost(g, g.op(id)).view;
+      lower_vector(chip, views ? MemberTraffic{} : member_traffic(g, members), e);
     }
     // Dependencies: the exec ops producing this op's inputs, and those it is ordered after (control edges: a
     // pipeline schedule).

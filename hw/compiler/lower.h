@@ -23,6 +23,8 @@ namespace podsim {
 
 struct LowerOptions {
   bool fusion = true;  // run.fusion: xla (true) | none (false)
+  // Kernels the program came with (Program::kernels): kept as given, and nothing else fused.
+  const std::vector<std::vector<OpId>>* kernels = nullptr;
 };
 
 ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const ChipConfig& chip,

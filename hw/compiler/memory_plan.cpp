@@ -25,7 +25,10 @@ bool persistent(TensorRole r) {
 // Ops that write their result over an operand that dies with them: an all-reduce reduces in place (a ring
 // all-reduce and DDP/ZeRO's buckets do), and an addition, a gradient accumulation among them, writes its sum over
 // the running sum (XLA's buffer assignment lets an elementwise op share an operand's buffer).
-bool in_place(OpKind k) { return k == OpKind::AllReduce || k == OpKind::Add; }
+// Kinds may say so in their cost (OpCost::in_place: a dynamic update and a scatter write into their operand).
+bool in_place(const ModelGraph& g, const Op& op) {
+  return op.kind == OpKind::AllReduce || op.kind == OpKind::Add || op_cost(g, op).in_place;
+}
 
 }  // namespace
 
@@ -41,13 +44,24 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
   for (size_t t = 0; t < nt; ++t)
     for (OpId c : g.consumers(static_cast<TensorId>(t)))
       if (exec_of[c] >= 0) last_use[t] = std::max(last_use[t], exec_of[c]);
+  // Views (bitcasts) hold no buffer of their own: their source's buffer lives until the last use of any view of it.
+  std::vector<bool> view(nt, false);
+  for (OpId id = static_cast<OpId>(g.num_ops()); id-- > 0;) {  // consumers after producers: a view of a view first
+    const Op& op = g.op(id);
+    if (op.outputs.size() != 1 || op.inputs.empty() || !op_cost(g, op).view) continue;
+    const TensorId out = op.outputs[0], src = op.inputs[0];
+    view[out] = true;
+    int32_t until = last_use[out];
+    if (g.consumers(out).empty() && exec_of[id] >= 0) until = std::max(until, exec_of[id]);
+    last_use[src] = std::max(last_use[src], until);
+  }
 
   std::vector<bool> live(nt, false);
   MemoryBreakdown now;
   auto add = [&](TensorId t) {
     const TensorInfo& info = g.tensor(t);
     // An updated value overwrites the tensor it updates: no new space.
-    if (info.role == TensorRole::Updated || on_chip.count(t) || live[t]) return;
+    if (info.role == TensorRole::Updated || on_chip.count(t) || live[t] || view[t]) return;
     live[t] = true;
     bucket(now, info.role) += info.bytes();
   };
@@ -77,7 +91,7 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
     // over the buffer of an operand of the same size that it reads last.
     for (OpId id : e.members) {
       const Op& op = g.op(id);
-      if (!in_place(op.kind) || op.outputs.size() != 1) continue;
+      if (!in_place(g, op) || op.outputs.size() != 1) continue;
       const TensorId out = op.outputs[0];
       if (on_chip.count(out) || g.tensor(out).role == TensorRole::Updated) continue;
       for (TensorId t : op.inputs)

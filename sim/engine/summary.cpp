@@ -251,7 +251,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
       hardware_flops += op.mxu_flops;
     }
   }
-  const double model_flops = p.graph.matmul_flops();
+  const double model_flops = p.graph.matmul_flops() * static_cast<double>(p.plan.logical_copies);
   const double peak = cfg.peak_flops();
   const double pod_peak = peak * static_cast<double>(chips.size());
   j["flops"] = flops;

@@ -25,6 +25,9 @@ struct OpKindDef {
   std::vector<TensorId> (*grad)(GraphBuilder& b, const Op& op, const std::vector<TensorId>& out_grads);
   // How the op runs on sharded tensors (plan/op_sharding.h); nullptr: it runs on whole tensors only.
   PartitionRule partition = nullptr;
+  // The GEMM an MXU kind performs (gemm_dims), when it is neither a matmul nor a 2-D convolution: an imported
+  // module's convolutions and fused attention (workloads/ops/array_cost.cpp). nullptr: none.
+  GemmDims (*gemm)(const ModelGraph& g, const Op& op) = nullptr;
 };
 
 bool register_op_kind(const OpKindDef& def);
