@@ -12,6 +12,7 @@
 #include "base/text.h"
 #include "hlo/attributes.h"
 #include "hlo/devices.h"
+#include "workloads/op_def.h"
 
 namespace podsim::hlo {
 
@@ -181,7 +182,11 @@ class Importer {
     m_entry_args = entry_parameters(entry);
     Value root = emit(m_m.entry, m_entry_args, "", -1);
     mark_results(entry, root);
-    for (size_t i = 0; i < m_out.graph.num_ops(); ++i) m_out.order.push_back(static_cast<OpId>(i));
+    if (m_defer) {
+      m_out.order = fusion_order(m_out.graph);
+    } else {
+      for (size_t i = 0; i < m_out.graph.num_ops(); ++i) m_out.order.push_back(static_cast<OpId>(i));
+    }
     if (m_out.scheduled) schedule_edges();
     return std::move(m_out);
   }
@@ -474,8 +479,10 @@ class Importer {
   // and converts of whole activations that XLA's fusion never writes: it duplicates such cheap producers into each
   // consumer's kernel (producer-consumer fusion; an "expensive" op such as exp, log or a division is not
   // duplicated). podsim does the same for modules without fusions of their own: a cheap elementwise instruction,
-  // broadcast, iota, constant, convert or bitcast is emitted right before each op that reads it (podsim's fusion
-  // pass then fuses it there), never on its own; chains of them at most kDeferDepth deep.
+  // broadcast, iota, constant, convert or bitcast that makes a large value out of small ones (each operand an eighth of its
+  // result or less, or itself such a producer) is emitted right before each op that reads it (podsim's fusion pass
+  // then fuses it there), never on its own; chains of them at most kDeferDepth deep. An elementwise op reads a broadcast
+  // scalar as the scalar itself (its kernel broadcasts it).
 
   struct Pending {
     int32_t comp = -1, idx = -1;
@@ -504,10 +511,13 @@ class Importer {
       const Computation& c = m_m.computations[m_cur_comp];
       if (!row_major(c.instructions[in.operands.at(0)].shape) || !row_major(in.shape)) return false;
     }
+    // Only producers of large values from small ones (broadcasts, iotas, one-hot comparisons and what is made of
+    // them): an op that reads a large operand stays where it is, as XLA fuses it at most once.
     int depth = 1;
     for (const Value& v : ops) {
       if (v.tuple) return false;
       if (v.pending >= 0) depth = std::max(depth, m_pending[v.pending].depth + 1);
+      else if (v.t >= 0 && m_out.graph.tensor(v.t).bytes() * 8 > in.shape.bytes()) return false;
     }
     return depth <= kDeferDepth;
   }
@@ -559,6 +569,19 @@ class Importer {
     } else if (v.t >= 0 || v.pending >= 0) {
       out.push_back(need(v));
     }
+  }
+
+  // An elementwise operand: a pending broadcast of a single value is that value (the kernel broadcasts it).
+  TensorId elem_arr(const Instruction& in, const std::vector<Value>& vals, size_t k) {
+    if (k < vals.size() && vals[k].pending >= 0) {
+      const Pending& p = m_pending[vals[k].pending];
+      const Instruction& src = m_m.computations[p.comp].instructions[p.idx];
+      if (src.opcode == "broadcast" && p.operands.size() == 1 && !p.operands[0].tuple) {
+        const TensorId x = need(p.operands[0]);
+        if (x >= 0 && m_out.graph.tensor(x).elements() == 1) return x;
+      }
+    }
+    return arr(in, vals, k);
   }
 
   // The value of a scalar constant, emitted or pending.
@@ -946,7 +969,7 @@ class Importer {
       need_operands(in, 3);
       OpAttrs a;
       a.fn = op == "select" ? ArrayFn::Select : ArrayFn::Clamp;
-      return value_of(make(in, OpKind::Elementwise, {arr(in, vals, 0), arr(in, vals, 1), arr(in, vals, 2)}, a));
+      return value_of(make(in, OpKind::Elementwise, {elem_arr(in, vals, 0), elem_arr(in, vals, 1), elem_arr(in, vals, 2)}, a));
     }
     if (op == "compare") {
       need_operands(in, 2);
@@ -959,7 +982,7 @@ class Importer {
       else if (d == "GT") a.fn = ArrayFn::CompareGt;
       else if (d == "GE") a.fn = ArrayFn::CompareGe;
       else fail(in, Err::HloSyntax, "direction=" + d + " (valid: EQ, NE, LT, LE, GT, GE)");
-      return value_of(make(in, OpKind::Elementwise, {arr(in, vals, 0), arr(in, vals, 1)}, a));
+      return value_of(make(in, OpKind::Elementwise, {elem_arr(in, vals, 0), elem_arr(in, vals, 1)}, a));
     }
     bool ok = false;
     ArrayFn f = unary_fn(op, ok);
@@ -974,9 +997,10 @@ class Importer {
       need_operands(in, 2);
       OpAttrs a;
       a.fn = f;
-      TensorId x = arr(in, vals, 0), y = arr(in, vals, 1);
-      if (m_out.graph.tensor(x).elements() != in.shape.elements() || m_out.graph.tensor(y).elements() != in.shape.elements())
-        fail(in, Err::HloInvalid, "operands of another shape than the result " + in.shape.text());
+      TensorId x = elem_arr(in, vals, 0), y = elem_arr(in, vals, 1);
+      for (TensorId t : {x, y})
+        if (m_out.graph.tensor(t).elements() != in.shape.elements() && m_out.graph.tensor(t).elements() != 1)
+          fail(in, Err::HloInvalid, "operands of another shape than the result " + in.shape.text());
       return value_of(make(in, OpKind::Elementwise, {x, y}, a));
     }
     if (is_collective(op)) return collective(in, vals);
@@ -1456,6 +1480,65 @@ class Importer {
     a.pattern = "mxu";
     add(in, OpKind::CustomCost, {xs[0], xs[1]}, outs, a);
     return out;
+  }
+
+  // ---- an unscheduled module's order ----
+
+  // The order podsim issues an unscheduled module in: the module's, except that an elementwise op or reduction is
+  // issued right after the op whose result it reads as soon as its other operands are ready (so podsim's fusion
+  // pass, which fuses neighbours, finds the producer-consumer pairs XLA's fusion would: a matmul and its epilogue,
+  // a weight gradient and its update), and an op without operands (a constant, an iota) right before its first
+  // reader.
+  static std::vector<OpId> fusion_order(const ModelGraph& g) {
+    const size_t n = g.num_ops();
+    std::vector<int32_t> waiting(n, 0);
+    std::vector<bool> done(n, false), sourceless(n, false);
+    std::vector<std::vector<OpId>> preds(n), succs(n);
+    for (size_t i = 0; i < n; ++i) {
+      preds[i] = g.predecessors(static_cast<OpId>(i));
+      succs[i] = g.successors(static_cast<OpId>(i));
+      sourceless[i] = preds[i].empty() && g.op(static_cast<OpId>(i)).inputs.empty() && !g.op(static_cast<OpId>(i)).outputs.empty();
+    }
+    for (size_t i = 0; i < n; ++i)
+      for (OpId p : preds[i])
+        if (!sourceless[p]) ++waiting[i];
+    std::set<OpId> ready;
+    for (size_t i = 0; i < n; ++i)
+      if (!sourceless[i] && waiting[i] == 0) ready.insert(static_cast<OpId>(i));
+    std::vector<OpId> order;
+    order.reserve(n);
+    auto fusible = [&](OpId id) {
+      const Op& op = g.op(id);
+      if (is_communication(op.kind)) return false;
+      const OpCost c = op_cost(g, op);
+      return c.unit == Unit::Vpu && (c.fusible || c.reduction);
+    };
+    std::function<void(OpId)> issue = [&](OpId id) {
+      for (OpId p : preds[id])
+        if (sourceless[p] && !done[p]) issue(p);
+      done[id] = true;
+      order.push_back(id);
+      ready.erase(id);
+      for (OpId c : succs[id])
+        if (!sourceless[id] && --waiting[c] == 0) ready.insert(c);
+    };
+    OpId last = -1;
+    while (order.size() < n) {
+      OpId next = -1;
+      if (last >= 0)
+        for (OpId c : succs[last])
+          if (ready.count(c) && fusible(c) && (next < 0 || c < next)) next = c;
+      if (next < 0) {
+        if (ready.empty()) {  // only sourceless ops nobody reads are left
+          for (size_t i = 0; i < n; ++i)
+            if (!done[i]) ready.insert(static_cast<OpId>(i));
+        }
+        next = *ready.begin();
+      }
+      issue(next);
+      last = next;
+    }
+    return order;
   }
 
   // ---- a scheduled module's order ----

@@ -42,6 +42,24 @@ bool operand_convert(const ModelGraph& g, const std::vector<OpId>& members, OpId
   return true;
 }
 
+// An expander (a broadcast, an iota: it writes far more than it reads) that feeds the open fusion: a chain of the
+// ops right after it, each reading the one before, reaches an op that reads the fusion within a few steps. XLA
+// fuses such a producer into its consumer's kernel (it is recomputed there, never written); in issue order it
+// stands between the fusion and that consumer, reading nothing of the fusion, so it joins the fusion it feeds.
+bool feeds_open_fusion(const ModelGraph& g, const std::vector<OpId>& order, size_t pos,
+                       const std::set<TensorId>& produced) {
+  const OpCost c = op_cost(g, g.op(order[pos]));
+  if (!c.fusible || c.bytes_written <= 0 || c.bytes_read * 8 > c.bytes_written) return false;
+  std::set<TensorId> chain(g.op(order[pos]).outputs.begin(), g.op(order[pos]).outputs.end());
+  for (size_t k = pos + 1; k < order.size() && k <= pos + 4; ++k) {
+    const Op& next = g.op(order[k]);
+    if (!consumes(next, chain)) return false;
+    if (consumes(next, produced)) return true;
+    chain.insert(next.outputs.begin(), next.outputs.end());
+  }
+  return false;
+}
+
 }  // namespace
 
 const char* fusion_kind_name(FusionKind k) {
@@ -77,10 +95,13 @@ std::vector<FusionGroup> fuse(const ModelGraph& g, const std::vector<OpId>& orde
     if (cur.reduction && op_cost(g, g.op(id)).whole_tensor)
       cur.reduced.insert(g.op(id).inputs.begin(), g.op(id).inputs.end());
   };
-  for (OpId id : order) {
+  for (size_t pos = 0; pos < order.size(); ++pos) {
+    const OpId id = order[pos];
     const Op& op = g.op(id);
     Role r = role_of(g, op);
-    bool join = !cur.closed && cur.group.members.size() < kMaxFusionMembers && consumes(op, cur.produced);
+    bool join = !cur.closed && cur.group.members.size() < kMaxFusionMembers &&
+                (consumes(op, cur.produced) ||
+                 (r == Role::Elementwise && feeds_open_fusion(g, order, pos, cur.produced)));
     if (join && r == Role::Matmul) {
       join = !cur.matmul && !cur.reduction && operand_convert(g, cur.group.members, id);
       if (join) {

@@ -8,6 +8,8 @@
 //     outside reads it;
 //   - reduction fusion: at most one reduction (softmax, layer norm, cross-entropy, bias gradient) with the
 //     elementwise ops that feed it (input fusion) and those that consume it.
+// An expander (a broadcast or an iota: it reads an eighth of what it writes, or less) joins the open fusion when the
+// ops right after it carry its output into a member's consumer: XLA recomputes it inside that kernel.
 // A fused op reads its external inputs from HBM once and writes only the outputs read outside the fusion (or by
 // nobody: step results); everything else stays in VMEM. Ops that declare neither property (gathers, layout changes,
 // communication) always run alone. Numerics do not change: numeric mode runs each member's kernel in order.

@@ -56,6 +56,9 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
     last_use[src] = std::max(last_use[src], until);
   }
 
+  std::vector<std::vector<TensorId>> dies_at(ep.ops.size());
+  for (size_t t = 0; t < nt; ++t)
+    if (last_use[t] >= 0) dies_at[last_use[t]].push_back(static_cast<TensorId>(t));
   std::vector<bool> live(nt, false);
   MemoryBreakdown now;
   auto add = [&](TensorId t) {
@@ -104,10 +107,10 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
     for (OpId id : e.members)
       for (TensorId t : g.op(id).outputs) add(t);
     record_peak(static_cast<int32_t>(i));
-    // Free what this op read last, and outputs nobody reads that are not step results.
+    // Free what this op read last (itself or through a view), and outputs nobody reads that are not step results.
+    for (TensorId t : dies_at[i])
+      if (!persistent(g.tensor(t).role)) remove(t);
     for (OpId id : e.members) {
-      for (TensorId t : g.op(id).inputs)
-        if (last_use[t] == static_cast<int32_t>(i) && !persistent(g.tensor(t).role)) remove(t);
       for (TensorId t : g.op(id).outputs) {
         TensorRole r = g.tensor(t).role;
         if (g.consumers(t).empty() && r != TensorRole::Loss && r != TensorRole::Updated) remove(t);
