@@ -329,8 +329,8 @@ class Parser {
         skip();
       }
     }
-    if (peek() == '%') advance();
     where.push_back(pos());
+    if (peek() == '%') advance();
     names.push_back(name("an operand name"));
   }
 
@@ -342,8 +342,8 @@ class Parser {
       in.root = true;
       skip();
     }
-    if (peek() == '%') advance();
     in.pos = pos();
+    if (peek() == '%') advance();
     in.name = name("an instruction name or '}'");
     expect('=', "'=' after instruction '" + in.name + "'");
     skip();
@@ -409,8 +409,8 @@ class Parser {
       c.entry = true;
       skip();
     }
-    if (peek() == '%') advance();
     c.pos = pos();
+    if (peek() == '%') advance();
     c.name = name("a computation name (or ENTRY)");
     skip();
     if (peek() == '(') {  // the signature: parameters, then '->' and the result shape
