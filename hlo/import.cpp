@@ -203,6 +203,7 @@ class Importer {
   int32_t m_fusion_origin = -1;
   std::unordered_map<TensorId, double> m_scalar;                    // scalar constants' values (trip counts)
   std::vector<Value> m_entry_args;                                  // the entry's parameters
+  std::string m_core_axis;  // the mesh axis of a chip's own devices (TPU v2/v3), "" when a chip is one device
   int m_depth = 0;
 
   // ---- errors ----
@@ -353,6 +354,9 @@ class Importer {
     if (!why.empty()) throw Error(Err::HloUnsupported, SourceLocation{m_m.file, 1, 1, ""}, "the module's " + why);
     m_out.mesh_sizes = m_mesh.sizes();
     for (size_t a = 0; a < m_out.mesh_sizes.size(); ++a) m_out.mesh_names.push_back("d" + std::to_string(a));
+    // The devices of one chip: the innermost axis, when it is exactly them.
+    if (m_o.devices_per_chip > 1 && !m_out.mesh_sizes.empty() && m_out.mesh_sizes.back() == m_o.devices_per_chip)
+      m_core_axis = m_out.mesh_names.back();
   }
 
   // Per split dimension of a tile assignment: the groups of devices along it (the others' tiles fixed), in order.
@@ -802,6 +806,10 @@ class Importer {
     if (op == "partition-id" || op == "replica-id") {
       OpAttrs a;
       a.axes = m_out.mesh_names;
+      if (!m_core_axis.empty()) {
+        no_kernel(in, op + " with two devices per chip");
+        a.axes.pop_back();
+      }
       return value_of(make(in, OpKind::DeviceId, {}, a));
     }
     if (op == "get-dimension-size") {
@@ -1349,7 +1357,25 @@ class Importer {
       kind = OpKind::Broadcast;
       a.root = 0;
     }
-    if (trivial) {  // a group of one device: its own value
+    // A chip's own devices (TPU v2/v3) exchange without ICI: their axis leaves the group. What stays is a chip-level
+    // collective moving both devices' data, except a reduction over the chip's devices, which the chip sums first.
+    bool spans_chip = false;
+    if (!trivial && !m_core_axis.empty()) {
+      auto it = std::find(a.axes.begin(), a.axes.end(), m_core_axis);
+      if (it != a.axes.end()) {
+        spans_chip = true;
+        a.axes.erase(it);
+      }
+      const bool reduces = kind == OpKind::AllReduce || kind == OpKind::ReduceScatter;
+      a.chip_copies = spans_chip && reduces ? 1 : m_o.devices_per_chip;
+    }
+    if (!trivial && spans_chip && a.axes.empty()) {  // within the chip: through HBM
+      for (size_t i = 0; i < xs.size(); ++i) {
+        OpAttrs c;
+        c.bytes = m_out.graph.tensor(xs[i]).bytes() + m_out.graph.tensor(outs[i]).bytes();
+        add(in, OpKind::CustomCost, {xs[i]}, {outs[i]}, c, xs.size() > 1 ? "." + std::to_string(i) : "");
+      }
+    } else if (trivial) {  // a group of one device: its own value
       for (size_t i = 0; i < xs.size(); ++i) {
         OpAttrs c;
         for (size_t d = 0; d < shape_of(outs[i]).size(); ++d) c.dims.push_back(static_cast<int64_t>(d));

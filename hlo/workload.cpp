@@ -210,14 +210,21 @@ class HloWorkload : public IWorkload {
   void validate(const ParamSet& p) const override {
     std::shared_ptr<const hlo::Imported> im = imported(p);
     check_devices(p, *im);
+    if (devices_per_chip(p) > 1 && p.has("run.numeric") && p.b("run.numeric"))
+      throw Error(Err::HloNumeric, p.where("run.numeric"),
+                  "numeric mode runs one device per chip; with " + std::to_string(devices_per_chip(p)) +
+                      " devices of the module per chip (" + p.s("hardware.preset") +
+                      ") run without run.numeric, or set workload.devices_per_chip: 1 on a pod of one chip per device",
+                  "run.numeric");
   }
 
   ModelGraph build(const ParamSet& p) const override {
     std::shared_ptr<const hlo::Imported> im = imported(p);
     ModelGraph g = im->graph;
-    // The global arrays of sharded entry parameters, after the program's own tensors.
+    // The global arrays of sharded entry parameters, after the program's own tensors (one device per chip: with
+    // several, numeric mode is refused and nothing is bound).
     for (const hlo::ShardedInput& in : im->inputs) {
-      if (in.replicated) continue;
+      if (in.replicated || devices_per_chip(p) > 1) continue;
       TensorInfo t = g.tensor(in.local);
       t.shape = in.global_shape;
       g.tensor(in.local).name += "@device";
@@ -265,6 +272,7 @@ class HloStrategy : public IStrategy {
     std::vector<bool> bound(prog.graph.num_tensors(), false);
     TensorId global = static_cast<TensorId>(im->graph.num_tensors());
     for (const hlo::ShardedInput& in : im->inputs) {
+      if (per_chip > 1) break;
       TensorBinding b;
       b.local = in.local;
       if (in.replicated) {

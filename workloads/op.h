@@ -187,6 +187,9 @@ struct OpAttrs {
   // AllReduce: combine by maximum instead of sum (a cross-entropy over split classes needs each row's global max).
   bool reduce_max = false;
   int64_t tag = 0;
+  // Communication on a chip that holds several devices of an imported module (TPU v2/v3: one per TensorCore): the
+  // chip moves this many copies of the tensor, its devices' (1: one device per chip).
+  int64_t chip_copies = 1;
   // Means over rows (cross-entropy): the global row count to divide by (0: the rows the op sees), and the
   // dimensions of the first input a partitioned op holds padded shards of (rows at or past `global` are padding).
   struct Padded {

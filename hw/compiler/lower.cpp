@@ -248,9 +248,13 @@ std::vector<FusionGroup> given_kernels(const ModelGraph& g, const std::vector<Op
 
 }  // namespace
 
-ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const ChipConfig& chip,
+ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const ChipConfig& chip_in,
                   const LowerOptions& opts) {
   ExecProgram ep;
+  // One device per TensorCore: each op is lowered for one core, and every core runs it.
+  const int64_t per_chip = std::max<int64_t>(1, opts.devices_per_chip);
+  ChipConfig chip = chip_in;
+  if (per_chip > 1) chip.tensorcores = 1;
   std::vector<int32_t> exec_of_op(g.num_ops(), -1);
   for (FusionGroup& fg : opts.kernels && !opts.kernels->empty() ? given_kernels(g, order, *opts.kernels)
                                                                  : fuse(g, order, opts.fusion)) {
@@ -307,6 +311,22 @@ ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const Chi
       }
   }
   ep.memory = plan_memory(g, ep);
+  if (per_chip > 1) {
+    const double k = static_cast<double>(per_chip);
+    for (ExecOp& e : ep.ops) {
+      if (e.unit == Unit::Ici) continue;
+      e.cores = static_cast<int>(std::min<int64_t>(per_chip, chip_in.tensorcores));
+      e.flops *= k;
+      e.mxu_flops *= k;
+      e.logical_bytes *= k;
+    }
+    MemoryPlan& m = ep.memory;
+    m.peak_bytes *= k;
+    for (double* b : {&m.at_peak.weights, &m.at_peak.gradients, &m.at_peak.optimizer_state, &m.at_peak.activations,
+                      &m.at_peak.temporaries, &m.at_peak.weight_copies})
+      *b *= k;
+    for (double& b : m.live_after_op) b *= k;
+  }
   return ep;
 }
 

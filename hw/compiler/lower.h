@@ -25,6 +25,10 @@ struct LowerOptions {
   bool fusion = true;  // run.fusion: xla (true) | none (false)
   // Kernels the program came with (Program::kernels): kept as given, and nothing else fused.
   const std::vector<std::vector<OpId>>* kernels = nullptr;
+  // Devices of the program per chip (Plan::devices_per_chip): with more than one, each TensorCore runs every op
+  // whole on its own device's data (XLA on TPU v2/v3) instead of sharing it with the others, and the chip's HBM
+  // holds each device's buffers.
+  int64_t devices_per_chip = 1;
 };
 
 ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const ChipConfig& chip,

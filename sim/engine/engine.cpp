@@ -206,7 +206,8 @@ std::unique_ptr<Prepared> prepare(const Experiment& exp) {
   for (const Program& prog : p->plan.programs) {
     for (const Op& op : prog.graph.ops())
       if (op.kind == OpKind::Traffic) ctx.traffic_window = std::max(ctx.traffic_window, op.attrs.duration);
-    ctx.programs.push_back(lower(prog.graph, prog.order, p->exp.hardware.chip, {p->exp.run.fusion != "none", &prog.kernels}));
+    ctx.programs.push_back(lower(prog.graph, prog.order, p->exp.hardware.chip,
+                                 {p->exp.run.fusion != "none", &prog.kernels, p->plan.devices_per_chip}));
     const ExecProgram& ep = ctx.programs.back();
     std::vector<std::vector<int32_t>> deps(ep.ops.size());
     for (size_t i = 0; i < ep.ops.size(); ++i)

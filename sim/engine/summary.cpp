@@ -374,7 +374,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
       double bytes = 0;
       std::vector<std::string> carried;
       for (TensorId t : op.inputs) {
-        bytes += g.tensor(t).bytes();
+        bytes += g.tensor(t).bytes() * static_cast<double>(std::max<int64_t>(1, op.attrs.chip_copies));
         carried.push_back(g.tensor(t).name);
       }
       if (op.inputs.empty()) bytes = moved.bytes();
