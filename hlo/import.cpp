@@ -496,6 +496,7 @@ class Importer {
     int copies = 0;
   };
   static constexpr int kDeferDepth = 6;
+  static constexpr double kMaxOps = 2e7;  // ops of an unrolled module
   bool m_defer = false;                           // the module has no fusions of its own
   std::vector<Pending> m_pending;
   std::unordered_map<int32_t, TensorId> m_made;  // pending -> its tensor for the consumer being emitted
@@ -1267,7 +1268,15 @@ class Importer {
     Value v = vals[0];
     const int64_t n = trip_count(in, v, cond, body);
     const std::string base = m_prefix + in.name;
-    for (int64_t i = 0; i < n; ++i) v = emit(body, {v}, base + "[" + std::to_string(i) + "]/", -1);
+    for (int64_t i = 0; i < n; ++i) {
+      const size_t before = m_out.graph.num_ops();
+      v = emit(body, {v}, base + "[" + std::to_string(i) + "]/", -1);
+      const double per_iteration = static_cast<double>(m_out.graph.num_ops() - before);
+      if (static_cast<double>(m_out.graph.num_ops()) + per_iteration * static_cast<double>(n - i - 1) > kMaxOps)
+        fail(in, Err::HloUnsupported, "unrolled " + std::to_string(n) + " times its body would make more than " +
+                                          std::to_string(static_cast<int64_t>(kMaxOps)) +
+                                          " podsim ops; give it fewer iterations in workload.trip_counts");
+    }
     return v;
   }
 
