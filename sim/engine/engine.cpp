@@ -293,6 +293,11 @@ RunOutcome run_experiment(const Experiment& exp, const RunOptions& opts) {
   out.summary = summary_json(*p, s);
   write_summary_and_config(od, out.summary, exp);
   if (exp.run.numeric) write_tensors(*p, s, od.file("tensors"));
+  if (const std::string stats = hlo_op_stats_csv(*p, s); !stats.empty()) {
+    std::ofstream f(od.file("hlo_op_stats.csv"));
+    f << stats;
+    if (!f) throw Error(Err::OutputUnwritable, "cannot write into '" + od.path() + "'");
+  }
   TraceStats ts = export_trace(*p, s, od.path());
   for (const auto& n : ts.notes) p->notes.push_back(n);
   {
