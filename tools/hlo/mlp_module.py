@@ -2,9 +2,12 @@
 """Writes the HLO module of podsim's built-in MLP training step (workload.model: mlp, SGD), as JAX would lower it
 before XLA's optimizations: dense layers with bias and ReLU, a softmax cross-entropy averaged over the batch, the
 backward pass and the SGD update, one device or data parallel over D devices (the gradients all-reduced).
+With --fused, the module after optimizations instead (one device): its fusions are the kernels podsim's own fusion
+pass makes of the built-in MLP step (a matmul with its bias and ReLU, the loss with its gradient, a ReLU's gradient
+with the bias gradient, the first layer's weight gradient with its update), in the order podsim issues them.
 
     python3 tools/hlo/mlp_module.py --batch 512 --input 1024 --hidden 2048 --layers 2 --classes 1024 \\
-        [--devices 4] [--lr 0.01] > mlp.hlo
+        [--devices 4 | --fused] [--lr 0.01] > mlp.hlo
 
 tests/data/hlo/mlp_*.hlo were written by it; tests/cli/hlo_test.cpp runs each against podsim's own MLP.
 """
@@ -16,7 +19,10 @@ def main():
     for k, d in (("batch", 512), ("input", 1024), ("hidden", 2048), ("layers", 2), ("classes", 1024), ("devices", 1)):
         ap.add_argument("--" + k, type=int, default=d)
     ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--fused", action="store_true")
     a = ap.parse_args()
+    if a.fused:
+        return fused(a)
     D = a.devices
     B, I, H, L, C = a.batch // D, a.input, a.hidden, a.layers, a.classes
     lines = []
@@ -122,6 +128,122 @@ def main():
     out("  ROOT %%out = (%s) tuple(%s, %%loss)" % (res, ", ".join(new)))
     out("}")
     print("\n".join(lines))
+
+
+def fused(a):
+    B, I, H, L, C = a.batch, a.input, a.hidden, a.layers, a.classes
+    widths = [I] + [H] * L
+    comps, entry = [], []
+    c, e = comps.append, entry.append
+    c("%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
+      "  ROOT %s = f32[] add(%a, %b)\n}\n")
+    c("%max (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
+      "  ROOT %m = f32[] maximum(%a, %b)\n}\n")
+    # A dense layer: matmul, bias, ReLU; its pre-activation kept for the backward pass.
+    for w in sorted(set(widths[:L])):
+        c("%%dense_%d (x: f32[%d,%d], w: f32[%d,%d], b: f32[%d]) -> (f32[%d,%d], f32[%d,%d]) {" % (w, B, w, w, H, H, B, H, B, H))
+        c("  %%x = f32[%d,%d] parameter(0)\n  %%w = f32[%d,%d] parameter(1)\n  %%b = f32[%d] parameter(2)" % (B, w, w, H, H))
+        c("  %%h = f32[%d,%d] dot(%%x, %%w), lhs_contracting_dims={1}, rhs_contracting_dims={0}" % (B, H))
+        c("  %%bb = f32[%d,%d] broadcast(%%b), dimensions={1}\n  %%z = f32[%d,%d] add(%%h, %%bb)" % (B, H, B, H))
+        c("  %zero = f32[] constant(0)")
+        c("  %%zb = f32[%d,%d] broadcast(%%zero), dimensions={}\n  %%a = f32[%d,%d] maximum(%%z, %%zb)" % (B, H, B, H))
+        c("  ROOT %%t = (f32[%d,%d], f32[%d,%d]) tuple(%%z, %%a)\n}\n" % (B, H, B, H))
+    c("%%logits (x: f32[%d,%d], w: f32[%d,%d], b: f32[%d]) -> f32[%d,%d] {" % (B, H, H, C, C, B, C))
+    c("  %%x = f32[%d,%d] parameter(0)\n  %%w = f32[%d,%d] parameter(1)\n  %%b = f32[%d] parameter(2)" % (B, H, H, C, C))
+    c("  %%h = f32[%d,%d] dot(%%x, %%w), lhs_contracting_dims={1}, rhs_contracting_dims={0}" % (B, C))
+    c("  %%bb = f32[%d,%d] broadcast(%%b), dimensions={1}\n  ROOT %%y = f32[%d,%d] add(%%h, %%bb)\n}\n" % (B, C, B, C))
+    # The loss (mean over the batch) and its gradient (softmax - onehot) / batch, in one kernel.
+    c("%%loss (l: f32[%d,%d], y: s32[%d]) -> (f32[], f32[%d,%d]) {" % (B, C, B, B, C))
+    c("  %%l = f32[%d,%d] parameter(0)\n  %%y = s32[%d] parameter(1)\n  %%zero = f32[] constant(0)" % (B, C, B))
+    c("  %ninf = f32[] constant(-inf)")
+    c("  %%m = f32[%d] reduce(%%l, %%ninf), dimensions={1}, to_apply=%%max" % B)
+    c("  %%mb = f32[%d,%d] broadcast(%%m), dimensions={0}\n  %%sh = f32[%d,%d] subtract(%%l, %%mb)" % (B, C, B, C))
+    c("  %%e = f32[%d,%d] exponential(%%sh)" % (B, C))
+    c("  %%s = f32[%d] reduce(%%e, %%zero), dimensions={1}, to_apply=%%add\n  %%ls = f32[%d] log(%%s)" % (B, B))
+    c("  %%iota = s32[%d,%d] iota(), iota_dimension=1\n  %%yb = s32[%d,%d] broadcast(%%y), dimensions={0}" % (B, C, B, C))
+    c("  %%oh = pred[%d,%d] compare(%%yb, %%iota), direction=EQ\n  %%ohf = f32[%d,%d] convert(%%oh)" % (B, C, B, C))
+    c("  %%t = f32[%d,%d] multiply(%%sh, %%ohf)" % (B, C))
+    c("  %%tl = f32[%d] reduce(%%t, %%zero), dimensions={1}, to_apply=%%add\n  %%nll = f32[%d] subtract(%%ls, %%tl)" % (B, B))
+    c("  %nsum = f32[] reduce(%nll, %zero), dimensions={0}, to_apply=%add")
+    c("  %%invb = f32[] constant(%r)\n  %%loss = f32[] multiply(%%nsum, %%invb)" % (1.0 / B))
+    c("  %%sb = f32[%d,%d] broadcast(%%s), dimensions={0}\n  %%p = f32[%d,%d] divide(%%e, %%sb)" % (B, C, B, C))
+    c("  %%d = f32[%d,%d] subtract(%%p, %%ohf)\n  %%ib = f32[%d,%d] broadcast(%%invb), dimensions={}" % (B, C, B, C))
+    c("  %%g = f32[%d,%d] multiply(%%d, %%ib)\n  ROOT %%r = (f32[], f32[%d,%d]) tuple(%%loss, %%g)\n}\n" % (B, C, B, C))
+    c("%%colsum (d: f32[%d,%d]) -> f32[%d] {\n  %%d = f32[%d,%d] parameter(0)\n  %%zero = f32[] constant(0)" % (B, C, C, B, C))
+    c("  ROOT %%s = f32[%d] reduce(%%d, %%zero), dimensions={0}, to_apply=%%add\n}\n" % C)
+    # A ReLU's gradient and the bias gradient.
+    c("%%relu_grad (dy: f32[%d,%d], z: f32[%d,%d]) -> (f32[%d,%d], f32[%d]) {" % (B, H, B, H, B, H, H))
+    c("  %%dy = f32[%d,%d] parameter(0)\n  %%z = f32[%d,%d] parameter(1)\n  %%zero = f32[] constant(0)" % (B, H, B, H))
+    c("  %%zb = f32[%d,%d] broadcast(%%zero), dimensions={}\n  %%pos = pred[%d,%d] compare(%%z, %%zb), direction=GT" % (B, H, B, H))
+    c("  %%dz = f32[%d,%d] select(%%pos, %%dy, %%zb)" % (B, H))
+    c("  %%db = f32[%d] reduce(%%dz, %%zero), dimensions={0}, to_apply=%%add" % H)
+    c("  ROOT %%t = (f32[%d,%d], f32[%d]) tuple(%%dz, %%db)\n}\n" % (B, H, H))
+    # The first layer's weight gradient and its update; the others' updates.
+    c("%%first_update (x: f32[%d,%d], dz: f32[%d,%d], w: f32[%d,%d]) -> f32[%d,%d] {" % (B, I, B, H, I, H, I, H))
+    c("  %%x = f32[%d,%d] parameter(0)\n  %%dz = f32[%d,%d] parameter(1)\n  %%w = f32[%d,%d] parameter(2)" % (B, I, B, H, I, H))
+    c("  %%g = f32[%d,%d] dot(%%x, %%dz), lhs_contracting_dims={0}, rhs_contracting_dims={0}" % (I, H))
+    c("  %%lr = f32[] constant(%r)\n  %%lrb = f32[%d,%d] broadcast(%%lr), dimensions={}" % (a.lr, I, H))
+    c("  %%s = f32[%d,%d] multiply(%%g, %%lrb)\n  ROOT %%n = f32[%d,%d] subtract(%%w, %%s)\n}\n" % (I, H, I, H))
+    shapes = set()
+    params = []
+    for l in range(L):
+        params += [("w%d" % l, [widths[l], H]), ("b%d" % l, [H])]
+    params += [("wo", [H, C]), ("bo", [C])]
+    for _, sh in params:
+        shapes.add(tuple(sh))
+    for sh in sorted(shapes):
+        t = "f32[%s]" % ",".join(map(str, sh))
+        nm = "_".join(map(str, sh))
+        c("%%sgd_%s (w: %s, g: %s) -> %s {\n  %%w = %s parameter(0)\n  %%g = %s parameter(1)" % (nm, t, t, t, t, t))
+        c("  %%lr = f32[] constant(%r)\n  %%lrb = %s broadcast(%%lr), dimensions={}" % (a.lr, t))
+        c("  %%s = %s multiply(%%g, %%lrb)\n  ROOT %%n = %s subtract(%%w, %%s)\n}\n" % (t, t))
+    n = len(params)
+    ty = lambda sh: "f32[%s]" % ",".join(map(str, sh))
+    alias = ", ".join("{%d}: (%d, {}, may-alias)" % (i, i) for i in range(n))
+    sig = ", ".join("%s: %s" % (p, ty(s)) for p, s in params) + ", x: f32[%d,%d], labels: s32[%d]" % (B, I, B)
+    res = ", ".join(ty(s) for _, s in params) + ", f32[]"
+    e("ENTRY %%main (%s) -> (%s) {" % (sig, res))
+    for i, (p, s) in enumerate(params):
+        e("  %%%s = %s parameter(%d)" % (p, ty(s), i))
+    e("  %%x = f32[%d,%d] parameter(%d)\n  %%labels = s32[%d] parameter(%d)" % (B, I, n, B, n + 1))
+    act, zs = "x", []
+    dense = "(f32[%d,%d], f32[%d,%d])" % (B, H, B, H)
+    for l in range(L):
+        e("  %%fc%d = %s fusion(%%%s, %%w%d, %%b%d), kind=kOutput, calls=%%dense_%d" % (l, dense, act, l, l, widths[l]))
+        e("  %%z%d = f32[%d,%d] get-tuple-element(%%fc%d), index=0" % (l, B, H, l))
+        e("  %%a%d = f32[%d,%d] get-tuple-element(%%fc%d), index=1" % (l, B, H, l))
+        act = "a%d" % l
+    e("  %%out = f32[%d,%d] fusion(%%%s, %%wo, %%bo), kind=kOutput, calls=%%logits" % (B, C, act))
+    e("  %%ce = (f32[], f32[%d,%d]) fusion(%%out, %%labels), kind=kInput, calls=%%loss" % (B, C))
+    e("  %%lossv = f32[] get-tuple-element(%%ce), index=0\n  %%dlogits = f32[%d,%d] get-tuple-element(%%ce), index=1" % (B, C))
+    e("  %%gbo = f32[%d] fusion(%%dlogits), kind=kInput, calls=%%colsum" % C)
+    grads = {"wo": "gwo", "bo": "gbo"}
+    top = L - 1
+    e("  %%da%d = f32[%d,%d] dot(%%dlogits, %%wo), lhs_contracting_dims={1}, rhs_contracting_dims={1}" % (top, B, H))
+    e("  %%gwo = f32[%d,%d] dot(%%a%d, %%dlogits), lhs_contracting_dims={0}, rhs_contracting_dims={0}" % (H, C, top))
+    for l in reversed(range(L)):
+        e("  %%rg%d = (f32[%d,%d], f32[%d]) fusion(%%da%d, %%z%d), kind=kInput, calls=%%relu_grad" % (l, B, H, H, l, l))
+        e("  %%dz%d = f32[%d,%d] get-tuple-element(%%rg%d), index=0" % (l, B, H, l))
+        e("  %%gb%d = f32[%d] get-tuple-element(%%rg%d), index=1" % (l, H, l))
+        grads["b%d" % l] = "gb%d" % l
+        if l > 0:  # the layer's input gradient, then its weight gradient, as podsim issues them
+            e("  %%da%d = f32[%d,%d] dot(%%dz%d, %%w%d), lhs_contracting_dims={1}, rhs_contracting_dims={1}" % (l - 1, B, H, l, l))
+            e("  %%gw%d = f32[%d,%d] dot(%%a%d, %%dz%d), lhs_contracting_dims={0}, rhs_contracting_dims={0}" % (l, H, H, l - 1, l))
+            grads["w%d" % l] = "gw%d" % l
+    new = {}
+    e("  %%w0.new = f32[%d,%d] fusion(%%x, %%dz0, %%w0), kind=kOutput, calls=%%first_update" % (I, H))
+    new["w0"] = "w0.new"
+    for p, s in params:
+        if p == "w0":
+            continue
+        g = grads[p]
+        e("  %%%s.new = %s fusion(%%%s, %%%s), kind=kLoop, calls=%%sgd_%s" % (p, ty(s), p, g, "_".join(map(str, s))))
+        new[p] = p + ".new"
+    e("  ROOT %%o = (%s) tuple(%s, %%lossv)" % (res, ", ".join("%" + new[p] for p, _ in params)))
+    e("}")
+    print("HloModule jit_train_step, input_output_alias={ %s }\n" % alias)
+    print("\n".join(comps))
+    print("\n".join(entry))
 
 
 if __name__ == "__main__":
