@@ -82,6 +82,8 @@ TensorId Partitioner::add_local(TensorId t, const ShardSpec& s, const std::strin
   li.shape = s.per_device ? info.shape : local_shape(info.shape, s, m_m);
   li.dtype = info.dtype;
   li.role = role;
+  li.layout = info.layout;
+  li.result = info.result;
   if (role == TensorRole::Updated && info.updates >= 0) li.updates = m_input_local[info.updates];
   TensorId id = m_res.program.graph.add_tensor(li);
   m_res.local_logical.push_back(t);
@@ -103,6 +105,7 @@ TensorId Partitioner::temp(TensorId t, std::vector<int64_t> shape, const std::st
   li.shape = std::move(shape);
   li.dtype = m_g.tensor(t).dtype;
   li.role = copy_role(m_g.tensor(t).role);
+  li.layout = m_g.tensor(t).layout;
   TensorId id = m_res.program.graph.add_tensor(li);
   m_res.local_logical.push_back(-1);
   m_res.local_spec.push_back(ShardSpec{});
@@ -256,6 +259,9 @@ void Partitioner::emit_steps(const Op& op, const Op& local, const OpSharding& de
     li.shape = s.shape;
     li.dtype = s.dtype;
     li.role = TensorRole::Activation;
+    // Scratch (a halo window, say) is laid out as the op's first operand is.
+    const TensorInfo& first = m_res.program.graph.tensor(local.inputs.at(0));
+    if (first.shape.size() == s.shape.size()) li.layout = first.layout;
     slot.push_back(m_res.program.graph.add_tensor(li));
     m_res.local_logical.push_back(-1);
     m_res.local_spec.push_back(ShardSpec{});

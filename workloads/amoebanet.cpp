@@ -15,6 +15,7 @@
 // classifier cell L + 5.
 #include "base/error.h"
 #include "workloads/i_workload.h"
+#include "workloads/layout.h"
 #include "workloads/training.h"
 
 namespace podsim {
@@ -248,7 +249,9 @@ class AmoebaNetWorkload : public IWorkload {
                                  b.param("fc.b", {classes}), "fc.bias");
     b.backward(b.softmax_cross_entropy(logits, labels, "loss"));
     b.optimizer(training_optimizer(p));
-    return training_remat(g, p);
+    ModelGraph out = training_remat(g, p);
+    assign_image_layouts(out, image_layouts_from(p.s("run.layout")));
+    return out;
   }
 
   std::string default_strategy() const override { return "single_device"; }

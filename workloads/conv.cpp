@@ -15,6 +15,7 @@
 
 #include "base/error.h"
 #include "workloads/i_workload.h"
+#include "workloads/layout.h"
 
 namespace podsim {
 namespace {
@@ -51,6 +52,10 @@ class ConvWorkload : public IWorkload {
                            "operand's shape (x forward, dy for the gradients) to it before the MXU reads it.")
             .range(0, 16)
             .def("0"),
+        ParamSpec::choice("workload.input_layout", {"image", "batch_minor"},
+                          "How the input x is stored (forward and filter gradient): as an image activation "
+                          "(features on the lanes) or as an input image batch-minor (docs/model.md, \"Layouts\").")
+            .def("image"),
         ParamSpec::boolean("workload.statistics",
                            "Per-channel batch-norm statistics of the result (mean and inverse deviation), as a "
                            "forward convolution fusion of a batch-normalized network writes them.")
@@ -146,9 +151,11 @@ class ConvWorkload : public IWorkload {
       return t;
     };
 
-    TensorId result = -1;
+    TensorId result = -1, batch_minor = -1;
     if (dir == "forward") {
-      TensorId x = with_prologue(tensor("x", xs, dt, TensorRole::Input), xs, "x");
+      TensorId x = tensor("x", xs, dt, TensorRole::Input);
+      batch_minor = p.s("workload.input_layout") == "batch_minor" ? x : -1;
+      x = with_prologue(x, xs, "x");
       TensorId f = filter();
       result = tensor("y", ys, out_dt, TensorRole::Activation);
       op("conv", OpKind::Conv2d, {x, f}, {result});
@@ -159,10 +166,12 @@ class ConvWorkload : public IWorkload {
       op("conv.dx", OpKind::Conv2dInputGrad, {dy, f}, {result});
     } else {
       TensorId x = tensor("x", xs, dt, TensorRole::Input);
+      batch_minor = p.s("workload.input_layout") == "batch_minor" ? x : -1;
       TensorId dy = with_prologue(tensor("dy", ys, dt, TensorRole::Input), ys, "dy");
       result = tensor("dw", fs, out_dt, TensorRole::Activation);
       op("conv.dw", OpKind::Conv2dFilterGrad, {x, dy}, {result});
     }
+    g.tensor(result).result = true;
     if (p.b("workload.statistics")) {
       const auto& rs = g.tensor(result).shape;
       const std::vector<int64_t> rows = {rs[0], rs[3]};
@@ -179,6 +188,11 @@ class ConvWorkload : public IWorkload {
       st.attrs.eps = 1e-5;
       g.add_op(st);
     }
+    // Every 4-D input is posed as an activation (a step input here, which layout assignment would take for an
+    // input image) unless workload.input_layout says x is one.
+    assign_image_layouts(g, image_layouts_from(p.s("run.layout")));
+    for (TensorId t = 0; t < static_cast<TensorId>(g.num_tensors()); ++t)
+      if (g.tensor(t).layout == Layout::ImageBatchMinor && t != batch_minor) g.tensor(t).layout = Layout::Image;
     return g;
   }
 };

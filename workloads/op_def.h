@@ -60,6 +60,14 @@ struct OpCost {
   // Writes its result over its first input when that input dies with it (XLA's in-place dynamic-update-slice and
   // scatter; the memory plan's in_place rule).
   bool in_place = false;
+  // A whole-tensor reduction followed by an elementwise pass over the same inputs that needs its result (a batch-norm
+  // gradient: the sums of dy and dy * xhat, then dx). `first_pass` is the reduction's share of `vector`; its outputs
+  // after the first are the reduction's (small) results, the first the elementwise pass's. Multi-output fusion runs
+  // the reduction in the kernel that makes its input and the elementwise pass in the kernels that read its result.
+  bool two_pass = false;
+  VectorWork first_pass;
+  // A window op (pooling: XLA's reduce-window) that takes elementwise producers of its input into its kernel.
+  bool input_fusion = false;
 };
 
 OpCost op_cost(const ModelGraph& g, const Op& op);
@@ -69,9 +77,16 @@ OpCost op_cost(const ModelGraph& g, const Op& op);
 struct GemmDims {
   int64_t batch = 1, m = 0, k = 0, n = 0;
   bool a_shared = false, b_shared = false;
-  // HBM bytes per GEMM element of A, B and C when an operand is not stored as the GEMM's matrix (a convolution
-  // reads its input once, not once per filter tap, in the tiled layout); 0: the tensor's element size.
-  double a_elem = 0, b_elem = 0, c_elem = 0;
+  // HBM bytes of A, B and C as stored, when an operand is not the GEMM's matrix at its element size (a convolution
+  // reads its input once, not once per filter tap, in its layout); 0: the matrix at the tensor's type.
+  double a_bytes = 0, b_bytes = 0, c_bytes = 0;
+  // How the MXU is fed a convolution tap by tap (run.conv_taps: per_tap; docs/model.md, "Convolutions on the MXU"):
+  // the GEMM it then runs, padding included (0: as batch, m, k, n); `fed_swap`: its A is the op's second operand
+  // (a batch-minor input's window held as the array's weights, the filter streamed).
+  // `fed_sum`: the fed batch entries add into one result (a filter gradient summed over output positions), which
+  // leaves the MXU once.
+  int64_t fed_batch = 0, fed_m = 0, fed_k = 0, fed_n = 0;
+  bool fed_swap = false, fed_sum = false;
 };
 GemmDims gemm_dims(const ModelGraph& g, const Op& op);  // throws Error(Internal) for other kinds
 inline double op_flops(const ModelGraph& g, const Op& op) { return op_cost(g, op).flops; }

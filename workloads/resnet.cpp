@@ -12,6 +12,7 @@
 // filter has 4 * 4 * 12 * 64 weights instead of 7 * 7 * 3 * 64.
 #include "base/error.h"
 #include "workloads/i_workload.h"
+#include "workloads/layout.h"
 #include "workloads/training.h"
 
 namespace podsim {
@@ -172,7 +173,9 @@ class ResNetWorkload : public IWorkload {
     TensorId loss = b.softmax_cross_entropy(logits, labels, "loss");
     b.backward(loss);
     b.optimizer(training_optimizer(p));
-    return training_remat(g, p);
+    ModelGraph out = training_remat(g, p);
+    assign_image_layouts(out, image_layouts_from(p.s("run.layout")));
+    return out;
   }
 
   std::string default_strategy() const override { return "single_device"; }

@@ -67,6 +67,42 @@ int64_t TensorInfo::elements() const {
   return n;
 }
 
+const char* layout_name(Layout l) {
+  switch (l) {
+    case Layout::Logical: return "logical";
+    case Layout::Tiled: return "tiled";
+    case Layout::Image: return "image";
+    case Layout::ImageBatchMinor: return "image_batch_minor";
+  }
+  return "?";
+}
+
+namespace {
+
+int64_t pad_to(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+// The sublane tile a second-minor dimension of n takes: 1, 2, 4 or 8 rows, or a multiple of 8.
+int64_t sublanes(int64_t n) {
+  for (int64_t t : {1, 2, 4}) if (n <= t) return t;
+  return pad_to(n, 8);
+}
+
+}  // namespace
+
+double TensorInfo::stored_bytes() const {
+  const double e = dtype_bytes(dtype);
+  if (layout == Layout::Logical || shape.empty()) return bytes();
+  if ((layout == Layout::Image || layout == Layout::ImageBatchMinor) && shape.size() == 4) {
+    const int64_t n = shape[0], h = shape[1], w = shape[2], c = shape[3];
+    const double tile = layout == Layout::Image ? static_cast<double>(sublanes(n) * pad_to(c, 128))
+                                                : static_cast<double>(sublanes(c) * pad_to(n, 128));
+    return static_cast<double>(h * w) * tile * e;
+  }
+  double n = static_cast<double>(pad_to(shape.back(), 128));
+  if (shape.size() >= 2) n *= static_cast<double>(sublanes(shape[shape.size() - 2]));
+  for (size_t d = 0; d + 2 < shape.size(); ++d) n *= static_cast<double>(shape[d]);
+  return n * e;
+}
+
 std::string TensorInfo::shape_text() const {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);

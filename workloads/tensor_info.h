@@ -36,6 +36,20 @@ const char* role_name(TensorRole r);
 // layer_norm and rms_norm mark the parameters they take (GraphBuilder::set_param_kind).
 enum class ParamKind : uint8_t { Weight, Bias, Norm };
 
+// How a tensor is stored in HBM, as XLA's TPU layout assignment lays it out (docs/model.md, "Layouts"). Memory is
+// tiled: the minor dimension of the physical order fills the 128 lanes of a vector, the second-minor its sublanes
+// (the smallest of 1, 2, 4, 8 that holds it, else a multiple of 8), and a dimension that does not fill its tile is
+// padded, in HBM as in VMEM.
+//   Logical          the layout wastes nothing worth counting (XLA picks the physical order of a dot's operands
+//                    and of the elementwise ops around them freely): the logical bytes
+//   Tiled            row-major, the two minor dimensions of the shape tiled: filters [KH, KW, Ci, Co], statistics
+//   Image            an image activation [N, H, W, C] stored H, W, N, C (XLA's {3,0,2,1}): features on the lanes,
+//                    the batch on the sublanes; 64 features take 128 lanes
+//   ImageBatchMinor  an input image [N, H, W, C] stored H, W, C, N: the batch on the lanes, a few features on the
+//                    sublanes (3 channels in a tile of 4)
+enum class Layout : uint8_t { Logical, Tiled, Image, ImageBatchMinor };
+const char* layout_name(Layout l);  // "logical", "tiled", "image", "image_batch_minor"
+
 // The file stem a tensor named `name` is written under in a run's tensors/ (<stem>.npy): the name with characters
 // other than letters, digits, '.', '_' and '-' replaced by '_'.
 std::string tensor_file_stem(const std::string& name);
@@ -51,9 +65,15 @@ struct TensorInfo {
   // for it, as a stop-gradient does.
   bool stop_gradient = false;
   ParamKind param_kind = ParamKind::Weight;  // for parameters
+  Layout layout = Layout::Logical;
+  // A result of the step beside the loss and the updated state (an op-level microbenchmark's output): written to
+  // HBM even when the ops that read it are fused with the op that makes it.
+  bool result = false;
 
   int64_t elements() const;
   double bytes() const { return static_cast<double>(elements()) * dtype_bytes(dtype); }
+  // The bytes it takes in HBM in its layout, padding included: what moving it costs and what it occupies.
+  double stored_bytes() const;
   std::string shape_text() const;  // "[1024, 512]"
 };
 

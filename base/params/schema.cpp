@@ -289,6 +289,32 @@ std::vector<ParamSpec> run_param_specs() {
                 "Operator fusion: xla fuses elementwise chains, matmul epilogues and reductions as XLA does; none "
                 "runs every op as its own kernel (hw/compiler/fusion.h).")
           .def("xla"),
+      P::boolean("run.fusion_multi_output",
+                 "Multi-output fusion (with run.fusion: xla): a whole-tensor reduction of a matmul's or "
+                 "convolution's result (batch-norm statistics, the first pass of a batch-norm gradient) runs in "
+                 "that op's kernel and comes out beside its result, as XLA fuses it (docs/model.md, \"Fusion\").")
+          .def("true"),
+      P::boolean("run.fusion_duplicate",
+                 "Producer duplication (with run.fusion: xla): elementwise producers are recomputed inside the "
+                 "kernels that read them instead of being written to HBM, as XLA's instruction fusion does "
+                 "(batch-norm normalization and ReLU inside the next convolutions; docs/model.md, \"Fusion\").")
+          .def("true"),
+      P::choice("run.conv_taps", {"per_tap", "packed"},
+                "How a convolution's filter taps feed the MXU (docs/model.md, \"Convolutions on the MXU\"): "
+                "per_tap as XLA's TPU convolutions do, each tap's features filling whole vectors of the lanes they "
+                "are laid out on (64 features use half of a 128-row fold); packed: the taps' features packed "
+                "together along the contraction.")
+          .def("per_tap"),
+      P::boolean("run.conv_overlap",
+                 "A convolution fusion's vector work (the batch norm, ReLU and their gradients fused into it) runs "
+                 "beside the MXU, as TPU profiles show (docs/model.md, \"Convolutions on the MXU\"); false: between "
+                 "its streams like a matmul's epilogue. The result pops stay serial either way.")
+          .def("true"),
+      P::choice("run.layout", {"xla", "row_major"},
+                "How image models' tensors are laid out in HBM (docs/model.md, \"Layouts\"): xla as XLA's TPU "
+                "layout assignment does (activations features-minor with the batch on the sublanes, input images "
+                "batch-minor); row_major tiles the two minor dimensions of every shape as written.")
+          .def("xla"),
       P::choice("run.symmetry", {"auto", "off"},
                 "auto simulates one chip per class of chips the step treats alike (translations of the torus that "
                 "map every chip's program, groups and peers onto another's; timing mode, no stalls, traced chips "

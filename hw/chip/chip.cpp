@@ -115,11 +115,17 @@ void Chip::dispatch(int32_t op) {
       int64_t folds_per_mxu = ceil_div(e.gemm.core_folds, m_cfg.mxu.count);
       int64_t cycles = mxu_cycles(shape, folds_per_mxu, e.gemm.rows_per_fold);
       // The vector unit's work on the results: the pops when they leave through it (then serial), the epilogue's.
+      // A convolution's fused work runs beside the MXU (ExecOp::vector_beside), its pops serial.
       const bool serial = m_cfg.mxu.result_pop > 0;
-      int64_t vector = vpu_cycles(m_cfg.vpu, e.core_vector) + e.gemm.result_vectors * m_cfg.mxu.result_pop;
-      for (int c = 0; c < e.cores; ++c)
-        m_mxu[c]->submit({op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run, e.read_pattern,
-                          e.write_pattern, vector, serial});
+      const int64_t fused = vpu_cycles(m_cfg.vpu, e.core_vector);
+      const int64_t pops = e.gemm.result_vectors * m_cfg.mxu.result_pop;
+      const bool beside = serial && e.vector_beside;
+      for (int c = 0; c < e.cores; ++c) {
+        UnitJob job{op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run, e.read_pattern,
+                    e.write_pattern, beside ? pops : fused + pops, serial};
+        job.vpu_beside = beside ? fused : 0;
+        m_mxu[c]->submit(std::move(job));
+      }
       break;
     }
     case Unit::Vpu: {

@@ -36,12 +36,21 @@ int64_t ComputeUnit::group_cycles(int g) const {
   // An MXU op with an epilogue: the VPU works on group g - 1's results while the MXU computes group g, so a group
   // takes the longer of the two, and the last group's epilogue runs after the MXU is done. When the results leave
   // through the vector unit that feeds the MXU (vpu_serial), each group's vector work follows its MXU work.
+  // Vector work beside the MXU (vpu_beside) overlaps the same way, a group behind.
   int64_t G = m_job.groups;
   int64_t c = share(m_job.cycles, G, g);
-  if (m_job.vpu_cycles <= 0) return c;
-  if (m_job.vpu_serial) return c + share(m_job.vpu_cycles, G, g);
-  if (g > 0) c = std::max(c, share(m_job.vpu_cycles, G, g - 1));
-  if (g == G - 1) c += share(m_job.vpu_cycles, G, g);
+  if (m_job.vpu_cycles > 0) {
+    if (m_job.vpu_serial) {
+      c += share(m_job.vpu_cycles, G, g);
+    } else {
+      if (g > 0) c = std::max(c, share(m_job.vpu_cycles, G, g - 1));
+      if (g == G - 1) c += share(m_job.vpu_cycles, G, g);
+    }
+  }
+  if (m_job.vpu_beside > 0) {
+    if (g > 0) c = std::max(c, share(m_job.vpu_beside, G, g - 1));
+    if (g == G - 1) c += share(m_job.vpu_beside, G, g);
+  }
   return c;
 }
 
@@ -176,9 +185,9 @@ void ComputeUnit::finish_group(double now, bool post) {
   if (m_log.keep_compute && busy > 0)
     m_log.compute.push_back({m_compute_begin, m_compute_begin + busy, m_job.op,
                              static_cast<uint8_t>(m_kind == Kind::Mxu ? m_core : 16 + m_core), 0});
-  if (m_kind == Kind::Mxu && m_job.vpu_cycles > 0) {
+  if (m_kind == Kind::Mxu && m_job.vpu_cycles + m_job.vpu_beside > 0) {
     // The vector unit's share (pops, epilogue): ends with the group (after the MXU's, in either mode).
-    double v = static_cast<double>(share(m_job.vpu_cycles, G, m_group)) * m_period;
+    double v = static_cast<double>(share(m_job.vpu_cycles + m_job.vpu_beside, G, m_group)) * m_period;
     m_log.vpu_busy += v;
     if (m_log.keep_compute) m_log.compute.push_back({now - v, now, m_job.op, static_cast<uint8_t>(16 + m_core), 0});
   }

@@ -33,6 +33,9 @@ struct UnitJob {
   HbmPattern write_pattern = HbmPattern::Stream;
   int64_t vpu_cycles = 0;  // MXU jobs: the vector unit's cycles on the results (pops, the output fusion's epilogue)
   bool vpu_serial = false;  // MXU jobs: those cycles run between the MXU's streams (results through the vector unit)
+  // MXU jobs: vector cycles that run beside the MXU's streams, a group behind (a convolution's fused batch-norm and
+  // ReLU work, which its emitter interleaves with the pushes), on top of vpu_cycles.
+  int64_t vpu_beside = 0;
   // When set, called at the end instead of the unit's Done callback (work the DMA engines queue: reductions).
   std::function<void(double start, double end)> on_done;
 };

@@ -31,7 +31,12 @@ struct ExecOp {
   Unit unit = Unit::Vpu;
   Phase phase = Phase::Forward;
   std::vector<OpId> members;  // graph ops executed by this op, in order (several for a fusion)
+  // Per member: a recomputation of an elementwise producer (fusion.h) whose output this op does not write; its
+  // kernel runs here too in numeric mode. An op is the home member of at most one exec op.
+  std::vector<bool> recomputed;
   FusionKind fusion = FusionKind::None;
+  // Tensors this op reads from HBM and those it writes there (what the memory plan allocates and frees).
+  std::vector<TensorId> hbm_reads, hbm_writes;
   std::vector<int32_t> deps;  // indices of exec ops that must finish first
 
   double flops = 0;        // all members, whole chip
@@ -47,6 +52,9 @@ struct ExecOp {
   HbmPattern write_pattern = HbmPattern::Stream;
   double read_run = 0;       // run length of strided or gathered traffic
   int groups = 1;            // tile groups the op is pipelined in (load g+1 while computing g)
+  // Mxu: the fused vector work runs beside the MXU, not between its streams (a convolution's emitter interleaves its
+  // batch-norm and ReLU work with the pushes: run.conv_overlap); the result pops stay serial.
+  bool vector_beside = false;
 };
 
 // Bytes live on a chip, by category, at one point of the step.
@@ -73,8 +81,6 @@ struct MemoryPlan {
 struct ExecProgram {
   std::vector<ExecOp> ops;  // issue order
   MemoryPlan memory;
-  // Tensors that never touch HBM because a fusion keeps them on chip.
-  std::vector<TensorId> on_chip;
 };
 
 }  // namespace podsim

@@ -1,27 +1,39 @@
 #include "hw/compiler/fusion.h"
 
+#include <algorithm>
+#include <map>
 #include <set>
 
 namespace podsim {
 namespace {
 
-enum class Role : uint8_t { Opaque, Elementwise, Reduction, Matmul };
+enum class Role : uint8_t { Opaque, Elementwise, Reduction, Matmul, Window };
 
-Role role_of(const ModelGraph& g, const Op& op) {
-  if (is_communication(op.kind)) return Role::Opaque;
+struct Traits {
+  Role role = Role::Opaque;
+  bool whole = false;     // a whole-tensor reduction
+  bool two_pass = false;  // a whole-tensor reduction followed by an elementwise pass
+};
+
+Traits traits_of(const ModelGraph& g, const Op& op) {
+  Traits t;
+  if (is_communication(op.kind)) return t;
   OpCost c = op_cost(g, op);
-  if (c.unit == Unit::Mxu) return Role::Matmul;
-  if (c.unit != Unit::Vpu) return Role::Opaque;
-  if (c.fusible) return Role::Elementwise;
-  if (c.reduction) return Role::Reduction;
-  return Role::Opaque;
+  t.whole = c.whole_tensor;
+  t.two_pass = c.two_pass;
+  if (c.unit == Unit::Mxu) t.role = Role::Matmul;
+  else if (c.unit != Unit::Vpu) t.role = Role::Opaque;
+  else if (c.fusible) t.role = Role::Elementwise;
+  else if (c.reduction) t.role = Role::Reduction;
+  else if (c.input_fusion) t.role = Role::Window;
+  return t;
 }
 
 struct Open {
   FusionGroup group;
   std::set<TensorId> produced;  // outputs of the members
   bool matmul = false, reduction = false, closed = true;
-  std::set<TensorId> reduced;  // what the fusion's reduction read from outside it
+  std::set<TensorId> reduced;  // what the fusion's whole-tensor reduction read (a second pass must read it again)
 };
 
 bool consumes(const Op& op, const std::set<TensorId>& produced) {
@@ -32,9 +44,9 @@ bool consumes(const Op& op, const std::set<TensorId>& produced) {
 
 // An operand convert: one elementwise op that changes its input's type and whose outputs only `mm` reads (an fp32
 // weight converted to bf16 for the MXU). XLA fuses such a convert into the dot's fusion as a prologue.
-bool operand_convert(const ModelGraph& g, const std::vector<OpId>& members, OpId mm) {
+bool operand_convert(const ModelGraph& g, const std::vector<FusionMember>& members, OpId mm) {
   if (members.size() != 1) return false;
-  const Op& op = g.op(members.front());
+  const Op& op = g.op(members.front().op);
   if (op.inputs.size() != 1 || op.outputs.size() != 1) return false;
   if (g.tensor(op.inputs[0]).dtype == g.tensor(op.outputs[0]).dtype) return false;
   for (OpId c : g.consumers(op.outputs[0]))
@@ -45,7 +57,8 @@ bool operand_convert(const ModelGraph& g, const std::vector<OpId>& members, OpId
 // An expander (a broadcast, an iota: it writes far more than it reads) that feeds the open fusion: a chain of the
 // ops right after it, each reading the one before, reaches an op that reads the fusion within a few steps. XLA
 // fuses such a producer into its consumer's kernel (it is recomputed there, never written); in issue order it
-// stands between the fusion and that consumer, reading nothing of the fusion, so it joins the fusion it feeds.
+// stands between the fusion and that consumer, reading nothing of the fusion, so it joins the fusion it feeds
+// (and the chain after it joins by reading it).
 bool feeds_open_fusion(const ModelGraph& g, const std::vector<OpId>& order, size_t pos,
                        const std::set<TensorId>& produced) {
   const OpCost c = op_cost(g, g.op(order[pos]));
@@ -60,6 +73,225 @@ bool feeds_open_fusion(const ModelGraph& g, const std::vector<OpId>& order, size
   return false;
 }
 
+// The outputs an occurrence of an op makes: a two-pass op's reduction makes its outputs after the first, its
+// elementwise pass the first.
+std::vector<TensorId> made_by(const Op& op, MemberPass pass) {
+  if (pass == MemberPass::All) return op.outputs;
+  if (pass == MemberPass::Apply) return {op.outputs.front()};
+  return std::vector<TensorId>(op.outputs.begin() + 1, op.outputs.end());
+}
+
+// Phase 1: runs of adjacent ops in issue order; and the epilogue of an output fusion takes a later consumer of its
+// result whose inputs are all made by then (XLA fuses by producer and consumer, not by position: a convolution's
+// input gradient takes the ReLU gradient and batch-norm sums of the layer below, which the schedule issues after
+// the filter gradient).
+std::vector<FusionGroup> adjacent_fusions(const ModelGraph& g, const std::vector<OpId>& order,
+                                          const FusionOptions& opts, const std::vector<Traits>& tr) {
+  std::vector<Open> groups;
+  std::vector<int32_t> group_of(g.num_ops(), -1);
+  auto add = [&](size_t gi, OpId id, MemberPass pass) {
+    Open& o = groups[gi];
+    o.group.members.push_back({id, pass, false});
+    for (TensorId t : made_by(g.op(id), pass)) o.produced.insert(t);
+    group_of[id] = static_cast<int32_t>(gi);
+  };
+  auto start = [&](OpId id, const Traits& t, MemberPass pass) {
+    if (!groups.empty() && !groups.back().matmul) groups.back().closed = true;
+    groups.emplace_back();
+    add(groups.size() - 1, id, pass);
+    Open& o = groups.back();
+    o.matmul = t.role == Role::Matmul;
+    o.reduction = t.role == Role::Reduction && pass != MemberPass::Apply;
+    o.closed = !opts.enabled || t.role == Role::Opaque || t.role == Role::Window || pass == MemberPass::Apply;
+    if (o.reduction && t.whole) o.reduced.insert(g.op(id).inputs.begin(), g.op(id).inputs.end());
+  };
+  // Whether `op` may join group `gi` as its next member, and in which pass.
+  // `feeds`: the op is an expander that feeds the group through the ops right after it (feeds_open_fusion).
+  auto joins = [&](size_t gi, OpId id, MemberPass& pass, bool feeds = false) {
+    const Open& o = groups[gi];
+    const Op& op = g.op(id);
+    const Traits& t = tr[id];
+    pass = MemberPass::All;
+    if (o.closed || o.group.members.size() >= kMaxFusionMembers) return false;
+    if (!consumes(op, o.produced) && !(feeds && t.role == Role::Elementwise)) return false;
+    if (t.role == Role::Matmul) return !o.matmul && !o.reduction && operand_convert(g, o.group.members, id);
+    if (t.role == Role::Elementwise) {
+      // loop fusion, a matmul's epilogue, or a reduction's producers/consumers; but a consumer of a whole-tensor
+      // reduction that reads again what the reduction reduced (batch norm's normalization of x after x's
+      // statistics) needs the finished reduction before its pass: a second pass, a fusion of its own
+      for (TensorId x : op.inputs)
+        if (o.reduced.count(x)) return false;
+      return true;
+    }
+    if (t.role == Role::Reduction) {
+      if (!o.matmul) return !o.reduction;  // one reduction per fusion
+      // Multi-output fusion: a whole-tensor reduction of the MXU op's result comes out beside it; a two-pass op's
+      // reduction does, and its elementwise pass becomes a kernel of its own.
+      if (!opts.multi_output || !t.whole || o.reduction) return false;
+      if (t.two_pass) pass = MemberPass::Reduce;
+      return true;
+    }
+    return false;
+  };
+  // The latest output fusion that made an input of `id`, if every predecessor of `id` runs no later than it.
+  auto epilogue_of = [&](OpId id) -> int32_t {
+    int32_t latest = -1;
+    for (OpId p : g.predecessors(id)) latest = std::max(latest, group_of[p]);
+    if (latest < 0 || !groups[static_cast<size_t>(latest)].matmul) return -1;
+    // Within the phase the output fusion runs in (an optimizer update waits for the whole gradient).
+    const FusionGroup& fg = groups[static_cast<size_t>(latest)].group;
+    if (g.op(fg.members.front().op).phase != g.op(id).phase) return -1;
+    return latest;
+  };
+  for (size_t pos = 0; pos < order.size(); ++pos) {
+    const OpId id = order[pos];
+    const Traits& t = tr[id];
+    MemberPass pass = MemberPass::All;
+    int32_t into = -1;
+    const bool feeds = !groups.empty() && t.role == Role::Elementwise && !groups.back().closed &&
+                       feeds_open_fusion(g, order, pos, groups.back().produced);
+    if (!groups.empty() && joins(groups.size() - 1, id, pass, feeds)) {
+      into = static_cast<int32_t>(groups.size() - 1);
+    } else if (opts.enabled && (t.role == Role::Elementwise || t.role == Role::Reduction)) {
+      const int32_t e = epilogue_of(id);
+      if (e >= 0 && joins(static_cast<size_t>(e), id, pass)) into = e;
+    }
+    if (into < 0) {
+      start(id, t, MemberPass::All);
+      continue;
+    }
+    add(static_cast<size_t>(into), id, pass);
+    Open& o = groups[static_cast<size_t>(into)];
+    if (t.role == Role::Reduction && t.whole) o.reduced.insert(g.op(id).inputs.begin(), g.op(id).inputs.end());
+    o.reduction = o.reduction || t.role == Role::Reduction;
+    if (pass == MemberPass::Reduce) start(id, t, MemberPass::Apply);  // the elementwise pass, in issue order
+  }
+  std::vector<FusionGroup> out;
+  for (Open& o : groups) out.push_back(std::move(o.group));
+  return out;
+}
+
+// Phase 2: producer duplication (see fusion.h). A group of elementwise ops is recomputed in the groups that read
+// it, prepended to their members, and disappears when none of its readers needs it materialized.
+void duplicate_producers(const ModelGraph& g, std::vector<FusionGroup>& groups, const std::vector<Traits>& tr) {
+  // Each op's kernel as phase 1 made it: a group that reads more than it writes goes only into consumers whose own
+  // kernels are compute-bound, judged before any group was dissolved (a residual add whose readers include the
+  // next residual add stays materialized, as XLA keeps it).
+  std::vector<bool> compute_home(g.num_ops(), false);
+  auto elementwise_only = [&](const FusionGroup& fg) {
+    if (fg.members.empty()) return false;
+    for (const FusionMember& m : fg.members)
+      if (m.recomputed || !(tr[m.op].role == Role::Elementwise || m.pass == MemberPass::Apply)) return false;
+    return true;
+  };
+  // What a group is anchored on: whether it takes a prologue at all, and whether it is compute-bound work (an MXU
+  // op or a reduction) that absorbs any producer.
+  auto absorbs = [&](const FusionGroup& fg) {
+    for (const FusionMember& m : fg.members)
+      if (!m.recomputed && tr[m.op].role != Role::Opaque) return true;
+    return false;
+  };
+  auto compute_bound = [&](const FusionGroup& fg) {
+    for (const FusionMember& m : fg.members)
+      if (!m.recomputed && m.pass != MemberPass::Apply &&
+          (tr[m.op].role == Role::Matmul || tr[m.op].role == Role::Reduction))
+        return true;
+    return false;
+  };
+  for (const FusionGroup& fg : groups) {
+    bool cb = false;
+    for (const FusionMember& m : fg.members)
+      cb = cb || (m.pass != MemberPass::Apply && (tr[m.op].role == Role::Matmul || tr[m.op].role == Role::Reduction));
+    for (const FusionMember& m : fg.members) compute_home[m.op] = cb;
+  }
+  auto contains = [](const FusionGroup& fg, OpId id, MemberPass pass) {
+    for (const FusionMember& m : fg.members)
+      if (m.op == id && (m.pass == pass || m.pass == MemberPass::All)) return true;
+    return false;
+  };
+  // What each group makes and what it reads from outside (the tensors' readers), rebuilt after every change.
+  std::vector<std::set<TensorId>> made(groups.size());
+  std::map<TensorId, std::vector<size_t>> readers_of;
+  auto index = [&] {
+    readers_of.clear();
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      made[gi].clear();
+      for (const FusionMember& m : groups[gi].members)
+        for (TensorId t : made_by(g.op(m.op), m.pass)) made[gi].insert(t);
+      std::set<TensorId> read;
+      for (const FusionMember& m : groups[gi].members)
+        for (TensorId x : g.op(m.op).inputs)
+          if (!made[gi].count(x)) read.insert(x);
+      for (TensorId x : read) readers_of[x].push_back(gi);
+    }
+  };
+  // One dissolution (or none): the last group in issue order that can go into its readers.
+  auto dissolve_one = [&] {
+    for (size_t gi = groups.size(); gi-- > 0;) {
+      const FusionGroup& fg = groups[gi];
+      if (!elementwise_only(fg)) continue;
+      // The tensors other groups read; a step result keeps the group.
+      std::set<TensorId> outs;
+      bool result = false;
+      for (TensorId t : made[gi]) {
+        if (g.consumers(t).empty()) result = true;
+        if (readers_of.count(t)) outs.insert(t);
+      }
+      if (result || outs.empty()) continue;
+      double largest = 0;
+      for (TensorId t : outs) largest = std::max(largest, static_cast<double>(g.tensor(t).elements()));
+      // Effectively unary: at most one input from outside as large as its outputs.
+      std::set<TensorId> large;
+      for (const FusionMember& m : fg.members)
+        for (TensorId x : g.op(m.op).inputs)
+          if (!made[gi].count(x) && static_cast<double>(g.tensor(x).elements()) >= largest) large.insert(x);
+      const bool unary = large.size() <= 1;
+      if (!unary) {
+        // Only into compute-bound kernels of its own phase: a reader in a later phase (the backward pass reading a
+        // forward residual) would hold the group's several inputs live across the step instead of its one output.
+        bool all = true;
+        const Phase phase = g.op(fg.members.front().op).phase;
+        for (TensorId t : outs)
+          for (OpId c : g.consumers(t)) all = all && compute_home[c] && g.op(c).phase == phase;
+        if (!all) continue;
+      }
+      std::set<size_t> readers;
+      for (TensorId t : outs)
+        for (size_t ci : readers_of[t])
+          if (ci != gi) readers.insert(ci);
+      std::vector<size_t> into, keep_for;
+      for (size_t ci : readers) {
+        const bool ok = unary ? absorbs(groups[ci]) : compute_bound(groups[ci]);
+        (ok ? into : keep_for).push_back(ci);
+      }
+      if (into.empty() || (!unary && !keep_for.empty())) continue;  // all or nothing when it reads more
+      bool fits = true;
+      for (size_t ci : into) {
+        size_t recomputed = 0;
+        for (const FusionMember& m : groups[ci].members) recomputed += m.recomputed;
+        fits = fits && recomputed + fg.members.size() <= 2 * kMaxFusionMembers;
+      }
+      if (!fits) continue;
+      const std::vector<FusionMember> chain = fg.members;
+      for (size_t ci : into) {
+        std::vector<FusionMember> pro;
+        for (FusionMember m : chain)
+          if (!contains(groups[ci], m.op, m.pass)) {
+            m.recomputed = true;
+            pro.push_back(m);
+          }
+        groups[ci].members.insert(groups[ci].members.begin(), pro.begin(), pro.end());
+      }
+      if (keep_for.empty()) groups[gi].members.clear();
+      return true;
+    }
+    return false;
+  };
+  do index(); while (dissolve_one());
+  groups.erase(std::remove_if(groups.begin(), groups.end(), [](const FusionGroup& fg) { return fg.members.empty(); }),
+               groups.end());
+}
+
 }  // namespace
 
 const char* fusion_kind_name(FusionKind k) {
@@ -72,67 +304,24 @@ const char* fusion_kind_name(FusionKind k) {
   return "?";
 }
 
-std::vector<FusionGroup> fuse(const ModelGraph& g, const std::vector<OpId>& order, bool enabled) {
-  std::vector<FusionGroup> out;
-  Open cur;
-  auto flush = [&] {
-    if (cur.group.members.empty()) return;
-    FusionGroup& fg = cur.group;
+std::vector<FusionGroup> fuse(const ModelGraph& g, const std::vector<OpId>& order, const FusionOptions& opts) {
+  std::vector<Traits> tr(g.num_ops());
+  for (OpId id : order) tr[id] = traits_of(g, g.op(id));
+  std::vector<FusionGroup> groups = adjacent_fusions(g, order, opts, tr);
+  if (opts.enabled && opts.duplicate) duplicate_producers(g, groups, tr);
+  // A group's kind from what it holds (recomputed producers make a kernel a fusion too).
+  for (FusionGroup& fg : groups) {
+    bool mm = false, red = false;
+    for (const FusionMember& m : fg.members) {
+      mm = mm || tr[m.op].role == Role::Matmul;
+      red = red || (tr[m.op].role == Role::Reduction && m.pass != MemberPass::Apply);
+    }
     fg.kind = fg.members.size() < 2 ? FusionKind::None
-              : cur.matmul          ? FusionKind::Output
-              : cur.reduction       ? FusionKind::Reduction
+              : mm                  ? FusionKind::Output
+              : red                 ? FusionKind::Reduction
                                     : FusionKind::Loop;
-    out.push_back(std::move(fg));
-    cur = Open{};
-  };
-  auto start = [&](OpId id, Role r) {
-    flush();
-    cur.group.members.push_back(id);
-    for (TensorId t : g.op(id).outputs) cur.produced.insert(t);
-    cur.matmul = r == Role::Matmul;
-    cur.reduction = r == Role::Reduction;
-    cur.closed = !enabled || r == Role::Opaque;
-    if (cur.reduction && op_cost(g, g.op(id)).whole_tensor)
-      cur.reduced.insert(g.op(id).inputs.begin(), g.op(id).inputs.end());
-  };
-  for (size_t pos = 0; pos < order.size(); ++pos) {
-    const OpId id = order[pos];
-    const Op& op = g.op(id);
-    Role r = role_of(g, op);
-    bool join = !cur.closed && cur.group.members.size() < kMaxFusionMembers &&
-                (consumes(op, cur.produced) ||
-                 (r == Role::Elementwise && feeds_open_fusion(g, order, pos, cur.produced)));
-    if (join && r == Role::Matmul) {
-      join = !cur.matmul && !cur.reduction && operand_convert(g, cur.group.members, id);
-      if (join) {
-        cur.group.members.push_back(id);
-        for (TensorId t : op.outputs) cur.produced.insert(t);
-        cur.matmul = true;
-        continue;
-      }
-    } else if (join && r == Role::Elementwise) {
-      // loop fusion, a matmul's epilogue, or a reduction's producers/consumers; but a consumer of the reduction
-      // that reads again what the reduction reduced (batch norm's normalization of x after x's statistics) needs
-      // the finished reduction before its pass: a second pass, a fusion of its own
-      for (TensorId t : op.inputs) join = join && !cur.reduced.count(t);
-    } else if (join && r == Role::Reduction) {
-      join = !cur.matmul && !cur.reduction;  // one reduction per fusion; none inside a matmul's epilogue
-    } else {
-      join = false;
-    }
-    if (!join) {
-      start(id, r);
-      continue;
-    }
-    cur.group.members.push_back(id);
-    for (TensorId t : op.outputs) cur.produced.insert(t);
-    if (r == Role::Reduction && op_cost(g, op).whole_tensor)
-      for (TensorId t : op.inputs)
-        if (!cur.produced.count(t)) cur.reduced.insert(t);
-    cur.reduction = cur.reduction || r == Role::Reduction;
   }
-  flush();
-  return out;
+  return groups;
 }
 
 }  // namespace podsim

@@ -18,13 +18,44 @@ constexpr double kVpuGroupBytes = 256.0 * 1024;
 
 int clamp_groups(double g) { return static_cast<int>(std::clamp(g, 1.0, static_cast<double>(kMaxGroups))); }
 
-// HBM traffic and vector work of a fusion's members, seen from outside the fusion.
+// A member's part of its op's cost: all of it, or one pass of a two-pass op (whose cost counts both passes' reads).
+OpCost member_cost(const ModelGraph& g, const FusionMember& m) {
+  OpCost c = op_cost(g, g.op(m.op));
+  if (m.pass == MemberPass::All) return c;
+  const Op& op = g.op(m.op);
+  c.bytes_read /= 2;
+  c.bytes_written = 0;
+  if (m.pass == MemberPass::Reduce) {
+    c.vector = c.first_pass;
+    for (size_t i = 1; i < op.outputs.size(); ++i) c.bytes_written += g.tensor(op.outputs[i]).stored_bytes();
+  } else {
+    c.vector.simple -= c.first_pass.simple;
+    c.vector.transcendental -= c.first_pass.transcendental;
+    c.vector.divide -= c.first_pass.divide;
+    c.vector.reduce -= c.first_pass.reduce;
+    c.bytes_written = g.tensor(op.outputs.front()).stored_bytes();
+  }
+  c.flops = c.vector.elements * (c.vector.simple + c.vector.transcendental + c.vector.divide + c.vector.reduce);
+  return c;
+}
+
+std::vector<TensorId> made_by(const Op& op, MemberPass pass) {
+  if (pass == MemberPass::All) return op.outputs;
+  if (pass == MemberPass::Apply) return {op.outputs.front()};
+  return std::vector<TensorId>(op.outputs.begin() + 1, op.outputs.end());
+}
+
+// HBM traffic and vector work of a fusion's members, seen from outside the fusion. `written` says which tensors the
+// fusion materializes (those read by another exec op, or by nobody: step results).
 struct MemberTraffic {
   double read = 0, write = 0;      // whole op, all cores
   double matmul_out_write = 0;     // bytes of the matmul's own result that leave the fusion (0: kept in VMEM)
-  VectorWork vector;               // vector-unit work of the VPU members
+  double operand_read[2] = {0, 0};  // an MXU operand made by a prologue: the bytes its prologue reads from HBM
+  bool prologue[2] = {false, false};
+  VectorWork vector;               // vector-unit work of the VPU members (prologue and epilogue)
   HbmPattern read_pattern = HbmPattern::Stream, write_pattern = HbmPattern::Stream;
   double run = 0;
+  std::vector<TensorId> reads, writes;
 };
 
 // Ranks access patterns: a fusion takes the costliest of its members'.
@@ -38,14 +69,33 @@ int cost_rank(HbmPattern p) {
   return 0;
 }
 
-MemberTraffic member_traffic(const ModelGraph& g, const std::vector<OpId>& members) {
+MemberTraffic member_traffic(const ModelGraph& g, const FusionGroup& fg, const std::vector<bool>& materialized) {
   MemberTraffic m;
-  std::set<OpId> inside(members.begin(), members.end());
   std::set<TensorId> produced, read;
+  // The MXU member, and which members before it make its operands (its prologue: their reads are the operand's).
+  int mm = -1;
+  for (size_t i = 0; i < fg.members.size() && mm < 0; ++i)
+    if (op_cost(g, g.op(fg.members[i].op)).unit == Unit::Mxu) mm = static_cast<int>(i);
+  std::vector<int> feeds(fg.members.size(), -1);  // -1: no operand; 0: A; 1: B
+  if (mm >= 0) {
+    const Op& mop = g.op(fg.members[mm].op);
+    for (int operand = 1; operand >= 0; --operand) {
+      std::set<TensorId> need = {mop.inputs[operand]};
+      for (int i = mm - 1; i >= 0; --i) {
+        const Op& op = g.op(fg.members[i].op);
+        bool makes = false;
+        for (TensorId t : made_by(op, fg.members[i].pass)) makes = makes || need.count(t);
+        if (!makes) continue;
+        feeds[i] = operand;
+        need.insert(op.inputs.begin(), op.inputs.end());
+      }
+    }
+  }
   double simple = 0, trans = 0, div = 0, red = 0;
-  for (OpId id : members) {
-    const Op& op = g.op(id);
-    OpCost c = op_cost(g, op);
+  for (size_t i = 0; i < fg.members.size(); ++i) {
+    const FusionMember& fm = fg.members[i];
+    const Op& op = g.op(fm.op);
+    OpCost c = member_cost(g, fm);
     if (c.unit == Unit::Mxu) {  // a kernel on the MXU with vector work of its own (fused attention's softmax)
       simple += c.vector.simple * c.vector.elements;
       trans += c.vector.transcendental * c.vector.elements;
@@ -54,17 +104,19 @@ MemberTraffic member_traffic(const ModelGraph& g, const std::vector<OpId>& membe
       m.vector.elements = std::max(m.vector.elements, c.vector.elements);
     }
     if (c.unit == Unit::Vpu) {
-      // Reads: what the op's cost says it reads, less the inputs already on chip (made or read by a member). An
-      // operand prologue (a convert feeding the matmul) is read by the matmul's tiling, at the source type.
-      bool prologue = !op.outputs.empty();
-      for (TensorId t : op.outputs) {
-        prologue = prologue && !g.consumers(t).empty();
-        for (OpId c2 : g.consumers(t)) prologue = prologue && inside.count(c2) && op_cost(g, g.op(c2)).unit == Unit::Mxu;
-      }
-      double skip = prologue ? c.bytes_read : 0.0;
+      // Reads: what the op's cost says it reads, less the inputs already on chip (made or read by a member).
+      double skip = 0;
       for (TensorId t : op.inputs)
-        if (produced.count(t) || read.count(t)) skip += g.tensor(t).bytes();
-      m.read += std::max(0.0, c.bytes_read - skip);
+        if (produced.count(t) || read.count(t)) skip += g.tensor(t).stored_bytes();
+      const double bytes = std::max(0.0, c.bytes_read - skip);
+      if (feeds[i] >= 0) {
+        m.operand_read[feeds[i]] += bytes;  // read by the MXU's tiling with its operand
+        m.prologue[feeds[i]] = true;
+      } else {
+        m.read += bytes;
+      }
+      for (TensorId t : op.inputs)
+        if (!produced.count(t) && !read.count(t)) m.reads.push_back(t);
       for (TensorId t : op.inputs) read.insert(t);
       m.vector.elements = std::max(m.vector.elements, c.vector.elements);
       simple += c.vector.simple * c.vector.elements;
@@ -76,20 +128,26 @@ MemberTraffic member_traffic(const ModelGraph& g, const std::vector<OpId>& membe
       if (c.pattern == HbmPattern::Gather || c.pattern == HbmPattern::Strided ||
           c.write_pattern == HbmPattern::Gather)
         m.run = std::max(m.run, c.read_run);
+    } else {
+      for (TensorId t : op.inputs)
+        if (!produced.count(t) && !read.count(t)) {
+          m.reads.push_back(t);
+          read.insert(t);
+        }
     }
-    // Writes: outputs someone outside the fusion reads, or nobody reads (step results), in the proportion the
-    // op's cost writes its outputs (an op that keeps an output on chip says so with bytes_written).
+    // Writes: what the fusion materializes, in the proportion the op's cost writes its outputs (an op that keeps
+    // an output on chip says so with bytes_written).
+    const std::vector<TensorId> outs = made_by(op, fm.pass);
     double out_bytes = 0;
-    for (TensorId t : op.outputs) out_bytes += g.tensor(t).bytes();
+    for (TensorId t : outs) out_bytes += g.tensor(t).stored_bytes();
     const double written = out_bytes > 0 ? c.bytes_written / out_bytes : 0.0;
-    for (TensorId t : op.outputs) {
-      bool leaves = g.consumers(t).empty();
-      for (OpId c2 : g.consumers(t)) leaves = leaves || !inside.count(c2);
-      if (!leaves) continue;
-      if (c.unit == Unit::Mxu) m.matmul_out_write += g.tensor(t).bytes();
-      else m.write += g.tensor(t).bytes() * written;
+    for (TensorId t : outs) {
+      produced.insert(t);
+      if (fm.recomputed || !materialized[t]) continue;
+      m.writes.push_back(t);
+      if (c.unit == Unit::Mxu) m.matmul_out_write += g.tensor(t).stored_bytes();
+      else m.write += g.tensor(t).stored_bytes() * written;
     }
-    for (TensorId t : op.outputs) produced.insert(t);
   }
   if (m.vector.elements > 0) {
     m.vector.simple = simple / m.vector.elements;
@@ -100,9 +158,27 @@ MemberTraffic member_traffic(const ModelGraph& g, const std::vector<OpId>& membe
   return m;
 }
 
-void lower_gemm(const ModelGraph& g, const Op& op, const std::vector<OpId>& members, const ChipConfig& chip,
+void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, const LowerOptions& opts,
                 const MemberTraffic& epi, ExecOp& e) {
-  const GemmDims a = gemm_dims(g, op);
+  GemmDims a = gemm_dims(g, op);
+  // Each operand's HBM bytes: as stored, or what its prologue reads (a convert's fp32 source, a batch norm's raw
+  // input and statistics); the tiling re-reads them as it would the operand.
+  double a_bytes = a.a_bytes > 0 ? a.a_bytes : g.tensor(op.inputs[0]).stored_bytes();
+  double b_bytes = a.b_bytes > 0 ? a.b_bytes : g.tensor(op.inputs[1]).stored_bytes();
+  double c_bytes = a.c_bytes > 0 ? a.c_bytes : g.tensor(op.outputs[0]).stored_bytes();
+  if (epi.prologue[0]) a_bytes = epi.operand_read[0];
+  if (epi.prologue[1]) b_bytes = epi.operand_read[1];
+  if (opts.conv_taps_per_tap) {
+    if (a.fed_batch > 0) a.batch = a.fed_batch;
+    if (a.fed_m > 0) a.m = a.fed_m;
+    if (a.fed_k > 0) a.k = a.fed_k;
+    if (a.fed_n > 0) a.n = a.fed_n;
+    if (a.fed_swap) {
+      std::swap(a_bytes, b_bytes);
+      a.a_shared = true;
+      a.b_shared = false;
+    }
+  }
   const TensorInfo& ic = g.tensor(op.outputs[0]);
   MxuShape shape{chip.mxu.rows, chip.mxu.cols, chip.mxu.weight_double_buffer};
   const int64_t cores = chip.tensorcores;
@@ -128,19 +204,10 @@ void lower_gemm(const ModelGraph& g, const Op& op, const std::vector<OpId>& memb
   ti.m = m;
   ti.k = k;
   ti.n = n;
-  // An operand made inside the fusion by a prologue (a convert) is read from HBM at its source type.
-  auto stored_bytes = [&](TensorId t) {
-    OpId p = g.producer(t);
-    if (p >= 0 && std::count(members.begin(), members.end(), p) && g.op(p).inputs.size() == 1)
-      return dtype_bytes(g.tensor(g.op(p).inputs[0]).dtype);
-    return dtype_bytes(g.tensor(t).dtype);
-  };
-  ti.a_elem = stored_bytes(op.inputs[0]);
-  ti.b_elem = stored_bytes(op.inputs[1]);
-  ti.c_elem = dtype_bytes(ic.dtype);
-  if (a.a_elem > 0) ti.a_elem = a.a_elem;
-  if (a.b_elem > 0) ti.b_elem = a.b_elem;
-  if (a.c_elem > 0) ti.c_elem = a.c_elem;
+  // Bytes per element of the GEMM's matrices (of the whole op's: a split keeps the per-element figure).
+  ti.a_elem = a_bytes / (static_cast<double>(a.m * a.k) * (a.a_shared ? 1 : static_cast<double>(a.batch)));
+  ti.b_elem = b_bytes / (static_cast<double>(a.k * a.n) * (a.b_shared ? 1 : static_cast<double>(a.batch)));
+  ti.c_elem = c_bytes / static_cast<double>(a.batch * a.m * a.n);
   ti.a_shared = a.a_shared;
   ti.b_shared = a.b_shared;
   ti.vmem = chip.vmem;
@@ -180,10 +247,11 @@ void lower_gemm(const ModelGraph& g, const Op& op, const std::vector<OpId>& memb
   w.core_folds = batch * k_folds * n_folds * w.m_chunks;
   // Each output tile leaves the MXU once, after its last K fold: its rows (padded to whole vectors of sublanes rows)
   // by its padded columns, in vectors of sublanes x lanes.
-  w.result_vectors = batch * w.m_chunks * ceil_div(w.rows_per_fold, chip.vpu.sublanes) *
+  const bool sums = opts.conv_taps_per_tap && a.fed_sum;  // the batch entries add into one result
+  w.result_vectors = (sums ? 1 : batch) * w.m_chunks * ceil_div(w.rows_per_fold, chip.vpu.sublanes) *
                      ceil_div(w.n_pad, chip.vpu.lanes);
   // HBM: the tiler's operand traffic, the result unless the epilogue consumes it all, the epilogue's own traffic.
-  double c_all = static_cast<double>(a.batch * a.m * a.n) * dtype_bytes(ic.dtype);  // logical bytes, as matmul_out_write counts them
+  double c_all = ic.stored_bytes();  // as matmul_out_write counts them
   double c_core = t.hbm_write;  // this core's result bytes
   double out_fraction = c_all > 0 ? epi.matmul_out_write / c_all : 1.0;
   e.core_hbm_read = t.hbm_read + epi.read / used;
@@ -198,6 +266,8 @@ void lower_gemm(const ModelGraph& g, const Op& op, const std::vector<OpId>& memb
   }
   int64_t folds_per_mxu = ceil_div(w.core_folds, chip.mxu.count);
   e.groups = clamp_groups(static_cast<double>(folds_per_mxu));
+  e.vector_beside = opts.conv_overlap && (op.kind == OpKind::Conv2d || op.kind == OpKind::Conv2dInputGrad ||
+                                          op.kind == OpKind::Conv2dFilterGrad);
 }
 
 void lower_vector(const ChipConfig& chip, const MemberTraffic& mt, ExecOp& e) {
@@ -233,11 +303,11 @@ std::vector<FusionGroup> given_kernels(const ModelGraph& g, const std::vector<Op
       open = k;
     }
     FusionGroup& fg = out.back();
-    fg.members.push_back(id);
+    fg.members.push_back({id, MemberPass::All, false});
     if (fg.members.size() < 2) continue;
     bool mm = false, red = false;
-    for (OpId m : fg.members) {
-      const OpCost c = op_cost(g, g.op(m));
+    for (const FusionMember& m : fg.members) {
+      const OpCost c = op_cost(g, g.op(m.op));
       mm = mm || c.unit == Unit::Mxu;
       red = red || c.reduction;
     }
@@ -248,6 +318,16 @@ std::vector<FusionGroup> given_kernels(const ModelGraph& g, const std::vector<Op
 
 }  // namespace
 
+LowerOptions lower_options(const RunConfig& run) {
+  LowerOptions o;
+  o.fusion.enabled = run.fusion != "none";
+  o.fusion.multi_output = run.fusion_multi_output;
+  o.fusion.duplicate = run.fusion_duplicate;
+  o.conv_taps_per_tap = run.conv_taps == "per_tap";
+  o.conv_overlap = run.conv_overlap;
+  return o;
+}
+
 ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const ChipConfig& chip_in,
                   const LowerOptions& opts) {
   ExecProgram ep;
@@ -255,60 +335,93 @@ ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const Chi
   const int64_t per_chip = std::max<int64_t>(1, opts.devices_per_chip);
   ChipConfig chip = chip_in;
   if (per_chip > 1) chip.tensorcores = 1;
-  std::vector<int32_t> exec_of_op(g.num_ops(), -1);
-  for (FusionGroup& fg : opts.kernels && !opts.kernels->empty() ? given_kernels(g, order, *opts.kernels)
-                                                                 : fuse(g, order, opts.fusion)) {
+  const std::vector<FusionGroup> groups = opts.kernels && !opts.kernels->empty()
+                                              ? given_kernels(g, order, *opts.kernels)
+                                              : fuse(g, order, opts.fusion);
+  // Each op's home exec op (where it is not a recomputation), and the tensors some exec op reads from HBM: a
+  // tensor is materialized by its home exec op when another exec op reads it without making it itself, or when
+  // nobody reads it (a step result).
+  std::vector<int32_t> home(g.num_ops(), -1);
+  std::vector<std::vector<int32_t>> occurrences(g.num_ops());
+  for (size_t i = 0; i < groups.size(); ++i)
+    for (const FusionMember& m : groups[i].members) {
+      occurrences[m.op].push_back(static_cast<int32_t>(i));
+      if (!m.recomputed) home[m.op] = static_cast<int32_t>(i);
+    }
+  std::vector<bool> materialized(g.num_tensors(), false);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    std::set<TensorId> made;
+    for (const FusionMember& m : groups[i].members)
+      for (TensorId t : made_by(g.op(m.op), m.pass)) made.insert(t);
+    for (const FusionMember& m : groups[i].members)
+      for (TensorId t : g.op(m.op).inputs)
+        if (!made.count(t)) materialized[t] = true;
+  }
+  for (TensorId t = 0; t < static_cast<TensorId>(g.num_tensors()); ++t)
+    if (g.consumers(t).empty() || g.tensor(t).result) materialized[t] = true;
+
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const FusionGroup& fg = groups[gi];
     ExecOp e;
-    const std::vector<OpId>& members = fg.members;
-    const Op& first = g.op(members.front());
-    e.members = members;
+    const FusionMember* first = &fg.members.front();
+    for (const FusionMember& m : fg.members)
+      if (!m.recomputed) {
+        first = &m;
+        break;
+      }
+    const Op& f = g.op(first->op);
+    for (const FusionMember& m : fg.members) {
+      e.members.push_back(m.op);
+      e.recomputed.push_back(m.recomputed);
+    }
     e.fusion = fg.kind;
-    e.kind = first.kind;
-    e.phase = first.phase;
-    e.name = members.size() == 1 ? first.name
-                                 : "fusion(" + first.name + " .. " + g.op(members.back()).name + ")";
-    for (OpId id : members) {
-      OpCost c = op_cost(g, g.op(id));
+    e.kind = f.kind;
+    e.phase = f.phase;
+    e.name = fg.members.size() == 1 ? f.name : "fusion(" + f.name + " .. " + g.op(fg.members.back().op).name + ")";
+    for (const FusionMember& m : fg.members) {
+      OpCost c = member_cost(g, m);
       e.flops += c.flops;
       if (c.unit == Unit::Mxu) e.mxu_flops += c.flops;
       e.logical_bytes += c.bytes_read + c.bytes_written;
     }
-    e.unit = op_cost(g, first).unit;
-    // The matmul of an output fusion (after its operand converts, if any) decides the unit.
+    e.unit = op_cost(g, f).unit;
+    // The matmul of an output fusion (after its prologue, if any) decides the unit.
     const Op* mm = nullptr;
-    for (OpId id : members)
-      if (!mm && op_cost(g, g.op(id)).unit == Unit::Mxu) mm = &g.op(id);
+    for (const FusionMember& m : fg.members)
+      if (!mm && op_cost(g, g.op(m.op)).unit == Unit::Mxu) mm = &g.op(m.op);
+    MemberTraffic mt = member_traffic(g, fg, materialized);
     if (mm) {
       e.unit = Unit::Mxu;
       e.kind = mm->kind;
-      lower_gemm(g, *mm, members, chip, member_traffic(g, members), e);
+      lower_gemm(g, *mm, chip, opts, mt, e);
     } else if (e.unit == Unit::Vpu) {
-      // Views alone (bitcasts) move nothing: no kernel runs.
+      // Views alone (bitcasts) move nothing: no kernel runs, and their buffer is their source's (memory_plan.cpp).
       bool views = true;
-      for (OpId id : members) views = views && op_cost(g, g.op(id)).view;
-      lower_vector(chip, views ? MemberTraffic{} : member_traffic(g, members), e);
+      for (const FusionMember& m : fg.members) views = views && op_cost(g, g.op(m.op)).view;
+      if (views) mt = MemberTraffic{};
+      lower_vector(chip, mt, e);
     }
-    // Dependencies: the exec ops producing this op's inputs, and those it is ordered after (control edges: a
-    // pipeline schedule).
+    e.hbm_reads = std::move(mt.reads);
+    e.hbm_writes = std::move(mt.writes);
+    // Dependencies: the exec ops that make what this one reads, and those it is ordered after (control edges: a
+    // pipeline schedule). A predecessor that is recomputed here is made here; one recomputed everywhere it is read
+    // orders this op after every exec op that recomputes it.
     std::set<int32_t> deps;
-    int32_t self = static_cast<int32_t>(ep.ops.size());
-    for (OpId id : members)
-      for (OpId p : g.predecessors(id))
-        if (exec_of_op[p] >= 0 && exec_of_op[p] != self) deps.insert(exec_of_op[p]);
-    e.deps.assign(deps.begin(), deps.end());
-    for (OpId id : members) exec_of_op[id] = self;
-    ep.ops.push_back(std::move(e));
-  }
-  // Tensors produced and consumed only inside a fusion never touch HBM.
-  for (const ExecOp& e : ep.ops) {
-    if (e.members.size() < 2) continue;
-    std::set<OpId> inside(e.members.begin(), e.members.end());
-    for (OpId id : e.members)
-      for (TensorId t : g.op(id).outputs) {
-        bool internal = !g.consumers(t).empty();
-        for (OpId c : g.consumers(t)) internal = internal && inside.count(c);
-        if (internal) ep.on_chip.push_back(t);
+    const int32_t self = static_cast<int32_t>(gi);
+    std::set<OpId> inside;
+    for (const FusionMember& m : fg.members) inside.insert(m.op);
+    for (const FusionMember& m : fg.members)
+      for (OpId p : g.predecessors(m.op)) {
+        if (inside.count(p)) continue;
+        if (home[p] >= 0) {
+          if (home[p] != self) deps.insert(home[p]);
+        } else {
+          for (int32_t o : occurrences[p])
+            if (o < self) deps.insert(o);
+        }
       }
+    e.deps.assign(deps.begin(), deps.end());
+    ep.ops.push_back(std::move(e));
   }
   ep.memory = plan_memory(g, ep);
   if (per_chip > 1) {

@@ -1,6 +1,6 @@
 // Lowering: a role's Program (graph + issue order) -> an ExecProgram for one chip configuration.
 //
-//   ExecProgram ep = lower(program.graph, program.order, exp.hardware.chip, {exp.run.fusion != "none"});
+//   ExecProgram ep = lower(program.graph, program.order, exp.hardware.chip, lower_options(exp.run));
 //
 // What the lowering assumes (docs/model.md says the same):
 //  - Fusion as XLA does it (hw/compiler/fusion.h): loop fusions of elementwise ops, matmul epilogues (output
@@ -22,7 +22,9 @@
 namespace podsim {
 
 struct LowerOptions {
-  bool fusion = true;  // run.fusion: xla (true) | none (false)
+  FusionOptions fusion;            // run.fusion, run.fusion_multi_output, run.fusion_duplicate
+  bool conv_taps_per_tap = true;   // run.conv_taps: per_tap (true) | packed (false)
+  bool conv_overlap = true;        // run.conv_overlap: a convolution's fused vector work beside the MXU
   // Kernels the program came with (Program::kernels): kept as given, and nothing else fused.
   const std::vector<std::vector<OpId>>* kernels = nullptr;
   // Devices of the program per chip (Plan::devices_per_chip): with more than one, each TensorCore runs every op
@@ -30,6 +32,7 @@ struct LowerOptions {
   // holds each device's buffers.
   int64_t devices_per_chip = 1;
 };
+LowerOptions lower_options(const RunConfig& run);
 
 ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const ChipConfig& chip,
                   const LowerOptions& opts = {});

@@ -35,16 +35,15 @@ bool in_place(const ModelGraph& g, const Op& op) {
 MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
   MemoryPlan plan;
   const size_t nt = g.num_tensors();
-  std::set<TensorId> on_chip(ep.on_chip.begin(), ep.on_chip.end());
-  // Exec op of each graph op, and the last exec op reading each tensor.
-  std::vector<int32_t> exec_of(g.num_ops(), -1);
-  for (size_t i = 0; i < ep.ops.size(); ++i)
-    for (OpId id : ep.ops[i].members) exec_of[id] = static_cast<int32_t>(i);
+  // The last exec op reading each tensor from HBM.
   std::vector<int32_t> last_use(nt, -1);
-  for (size_t t = 0; t < nt; ++t)
-    for (OpId c : g.consumers(static_cast<TensorId>(t)))
-      if (exec_of[c] >= 0) last_use[t] = std::max(last_use[t], exec_of[c]);
+  for (size_t i = 0; i < ep.ops.size(); ++i)
+    for (TensorId t : ep.ops[i].hbm_reads) last_use[t] = std::max(last_use[t], static_cast<int32_t>(i));
   // Views (bitcasts) hold no buffer of their own: their source's buffer lives until the last use of any view of it.
+  std::vector<int32_t> home(g.num_ops(), -1);
+  for (size_t i = 0; i < ep.ops.size(); ++i)
+    for (size_t k = 0; k < ep.ops[i].members.size(); ++k)
+      if (!ep.ops[i].recomputed[k]) home[ep.ops[i].members[k]] = static_cast<int32_t>(i);
   std::vector<bool> view(nt, false);
   for (OpId id = static_cast<OpId>(g.num_ops()); id-- > 0;) {  // consumers after producers: a view of a view first
     const Op& op = g.op(id);
@@ -52,26 +51,26 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
     const TensorId out = op.outputs[0], src = op.inputs[0];
     view[out] = true;
     int32_t until = last_use[out];
-    if (g.consumers(out).empty() && exec_of[id] >= 0) until = std::max(until, exec_of[id]);
+    if (g.consumers(out).empty() && home[id] >= 0) until = std::max(until, home[id]);
     last_use[src] = std::max(last_use[src], until);
   }
-
   std::vector<std::vector<TensorId>> dies_at(ep.ops.size());
   for (size_t t = 0; t < nt; ++t)
     if (last_use[t] >= 0) dies_at[last_use[t]].push_back(static_cast<TensorId>(t));
+
   std::vector<bool> live(nt, false);
   MemoryBreakdown now;
   auto add = [&](TensorId t) {
     const TensorInfo& info = g.tensor(t);
     // An updated value overwrites the tensor it updates: no new space.
-    if (info.role == TensorRole::Updated || on_chip.count(t) || live[t] || view[t]) return;
+    if (info.role == TensorRole::Updated || live[t] || view[t]) return;
     live[t] = true;
-    bucket(now, info.role) += info.bytes();
+    bucket(now, info.role) += info.stored_bytes();
   };
   auto remove = [&](TensorId t) {
     if (!live[t]) return;
     live[t] = false;
-    bucket(now, g.tensor(t).role) -= g.tensor(t).bytes();
+    bucket(now, g.tensor(t).role) -= g.tensor(t).stored_bytes();
   };
   for (size_t t = 0; t < nt; ++t)
     if (g.producer(static_cast<TensorId>(t)) < 0) add(static_cast<TensorId>(t));
@@ -90,31 +89,29 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
   record_peak(0);
   for (size_t i = 0; i < ep.ops.size(); ++i) {
     const ExecOp& e = ep.ops[i];
+    const std::set<TensorId> writes(e.hbm_writes.begin(), e.hbm_writes.end());
     // Outputs are allocated when the op starts, while its inputs are still live; an op that works in place takes
     // over the buffer of an operand of the same size that it reads last.
-    for (OpId id : e.members) {
-      const Op& op = g.op(id);
-      if (!in_place(g, op) || op.outputs.size() != 1) continue;
+    for (size_t k = 0; k < e.members.size(); ++k) {
+      const Op& op = g.op(e.members[k]);
+      if (e.recomputed[k] || !in_place(g, op) || op.outputs.size() != 1) continue;
       const TensorId out = op.outputs[0];
-      if (on_chip.count(out) || g.tensor(out).role == TensorRole::Updated) continue;
+      if (!writes.count(out) || g.tensor(out).role == TensorRole::Updated) continue;
       for (TensorId t : op.inputs)
         if (live[t] && last_use[t] == static_cast<int32_t>(i) && !persistent(g.tensor(t).role) &&
-            g.tensor(t).bytes() == g.tensor(out).bytes()) {
+            g.tensor(t).stored_bytes() == g.tensor(out).stored_bytes()) {
           remove(t);
           break;
         }
     }
-    for (OpId id : e.members)
-      for (TensorId t : g.op(id).outputs) add(t);
+    for (TensorId t : e.hbm_writes) add(t);
     record_peak(static_cast<int32_t>(i));
     // Free what this op read last (itself or through a view), and outputs nobody reads that are not step results.
     for (TensorId t : dies_at[i])
       if (!persistent(g.tensor(t).role)) remove(t);
-    for (OpId id : e.members) {
-      for (TensorId t : g.op(id).outputs) {
-        TensorRole r = g.tensor(t).role;
-        if (g.consumers(t).empty() && r != TensorRole::Loss && r != TensorRole::Updated) remove(t);
-      }
+    for (TensorId t : e.hbm_writes) {
+      const TensorRole r = g.tensor(t).role;
+      if (g.consumers(t).empty() && r != TensorRole::Loss && r != TensorRole::Updated) remove(t);
     }
     plan.live_after_op.push_back(now.total());
   }
@@ -122,14 +119,14 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
   for (size_t t = 0; t < live_at_peak.size(); ++t)
     if (live_at_peak[t]) at_peak.push_back(static_cast<TensorId>(t));
   const auto larger = [&](TensorId a, TensorId b) {
-    const double x = g.tensor(a).bytes(), y = g.tensor(b).bytes();
+    const double x = g.tensor(a).stored_bytes(), y = g.tensor(b).stored_bytes();
     return x != y ? x > y : g.tensor(a).name < g.tensor(b).name;
   };
   const size_t named = std::min<size_t>(5, at_peak.size());
   std::partial_sort(at_peak.begin(), at_peak.begin() + static_cast<std::ptrdiff_t>(named), at_peak.end(), larger);
   for (size_t i = 0; i < named; ++i) {
     const TensorInfo& info = g.tensor(at_peak[i]);
-    plan.largest_at_peak.push_back({info.name, role_name(info.role), info.bytes()});
+    plan.largest_at_peak.push_back({info.name, role_name(info.role), info.stored_bytes()});
   }
   return plan;
 }

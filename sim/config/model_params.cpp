@@ -25,6 +25,10 @@ void read_model_params(Experiment& e) {
   integer("hardware.chip.mxu.weight_push", e.hardware.chip.mxu.weight_push);
   integer("hardware.chip.mxu.result_pop", e.hardware.chip.mxu.result_pop);
   if (p.has("run.fusion")) e.run.fusion = p.s("run.fusion");
+  if (p.has("run.fusion_multi_output")) e.run.fusion_multi_output = p.b("run.fusion_multi_output");
+  if (p.has("run.fusion_duplicate")) e.run.fusion_duplicate = p.b("run.fusion_duplicate");
+  if (p.has("run.conv_taps")) e.run.conv_taps = p.s("run.conv_taps");
+  if (p.has("run.conv_overlap")) e.run.conv_overlap = p.b("run.conv_overlap");
   if (p.has("run.symmetry")) e.run.symmetry = p.s("run.symmetry");
 }
 

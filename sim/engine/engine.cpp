@@ -206,8 +206,10 @@ std::unique_ptr<Prepared> prepare(const Experiment& exp) {
   for (const Program& prog : p->plan.programs) {
     for (const Op& op : prog.graph.ops())
       if (op.kind == OpKind::Traffic) ctx.traffic_window = std::max(ctx.traffic_window, op.attrs.duration);
-    ctx.programs.push_back(lower(prog.graph, prog.order, p->exp.hardware.chip,
-                                 {p->exp.run.fusion != "none", &prog.kernels, p->plan.devices_per_chip}));
+    LowerOptions lo = lower_options(p->exp.run);
+    lo.kernels = &prog.kernels;
+    lo.devices_per_chip = p->plan.devices_per_chip;
+    ctx.programs.push_back(lower(prog.graph, prog.order, p->exp.hardware.chip, lo));
     const ExecProgram& ep = ctx.programs.back();
     std::vector<std::vector<int32_t>> deps(ep.ops.size());
     for (size_t i = 0; i < ep.ops.size(); ++i)

@@ -97,9 +97,10 @@ J op_table(const Prepared& p, const Chip& chip) {
     o["logical_bytes"] = e.logical_bytes;
     o["cores"] = e.cores;
     if (e.members.size() > 1) {
-      J m = J::array();
-      for (OpId id : e.members) m.push_back(g.op(id).name);
+      J m = J::array(), again = J::array();
+      for (size_t k = 0; k < e.members.size(); ++k) (e.recomputed[k] ? again : m).push_back(g.op(e.members[k]).name);
       o["fused"] = m;
+      if (!again.empty()) o["recomputed"] = again;
       o["fusion"] = fusion_kind_name(e.fusion);
     }
     if (e.unit != Unit::Ici) {
@@ -275,7 +276,8 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
       const ExecOp& e = ep.ops[i];
       if (e.unit == Unit::Ici) continue;
       bool recomputed = false;
-      for (OpId m : e.members) recomputed = recomputed || pg.op(m).recompute;
+      for (size_t k = 0; k < e.members.size(); ++k)
+        recomputed = recomputed || (!e.recomputed[k] && pg.op(e.members[k]).recompute);
       if (!recomputed) continue;
       recompute_flops += e.mxu_flops;
       if (i < log.size() && log[i].start >= 0) busy.push_back({log[i].start, log[i].end});
@@ -463,16 +465,17 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   // Fusions of the result chip's program: how many, of which kind, how many graph ops they absorb.
   if (rc.role() >= 0) {
     const ExecProgram& ep = p.ctx->programs[rc.role()];
-    int64_t fusions = 0, fused_ops = 0;
+    int64_t fusions = 0, fused_ops = 0, recomputed_ops = 0;
     std::map<std::string, int64_t> by_kind = {{"loop", 0}, {"output", 0}, {"reduction", 0}};
     for (const ExecOp& op : ep.ops) {
       if (op.members.size() < 2) continue;
       ++fusions;
-      fused_ops += static_cast<int64_t>(op.members.size());
+      for (size_t k = 0; k < op.members.size(); ++k) (op.recomputed[k] ? recomputed_ops : fused_ops) += 1;
       ++by_kind[fusion_kind_name(op.fusion)];
     }
     j["fusion"] = {{"mode", e.run.fusion}, {"fusions", fusions}, {"fused_ops", fused_ops},
-                   {"exec_ops", static_cast<int64_t>(ep.ops.size())}, {"by_kind", by_kind}};
+                   {"recomputed_ops", recomputed_ops}, {"exec_ops", static_cast<int64_t>(ep.ops.size())},
+                   {"by_kind", by_kind}};
   }
   j["notes"] = p.plan.notes;  // what the plan did that the user should know (mesh, stages, padding)
   j["ops"] = op_table(p, rc);

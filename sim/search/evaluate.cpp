@@ -91,7 +91,7 @@ Evaluation evaluate_candidate(const std::string& base_yaml, const std::string& l
     const bool pipeline = plan.pipeline.stages > 1 && plan.pipeline.micro_batches > 0;
     for (size_t r = 0; r < plan.programs.size(); ++r) {
       const Program& prog = plan.programs[r];
-      ExecProgram ep = lower(prog.graph, prog.order, chip, {e.run.fusion != "none"});
+      ExecProgram ep = lower(prog.graph, prog.order, chip, lower_options(e.run));
       if (r == 0 || ep.memory.peak_bytes > ev.peak_bytes) {
         ev.peak_bytes = ep.memory.peak_bytes;
         ev.peak_role = prog.role;

@@ -81,9 +81,11 @@ TEST(MixedPrecisionEquivalenceMoeTest, ExpertAndDataParallel) {
 }
 
 // Bytes at the peak of llm-tiny's single-device step (106816 parameters, of which the embedding 256 x 64 = 16384),
-// counted by hand. The peak is at the loss, where the backward pass starts.
+// counted by hand. Without producer duplication the peak is at the loss, where the backward pass starts; with it
+// (the default), each matmul converts its fp32 weight in its own prologue, as XLA fuses the convert into the dot,
+// and the peak moves to the unembedding's weight gradient.
 TEST(MixedPrecisionMemoryTest, MastersCopiesAndAdamMomentsByHand) {
-  const double P = 106816, embedding = 256 * 64;
+  const double P = 106816, embedding = 256 * 64, d = 64, tokens = 8 * 16, vocab = 256;
   const std::string pod = "hardware:\n  preset: tpu-v4\n  pod: {dims: [1, 1, 1]}\n";
   auto memory = [&](const std::string& name, const std::string& workload) {
     const std::string f = write_file(name + ".yaml", pod + workload);
@@ -91,15 +93,24 @@ TEST(MixedPrecisionMemoryTest, MastersCopiesAndAdamMomentsByHand) {
     EXPECT_EQ(r.code, 0) << r.err;
     return summary(test_dir() + "/" + name)["memory"]["at_peak"];
   };
-  const nlohmann::json mixed = memory("mixed", tiny("bf16", "fp32"));
-  EXPECT_EQ(mixed["weights"].get<double>(), 4 * P);              // fp32 masters
-  EXPECT_EQ(mixed["optimizer_state"].get<double>(), 2 * 4 * P);  // Adam's m and v, fp32
+  const nlohmann::json stored = memory("stored", tiny("bf16", "fp32") + "run: {fusion_duplicate: false}\n");
+  EXPECT_EQ(stored["weights"].get<double>(), 4 * P);              // fp32 masters
+  EXPECT_EQ(stored["optimizer_state"].get<double>(), 2 * 4 * P);  // Adam's m and v, fp32
   // The bf16 copies, 2 bytes per parameter: every one is still live (the matmuls and norms read theirs again in the
   // backward pass) but the embedding's, whose only reader is the lookup (its gradient, a scatter-add, does not read
   // the table).
-  EXPECT_EQ(mixed["weight_copies"].get<double>(), 2 * (P - embedding));
+  EXPECT_EQ(stored["weight_copies"].get<double>(), 2 * (P - embedding));
   // The logits' gradient (8 x 16 tokens x 256, bf16) is the only gradient yet.
-  EXPECT_EQ(mixed["gradients"].get<double>(), 8 * 16 * 256 * 2);
+  EXPECT_EQ(stored["gradients"].get<double>(), tokens * vocab * 2);
+  const nlohmann::json mixed = memory("mixed", tiny("bf16", "fp32"));
+  EXPECT_EQ(mixed["weights"].get<double>(), 4 * P);
+  EXPECT_EQ(mixed["optimizer_state"].get<double>(), 2 * 4 * P);
+  // Only the five norms' gamma copies (64 each) are stored: each is converted inside its norm's fusion, which
+  // writes it for the backward pass; the matmuls' weights are converted where they are read.
+  EXPECT_EQ(mixed["weight_copies"].get<double>(), 5 * d * 2);
+  // The logits' gradient, the final norm's output gradient (8 x 16 x 64, bf16) and the unembedding's fp32 gradient
+  // (its bf16 gradient converted in the same fusion).
+  EXPECT_EQ(mixed["gradients"].get<double>(), tokens * vocab * 2 + tokens * d * 2 + vocab * d * 4);
   // Without weight_dtype: bf16 weights, no copies; Adam's moments stay fp32.
   const nlohmann::json plain = memory("plain", "workload:\n  preset: llm-tiny\n  batch: 8\n  dtype: bf16\n");
   EXPECT_EQ(plain["weights"].get<double>(), 2 * P);

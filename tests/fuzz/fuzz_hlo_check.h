@@ -31,7 +31,9 @@ inline HloCheckResult check_hlo(const std::string& text) {
     chip.vmem = 16 << 20;
     chip.hbm.bandwidth = 1e12;
     chip.hbm.capacity = 1e10;
-    lower(im.graph, im.order, chip, {true, &im.fusions});
+    LowerOptions lo;
+    lo.kernels = &im.fusions;
+    lower(im.graph, im.order, chip, lo);
     r.imported = true;
   } catch (const Error& e) {
     r.error_id = std::string(e.id());

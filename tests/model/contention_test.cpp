@@ -50,10 +50,10 @@ TEST(ContentionTest, MemoryBoundOpRunsAtHbmSpeed) {
   double bytes = add["bytes"].get<double>();
   EXPECT_DOUBLE_EQ(bytes, 3.0 * 2 * (64 << 20));  // read x and y, write the sum, bf16
   // By hand: 32 channels of 28.125 GB/s, 2.2756 ns per 64 B burst. Each channel reads 8 MiB (131072 bursts) and
-  // writes 4 MiB (65536 bursts), the writes turning the bus around (13 + 13 ns) every 8 bursts; refresh takes
-  // 350 ns of every 3.9 us. (At the peak alone the op would take 447 us.)
+  // writes 4 MiB (65536 bursts), the writes turning the bus around (13 + 13 ns) every 16 bursts (the preset's
+  // write batch); refresh takes 350 ns of every 3.9 us. (At the peak alone the op would take 447 us.)
   double burst = 64 / 28.125e9;
-  double hbm_time = (131072 * burst + 65536 * (burst + 26e-9 / 8)) * 3900.0 / 3550.0;
+  double hbm_time = (131072 * burst + 65536 * (burst + 26e-9 / 16)) * 3900.0 / 3550.0;
   EXPECT_NEAR(op_time(add) / hbm_time, 1.0, 0.05);
   // Its vector work would take a fraction of that: the op sits on the memory side of the roofline.
   double compute = add["cycles"].get<double>() / s["clock_hz"].get<double>();

@@ -10,6 +10,7 @@
 #include "hw/compiler/fusion.h"
 #include "plan/mesh.h"
 #include "workloads/builder.h"
+#include "workloads/layout.h"
 #include "workloads/ops/op_kind.h"
 #include "base/error.h"
 #include "workloads/reference.h"
@@ -242,53 +243,97 @@ TEST(CnnOpsTest, BatchNormMovingAveragesAreUpdatedByTheOptimizer) {
     EXPECT_NEAR(s.get(nm).data[i], 0.9 * s.get(mm).data[i] + 0.1 * s.get(mean).data[i], 1e-6);
 }
 
-// The stem of ResNet-50 at 224 on the MXU: M = 256 x 112 x 112 rows, K = 7 x 7 x 3 = 147 contracted (taps packed:
-// two 128-row folds), N = 64 output features (half of the 128 columns); the input's 3 channels take 128 lanes in
-// HBM.
-TEST(CnnOpsTest, ConvolutionGemmAndTiledBytes) {
+// The stem of ResNet-50 at 224 on the MXU and in HBM. The GEMM: M = 256 x 112 x 112 rows, K = 7 x 7 x 3 = 147
+// contracted, N = 64 output features; FLOPs are the convolution's own. Layouts (workloads/layout.h): the input image
+// is stored batch-minor (3 channels in a sublane tile of 4, the 256 images on two 128-lane rows); the output, an
+// image activation, features-minor (64 features take 128 lanes) with the batch on sublanes; the filter row-major,
+// (3 -> 4, 64 -> 128). Fed tap by tap, the batch-minor input puts the batch on the MXU's columns: for each of the
+// 112 x 112 output positions, K = 49 taps x 4 held, the 64 output features streamed, N = 256 images.
+TEST(CnnOpsTest, ConvolutionGemmAndLayouts) {
   ModelGraph g("stem");
   GraphBuilder b(g, DType::BF16);
   TensorId x = b.input("x", {256, 224, 224, 3}, DType::BF16);
   TensorId y = b.conv2d(x, b.param("w", {7, 7, 3, 64}), win(7, 7, 2, 2, 3, 3, 3, 3), "stem");
+  TensorId z = b.conv2d(b.relu(y, "relu"), b.param("w2", {3, 3, 64, 64}), win(3, 3, 1, 1, 1, 1, 1, 1), "conv2");
+  assign_image_layouts(g, ImageLayouts::Xla);
   const Op& op = g.op(g.producer(y));
   const GemmDims d = gemm_dims(g, op);
   EXPECT_EQ(d.m, 256 * 112 * 112);
   EXPECT_EQ(d.k, 147);
   EXPECT_EQ(d.n, 64);
+  EXPECT_EQ(d.fed_batch, 112 * 112);
+  EXPECT_EQ(d.fed_m, 64);
+  EXPECT_EQ(d.fed_k, 49 * 4);
+  EXPECT_EQ(d.fed_n, 256);
+  EXPECT_TRUE(d.fed_swap);
   const OpCost c = op_cost(g, op);
   EXPECT_DOUBLE_EQ(c.flops, 2.0 * 256 * 112 * 112 * 147 * 64);
-  const double x_tiled = 256.0 * 224 * 224 * 128 * 2;       // 3 channels padded to 128 lanes; W = 224 rows of 8
-  EXPECT_DOUBLE_EQ(tiled_bytes(g.tensor(x)), x_tiled);
-  EXPECT_DOUBLE_EQ(tiled_bytes(g.tensor(op.inputs[1])), 7.0 * 7 * 8 * 128 * 2);  // HWIO: 3 -> 8 sublanes, 64 -> 128
-  EXPECT_DOUBLE_EQ(tiled_bytes(g.tensor(y)), 256.0 * 112 * 112 * 128 * 2);
-  EXPECT_DOUBLE_EQ(c.bytes_read, x_tiled + 7.0 * 7 * 8 * 128 * 2);
-  // The GEMM's operands cost the tensors' tiled bytes, not the im2col matrix's.
-  EXPECT_DOUBLE_EQ(d.a_elem * static_cast<double>(d.m * d.k), x_tiled);
+  EXPECT_EQ(g.tensor(x).layout, Layout::ImageBatchMinor);
+  EXPECT_EQ(g.tensor(y).layout, Layout::Image);
+  EXPECT_EQ(g.tensor(op.inputs[1]).layout, Layout::Tiled);
+  const double x_stored = 224.0 * 224 * 4 * 256 * 2;  // H, W, C (3 -> 4), N (256 lanes)
+  EXPECT_DOUBLE_EQ(g.tensor(x).stored_bytes(), x_stored);
+  EXPECT_DOUBLE_EQ(g.tensor(op.inputs[1]).stored_bytes(), 7.0 * 7 * 4 * 128 * 2);  // HWIO: 3 -> 4, 64 -> 128
+  EXPECT_DOUBLE_EQ(g.tensor(y).stored_bytes(), 112.0 * 112 * 256 * 128 * 2);       // H, W, N, C (64 -> 128)
+  EXPECT_DOUBLE_EQ(c.bytes_read, x_stored + 7.0 * 7 * 4 * 128 * 2);
+  // The operands' bytes are the tensors' as stored, not the im2col matrix's.
+  EXPECT_DOUBLE_EQ(d.a_bytes, x_stored);
+  // A 3x3 over 64 features fed tap by tap: each tap's 64 features take a 128-lane vector, K = 9 x 128.
+  const GemmDims d2 = gemm_dims(g, g.op(g.producer(z)));
+  EXPECT_EQ(d2.k, 9 * 64);
+  EXPECT_EQ(d2.fed_k, 9 * 128);
+  EXPECT_EQ(d2.fed_batch, 0);
+  // The relu between them is an image activation too (layouts propagate through elementwise ops); row_major tiles
+  // the shape's own two minor dimensions instead ([..., W, C]: 112 -> 112, 64 -> 128).
+  EXPECT_EQ(g.tensor(g.op(g.producer(z)).inputs[0]).layout, Layout::Image);
+  assign_image_layouts(g, ImageLayouts::RowMajor);
+  EXPECT_EQ(g.tensor(x).layout, Layout::Tiled);
+  EXPECT_DOUBLE_EQ(g.tensor(x).stored_bytes(), 256.0 * 224 * 224 * 128 * 2);
   // Backward convolutions do the forward's multiply-adds.
   GraphBuilder bb(g, DType::BF16);
   const auto grads = find_op_kind(OpKind::Conv2d)->grad(bb, op, {y});
   (void)grads;
   for (const Op& o : g.ops())
-    if (o.kind == OpKind::Conv2dInputGrad || o.kind == OpKind::Conv2dFilterGrad)
+    if ((o.kind == OpKind::Conv2dInputGrad || o.kind == OpKind::Conv2dFilterGrad) && o.name.rfind("stem", 0) == 0)
       EXPECT_DOUBLE_EQ(op_cost(g, o).flops, c.flops) << o.name;
 }
 
-// conv -> batch-norm statistics (a reduction fusion: one pass over the conv's output) -> normalization + ReLU
-// (a loop fusion of its own: it reads the conv's output again once the statistics are done).
+// conv -> batch-norm statistics -> normalization -> ReLU -> conv, as XLA fuses it: the statistics come out of the
+// first convolution's kernel (multi-output fusion); normalization and ReLU, which read one activation-sized tensor,
+// are recomputed inside the second convolution's kernel (producer duplication) and never stored. With either
+// mechanism off, the statistics and the normalization are kernels of their own again.
 TEST(CnnOpsTest, BatchNormFusesAsXlaDoes) {
   ModelGraph g("fuse");
   GraphBuilder b(g, DType::BF16);
   TensorId x = b.input("x", {8, 8, 8, 64}, DType::BF16);
   TensorId h = b.conv2d(x, b.param("w", {3, 3, 64, 64}), win(3, 3, 1, 1, 1, 1, 1, 1), "conv");
   h = b.relu(b.batch_norm(h, b.param("g", {64}), b.param("b", {64}), 0, "bn"), "relu");
+  b.conv2d(h, b.param("w2", {3, 3, 64, 64}), win(3, 3, 1, 1, 1, 1, 1, 1), "conv2");
   std::vector<OpId> order = g.topological_order();
-  const auto groups = fuse(g, order, true);
-  ASSERT_EQ(groups.size(), 3u);
-  EXPECT_EQ(g.op(groups[0].members[0]).kind, OpKind::Conv2d);
-  EXPECT_EQ(groups[1].kind, FusionKind::None);
-  EXPECT_EQ(g.op(groups[1].members[0]).kind, OpKind::BatchNormStats);
-  EXPECT_EQ(groups[2].kind, FusionKind::Loop);
-  EXPECT_EQ(groups[2].members.size(), 2u);
+  auto names = [&](const FusionGroup& fg, bool recomputed) {
+    std::vector<std::string> out;
+    for (const FusionMember& m : fg.members)
+      if (m.recomputed == recomputed) out.push_back(g.op(m.op).name);
+    return out;
+  };
+  const auto groups = fuse(g, order, {});
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].kind, FusionKind::Output);
+  EXPECT_EQ(names(groups[0], false), (std::vector<std::string>{"conv", "bn.stats"}));
+  EXPECT_EQ(names(groups[1], false), (std::vector<std::string>{"conv2"}));
+  EXPECT_EQ(names(groups[1], true), (std::vector<std::string>{"bn", "relu"}));
+  FusionOptions no_dup;
+  no_dup.duplicate = false;
+  const auto kept = fuse(g, order, no_dup);
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_EQ(kept[1].kind, FusionKind::Loop);
+  EXPECT_EQ(names(kept[1], false), (std::vector<std::string>{"bn", "relu"}));
+  FusionOptions apart;
+  apart.multi_output = false;
+  apart.duplicate = false;
+  const auto alone = fuse(g, order, apart);
+  ASSERT_EQ(alone.size(), 4u);
+  EXPECT_EQ(g.op(alone[1].members[0].op).kind, OpKind::BatchNormStats);
 }
 
 // Runs of consecutive ranks: on a ring of 8 on x, groups of 2 are lines of neighbours; on data = x(4) x y(2), a

@@ -19,7 +19,7 @@ std::vector<std::vector<std::string>> names(const ModelGraph& g, const std::vect
   std::vector<std::vector<std::string>> out;
   for (const auto& fg : groups) {
     out.emplace_back();
-    for (OpId id : fg.members) out.back().push_back(g.op(id).name);
+    for (const FusionMember& m : fg.members) out.back().push_back(g.op(m.op).name);
   }
   return out;
 }
@@ -32,12 +32,14 @@ TEST(FusionRulesTest, ElementwiseChainIsOneLoopFusion) {
   TensorId x = b.input("x", {64, 32}, DType::F32);
   TensorId y = b.add(b.gelu(b.relu(x, "relu"), "gelu"), x, "residual");
   b.scale(y, 2.0, "scale");
-  auto groups = fuse(g, in_order(g), true);
+  auto groups = fuse(g, in_order(g), {});
   ASSERT_EQ(groups.size(), 1u);
   EXPECT_EQ(groups[0].kind, FusionKind::Loop);
   EXPECT_EQ(names(g, groups)[0], (std::vector<std::string>{"relu", "gelu", "residual", "scale"}));
   // run.fusion: none: every op alone.
-  auto alone = fuse(g, in_order(g), false);
+  FusionOptions off;
+  off.enabled = false;
+  auto alone = fuse(g, in_order(g), off);
   EXPECT_EQ(alone.size(), 4u);
   for (const auto& fg : alone) EXPECT_EQ(fg.kind, FusionKind::None);
 }
@@ -51,7 +53,7 @@ TEST(FusionRulesTest, MatmulTakesItsEpilogueButNotAReduction) {
   TensorId h = b.gelu(b.bias_add(b.matmul(x, w, "mm"), bias, "bias"), "gelu");
   TensorId r = b.add(h, x, "residual");
   b.layer_norm(r, b.param("gamma", {32}), b.param("beta", {32}), "ln");
-  auto groups = fuse(g, in_order(g), true);
+  auto groups = fuse(g, in_order(g), {});
   ASSERT_EQ(groups.size(), 2u);
   EXPECT_EQ(groups[0].kind, FusionKind::Output);
   EXPECT_EQ(names(g, groups)[0], (std::vector<std::string>{"mm", "bias", "gelu", "residual"}));
@@ -65,7 +67,7 @@ TEST(FusionRulesTest, ReductionTakesItsElementwiseProducersAndConsumersOnce) {
   TensorId s = b.softmax(b.scale(x, 0.5, "scale"), 1.0, false, "softmax");
   TensorId t = b.relu(s, "relu");
   b.softmax(t, 1.0, false, "softmax2");  // a second reduction starts a new fusion
-  auto groups = fuse(g, in_order(g), true);
+  auto groups = fuse(g, in_order(g), {});
   ASSERT_EQ(groups.size(), 2u);
   EXPECT_EQ(groups[0].kind, FusionKind::Reduction);
   EXPECT_EQ(names(g, groups)[0], (std::vector<std::string>{"scale", "softmax", "relu"}));
@@ -79,7 +81,7 @@ TEST(FusionRulesTest, OpsThatDeclareNeitherPropertyNeverFuse) {
   TensorId ids = b.input("ids", {64}, DType::I32);
   TensorId e = b.embedding(table, ids, "embed");  // a gather: opaque
   b.relu(b.relu(e, "relu1"), "relu2");
-  auto groups = fuse(g, in_order(g), true);
+  auto groups = fuse(g, in_order(g), {});
   ASSERT_EQ(groups.size(), 2u);
   EXPECT_EQ(names(g, groups)[0], (std::vector<std::string>{"embed"}));
   EXPECT_EQ(names(g, groups)[1], (std::vector<std::string>{"relu1", "relu2"}));

@@ -154,7 +154,9 @@ TEST(HloImportTest, ADataParallelStepOpByOp) {
   EXPECT_EQ(im.inputs[0].axes, (std::vector<std::vector<int>>{{0}, {}}));
   EXPECT_TRUE(im.inputs[1].replicated);
   // The matmul fuses its ReLU epilogue (the constant joins it); the update is one loop fusion.
-  ExecProgram ep = lower(im.graph, im.order, v4(), {true, &im.fusions});
+  LowerOptions lo;
+  lo.kernels = &im.fusions;
+  ExecProgram ep = lower(im.graph, im.order, v4(), lo);
   ASSERT_EQ(ep.ops.size(), 4u);
   EXPECT_EQ(ep.ops[0].fusion, FusionKind::Output);
   EXPECT_EQ(ep.ops[3].fusion, FusionKind::Loop);
@@ -243,7 +245,9 @@ ENTRY %e (p: f32[32,126,64]) -> (f32[126,32,64], f32[126,32,64], f32[32,8064], f
   EXPECT_EQ(op_named(im, "flat").kind, OpKind::Bitcast);
   EXPECT_EQ(op_named(im, "relaid").kind, OpKind::Transpose);
   // A view costs nothing alone, and its buffer is its input's.
-  ExecProgram ep = lower(im.graph, im.order, v4(), {false, nullptr});
+  LowerOptions alone;
+  alone.fusion.enabled = false;
+  ExecProgram ep = lower(im.graph, im.order, v4(), alone);
   for (const ExecOp& e : ep.ops)
     if (e.kind == OpKind::Bitcast) EXPECT_EQ(e.core_hbm_read + e.core_hbm_write, 0.0) << e.name;
 }

@@ -99,9 +99,8 @@ GemmDims convolution_gemm(const ModelGraph& g, const Op& op) {
   d.m = op.attrs.dims[1];
   d.k = op.attrs.dims[2];
   d.n = op.attrs.dims[3];
-  const double bmk = static_cast<double>(d.batch * d.m * d.k), bkn = static_cast<double>(d.batch * d.k * d.n);
-  if (bmk > 0) d.a_elem = g.tensor(op.inputs[0]).bytes() / bmk;
-  if (bkn > 0) d.b_elem = g.tensor(op.inputs[1]).bytes() / bkn;
+  d.a_bytes = g.tensor(op.inputs[0]).bytes();
+  d.b_bytes = g.tensor(op.inputs[1]).bytes();
   d.b_shared = d.batch == 1;
   return d;
 }
@@ -148,16 +147,14 @@ GemmDims attention_gemm(const ModelGraph& g, const Op& op) {
   d.m = static_cast<int64_t>(a.s);
   d.k = static_cast<int64_t>(a.d);
   d.n = std::max<int64_t>(1, static_cast<int64_t>(std::llround(attention_passes(op) * a.t * a.fraction)));
-  const double bmk = static_cast<double>(d.batch * d.m * d.k), bkn = static_cast<double>(d.batch * d.k * d.n),
-               bmn = static_cast<double>(d.batch * d.m * d.n);
   double a_bytes = g.tensor(op.inputs[0]).bytes(), b_bytes = g.tensor(op.inputs[1]).bytes() + g.tensor(op.inputs[2]).bytes();
   double c_bytes = float_output_bytes(g, op);
   if (op.kind == OpKind::FusedAttentionGrad) {  // the other inputs (o, do, statistics) are read with q
     for (size_t i = 3; i < op.inputs.size(); ++i) a_bytes += g.tensor(op.inputs[i]).bytes();
   }
-  d.a_elem = a_bytes / bmk;
-  d.b_elem = b_bytes / bkn;
-  d.c_elem = c_bytes / bmn;
+  d.a_bytes = a_bytes;
+  d.b_bytes = b_bytes;
+  d.c_bytes = c_bytes;
   return d;
 }
 
@@ -182,11 +179,10 @@ GemmDims custom_gemm(const ModelGraph& g, const Op& op) {
   GemmDims d;
   d.k = d.n = 1024;
   d.m = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(op.attrs.flops / (2.0 * 1024 * 1024))));
-  const double mk = static_cast<double>(d.m * d.k), kn = static_cast<double>(d.k * d.n), mn = static_cast<double>(d.m * d.n);
   const double in = op.attrs.bytes * 0.75, out = op.attrs.bytes * 0.25;  // operands and result, as a square GEMM's
-  d.a_elem = in / 2 / mk;
-  d.b_elem = in / 2 / kn;
-  d.c_elem = out / mn;
+  d.a_bytes = in / 2;
+  d.b_bytes = in / 2;
+  d.c_bytes = out;
   return d;
 }
 

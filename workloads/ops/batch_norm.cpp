@@ -131,15 +131,23 @@ OpCost whole(OpCost c) {
 }
 OpCost tiled(const ModelGraph& g, const Op& op, OpCost c, double read_passes = 1) {
   c.bytes_read = 0;
-  for (TensorId t : op.inputs) c.bytes_read += read_passes * tiled_bytes(g.tensor(t));
+  for (TensorId t : op.inputs) c.bytes_read += read_passes * g.tensor(t).stored_bytes();
   c.bytes_written = 0;
-  for (TensorId t : op.outputs) c.bytes_written += tiled_bytes(g.tensor(t));
+  for (TensorId t : op.outputs) c.bytes_written += g.tensor(t).stored_bytes();
   return c;
 }
 OpCost stats_cost(const ModelGraph& g, const Op& op) { return whole(ops::reduction(tiled(g, op, ops::vpu_cost(g, op, 3, 0, 0, 2)))); }
 OpCost apply_cost(const ModelGraph& g, const Op& op) { return ops::elementwise(tiled(g, op, ops::vpu_cost(g, op, 3))); }
 // Two passes over dy and x: the sums, then dx.
-OpCost grad_cost(const ModelGraph& g, const Op& op) { return ops::reduction(tiled(g, op, ops::vpu_cost(g, op, 10, 0, 0, 2), 2)); }
+// The gradient: the sums of dy and dy * xhat (a whole-tensor reduction: 4 operations and 2 reduction steps per
+// element), then dx from them (6 operations); two passes over dy and x when they run in one kernel.
+OpCost grad_cost(const ModelGraph& g, const Op& op) {
+  OpCost c = whole(ops::reduction(tiled(g, op, ops::vpu_cost(g, op, 10, 0, 0, 2), 2)));
+  c.two_pass = true;
+  c.first_pass = c.vector;
+  c.first_pass.simple = 4;
+  return c;
+}
 OpCost moving_cost(const ModelGraph& g, const Op& op) { return ops::elementwise(tiled(g, op, ops::vpu_cost(g, op, 6, 0, 1))); }
 OpCost sums_cost(const ModelGraph& g, const Op& op) { return whole(ops::reduction(tiled(g, op, ops::vpu_cost(g, op, 3, 0, 0, 2)))); }
 OpCost finish_cost(const ModelGraph& g, const Op& op) { return ops::elementwise(tiled(g, op, ops::vpu_cost(g, op, 4, 1))); }

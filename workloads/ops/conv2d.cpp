@@ -24,17 +24,6 @@
 
 namespace podsim {
 
-// Bytes of a tensor in the TPU's (8, 128) tiled layout: the minor dimension padded to 128 lanes, the second-minor
-// to 8 sublanes.
-double tiled_bytes(const TensorInfo& t) {
-  if (t.shape.empty()) return t.bytes();
-  const auto pad = [](int64_t n, int64_t to) { return (n + to - 1) / to * to; };
-  double n = static_cast<double>(pad(t.shape.back(), 128));
-  if (t.shape.size() >= 2) n *= static_cast<double>(pad(t.shape[t.shape.size() - 2], 8));
-  for (size_t d = 0; d + 2 < t.shape.size(); ++d) n *= static_cast<double>(t.shape[d]);
-  return n * dtype_bytes(t.dtype);
-}
-
 namespace {
 
 using ops::in;
@@ -65,8 +54,8 @@ OpCost conv_cost(const ModelGraph& g, const Op& op) {
   OpCost c;
   c.unit = Unit::Mxu;
   c.flops = 2.0 * d(a.m) * d(a.k) * d(a.n);
-  for (TensorId t : op.inputs) c.bytes_read += tiled_bytes(g.tensor(t));
-  c.bytes_written = tiled_bytes(g.tensor(op.outputs[0]));
+  for (TensorId t : op.inputs) c.bytes_read += g.tensor(t).stored_bytes();
+  c.bytes_written = g.tensor(op.outputs[0]).stored_bytes();
   return c;
 }
 
@@ -243,24 +232,45 @@ const bool registered =
 
 }  // namespace
 
-// The GEMM each convolution is on the MXU (see the top of this file), and the bytes per GEMM element that make its
-// operands' HBM traffic that of the tensors in their tiled layout (the input read once, not once per tap).
+// The GEMM each convolution is on the MXU (see the top of this file), the bytes of its operands as stored (the input
+// read once, not once per tap), and the GEMM as the MXU is fed tap by tap: each tap's features take whole vectors of
+// the 128 lanes they are laid out on. A batch-minor input (an image, its batch on the lanes) is fed the other way
+// round: for each output position, the window's (tap, feature) rows are held as the array's weights, the batch on
+// its columns, and the filter's output features stream through (forward); the filter gradient holds the output
+// gradient at the position (the batch on the rows) and streams the window's rows.
 GemmDims conv_gemm_dims(const ModelGraph& g, const Op& op) {
   const ConvShape s = conv_shape(g, op);
   GemmDims a;
   const int64_t rows = s.b * s.ho * s.wo, taps = s.kh * s.kw;
+  const auto lanes = [](int64_t features) { return (features + 127) / 128 * 128; };
+  const auto sublanes = [](int64_t features) {
+    return features <= 4 ? (features <= 2 ? features : 4) : (features + 7) / 8 * 8;
+  };
+  const bool batch_minor = g.tensor(op.inputs[0]).layout == Layout::ImageBatchMinor;
   if (op.kind == OpKind::Conv2d) {
     a.m = rows, a.k = taps * s.ci, a.n = s.co;
+    if (batch_minor) {
+      a.fed_batch = s.ho * s.wo, a.fed_m = s.co, a.fed_k = taps * sublanes(s.ci), a.fed_n = s.b;
+      a.fed_swap = true;
+    } else {
+      a.fed_k = taps * lanes(s.ci);
+    }
   } else if (op.kind == OpKind::Conv2dInputGrad) {
     a.m = rows, a.k = taps * s.co, a.n = s.ci;
+    a.fed_k = taps * lanes(s.co);
   } else {
     a.m = taps * s.ci, a.k = rows, a.n = s.co;
+    if (batch_minor) {
+      a.fed_batch = s.ho * s.wo, a.fed_m = taps * sublanes(s.ci), a.fed_k = s.b, a.fed_n = s.co;
+      a.fed_sum = true;
+    } else {
+      a.fed_m = taps * lanes(s.ci);
+    }
   }
-  a.b_shared = true;
-  const auto per = [](double bytes, int64_t x, int64_t y) { return bytes / (d(x) * d(y)); };
-  a.a_elem = per(tiled_bytes(g.tensor(op.inputs[0])), a.m, a.k);
-  a.b_elem = per(tiled_bytes(g.tensor(op.inputs[1])), a.k, a.n);
-  a.c_elem = per(tiled_bytes(g.tensor(op.outputs[0])), a.m, a.n);
+  a.b_shared = !(batch_minor && op.kind == OpKind::Conv2dFilterGrad);
+  a.a_bytes = g.tensor(op.inputs[0]).stored_bytes();
+  a.b_bytes = g.tensor(op.inputs[1]).stored_bytes();
+  a.c_bytes = g.tensor(op.outputs[0]).stored_bytes();
   return a;
 }
 

@@ -30,13 +30,13 @@ PartitionRule partition_rule(OpKind kind) {
 
 double input_bytes(const ModelGraph& g, const Op& op) {
   double b = 0;
-  for (TensorId t : op.inputs) b += g.tensor(t).bytes();
+  for (TensorId t : op.inputs) b += g.tensor(t).stored_bytes();
   return b;
 }
 
 double output_bytes(const ModelGraph& g, const Op& op) {
   double b = 0;
-  for (TensorId t : op.outputs) b += g.tensor(t).bytes();
+  for (TensorId t : op.outputs) b += g.tensor(t).stored_bytes();
   return b;
 }
 

@@ -33,11 +33,10 @@ struct OpKindDef {
 bool register_op_kind(const OpKindDef& def);
 const OpKindDef* find_op_kind(OpKind kind);  // nullptr when no file registered it
 
-// The GEMM of a convolution op (workloads/ops/conv2d.cpp), and a tensor's bytes in the TPU's (8, 128) tiled layout.
+// The GEMM of a convolution op (workloads/ops/conv2d.cpp).
 GemmDims conv_gemm_dims(const ModelGraph& g, const Op& op);
-double tiled_bytes(const TensorInfo& t);
 
-// Logical bytes of all inputs / outputs at their dtypes.
+// Bytes of all inputs / outputs as stored in HBM (TensorInfo::stored_bytes: their layout's padding included).
 double input_bytes(const ModelGraph& g, const Op& op);
 double output_bytes(const ModelGraph& g, const Op& op);
 

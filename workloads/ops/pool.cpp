@@ -39,13 +39,19 @@ OpCost pool_cost(const ModelGraph& g, const Op& op, TensorId small, double per_t
   c.vector.elements = static_cast<double>(g.tensor(small).elements());
   c.vector.simple = taps * per_tap;
   c.flops = c.vector.elements * taps;
-  for (TensorId t : op.inputs) c.bytes_read += tiled_bytes(g.tensor(t));
-  c.bytes_written = tiled_bytes(g.tensor(op.outputs[0]));
+  for (TensorId t : op.inputs) c.bytes_read += g.tensor(t).stored_bytes();
+  c.bytes_written = g.tensor(op.outputs[0]).stored_bytes();
   return c;
 }
 
-OpCost max_pool_cost(const ModelGraph& g, const Op& op) { return pool_cost(g, op, op.outputs[0], 1); }
-OpCost avg_pool_cost(const ModelGraph& g, const Op& op) { return pool_cost(g, op, op.outputs[0], 1); }
+// Reduce-window: XLA fuses elementwise producers of its input into it (the batch norm and ReLU before ResNet's max
+// pool).
+OpCost window_cost(OpCost c) {
+  c.input_fusion = true;
+  return c;
+}
+OpCost max_pool_cost(const ModelGraph& g, const Op& op) { return window_cost(pool_cost(g, op, op.outputs[0], 1)); }
+OpCost avg_pool_cost(const ModelGraph& g, const Op& op) { return window_cost(pool_cost(g, op, op.outputs[0], 1)); }
 // Select-and-scatter: compare to find the window's maximum, then add dy at it.
 OpCost max_pool_grad_cost(const ModelGraph& g, const Op& op) { return pool_cost(g, op, op.inputs[0], 3); }
 OpCost avg_pool_grad_cost(const ModelGraph& g, const Op& op) { return pool_cost(g, op, op.inputs[0], 1); }

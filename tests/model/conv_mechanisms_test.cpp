@@ -1,0 +1,66 @@
+// The convolution mechanisms a user can switch off (docs/model.md, "Convolutions on the MXU"), each against what it
+// should be worth by hand: the window fed tap by tap or packed into K (run.conv_taps), and a convolution fusion's
+// vector work beside its MXU passes (run.conv_overlap). One TensorCore of a v3 chip, a 3 x 3 convolution of
+// 16 images of 32 x 32 from 64 to 128 features, with its batch-norm statistics and one fused prologue input.
+#include <gtest/gtest.h>
+
+#include "tests/model/sim_util.h"
+
+using podsim::test::simulate_in_child;
+
+namespace {
+
+const char* kConv =
+    "hardware: {preset: tpu-v3, chip: {tensorcores: 1}}\n"
+    "workload: {model: conv, batch: 16, height: 32, width: 32, in_features: 64, out_features: 128, kernel: [3, 3],\n"
+    "           stride: 1, padding: same, direction: forward, dtype: bf16, statistics: true, prologue_inputs: 1}\n"
+    "run: {trace: {format: \"off\"}}\n";
+
+nlohmann::json conv_op(const std::vector<std::string>& sets) {
+  auto s = simulate_in_child(kConv, sets);
+  EXPECT_FALSE(s.contains("error")) << s.dump();
+  EXPECT_EQ(s["ops"].size(), 1u);  // the convolution, its statistics and its prologue in one kernel
+  nlohmann::json op = s["ops"][0];
+  op["clock_hz"] = s["clock_hz"];
+  return op;
+}
+
+}  // namespace
+
+// Per tap (XLA's emitter): each of the 9 taps contracts its 64 features on a 128-row weight fold of its own,
+// K = 9 x 128; packed (im2col), the 9 x 64 = 576 window values fill 5 folds of 128. The same 16 x 32 x 32 rows
+// stream through each fold, so the MXU's cycles go as the folds, 9 : 5, less the fill and drain they share.
+TEST(ConvMechanismsTest, TapsFedOneByOneOrPackedIntoTheContraction) {
+  const auto per_tap = conv_op({});
+  const auto packed = conv_op({"run.conv_taps=packed"});
+  EXPECT_EQ(per_tap["mxu"]["k_pad"].get<int64_t>(), 9 * 128);
+  EXPECT_EQ(per_tap["mxu"]["folds"].get<int64_t>(), 9);
+  EXPECT_EQ(packed["mxu"]["k_pad"].get<int64_t>(), 5 * 128);
+  EXPECT_EQ(packed["mxu"]["folds"].get<int64_t>(), 5);
+  const double ratio = per_tap["cycles"].get<double>() / packed["cycles"].get<double>();
+  EXPECT_NEAR(ratio, 9.0 / 5.0, 0.02);
+  // Both do the convolution's own multiply-adds (and the fused vector work's few FLOPs).
+  const double conv = 2.0 * 16 * 32 * 32 * 9 * 64 * 128;
+  EXPECT_GE(per_tap["flops"].get<double>(), conv);
+  EXPECT_LT(per_tap["flops"].get<double>(), 1.01 * conv);
+  EXPECT_DOUBLE_EQ(packed["flops"].get<double>(), per_tap["flops"].get<double>());
+}
+
+// The fusion's vector work (the prologue's add, the statistics' sums) takes the vector unit's slots the MXU's
+// feed leaves free: with run.conv_overlap the kernel is as long as its MXU passes and result pops (which stay
+// serial: they use the vector registers); without it the vector work follows them. The difference is the vector
+// work, less what the MXU's own fill and drain leave uncovered at the kernel's ends.
+TEST(ConvMechanismsTest, VectorWorkRunsBesideTheMxuPasses) {
+  const auto on = conv_op({});
+  const auto off = conv_op({"run.conv_overlap=false"});
+  const double clock = on["clock_hz"].get<double>();
+  const double vpu = on["mxu"]["epilogue_vpu_cycles"].get<double>() / clock;
+  const double pops = on["mxu"]["result_pop_cycles"].get<double>() / clock;
+  const double mxu = on["cycles"].get<double>() / clock;
+  ASSERT_GT(vpu, 0.1 * mxu);  // a case where the mechanism is worth something
+  const double saved = off["busy_s"].get<double>() - on["busy_s"].get<double>();
+  EXPECT_GT(saved, 0.9 * vpu);
+  EXPECT_LE(saved, vpu * 1.001);
+  EXPECT_GE(on["busy_s"].get<double>(), mxu + pops);
+  EXPECT_EQ(on["cycles"], off["cycles"]);  // the MXU's own work is the same
+}
