@@ -2,7 +2,8 @@
 // expecting exit 0, a summary.json and a trace. Used by shipped_test.cpp (quick tier) and shipped_slow_test.cpp
 // (long tier).
 //
-// Which files: configs/quickstart.yaml and every *.yaml under configs/examples/, configs/papers/ and configs/models/,
+// Which files: configs/quickstart.yaml and every *.yaml under configs/examples/, configs/papers/, configs/models/ and
+// configs/hlo/,
 // found when the tests are listed, so a file dropped into those folders is tested without touching this code. In the
 // quick tier a file runs as is if it fits the quick budget (below); one that does not fails and says so, and then
 // needs an entry in reduced_sizes(): `--set` overrides that shrink it for the quick tier (the long tier runs it at
@@ -94,6 +95,14 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       {"configs/papers/gpipe/transformer_l_memory.yaml", kSmallPipelinedTransformer},
       // The same 8 stages and re-materialization over a tiny AmoebaNet-D (3 normal cells: 9 units, 16 filters,
       // 32x32 images) and 8 micro-batches of 2 (at full size 128 images of 224x224 in 32 micro-batches).
+      // XLA's benchmark modules (configs/hlo/) on their pods as shipped. The scanned ones run 2 iterations of each
+      // while loop instead of 126, 80 or 8 (workload.trip_counts); the unrolled 8B and Mixtral steps move their
+      // collectives in 64 MiB chunks instead of 1 MiB (hardware.ici.chunk: fewer events, the same bytes).
+      {"configs/hlo/llama31_405b.yaml", {"workload.trip_counts=[while=2,while.1=2]"}},
+      {"configs/hlo/llama31_70b.yaml", {"workload.trip_counts=[while=2,while.1=2]"}},
+      {"configs/hlo/maxtext_decoder.yaml", {"workload.trip_counts=[while.569=2,while.1401=2]"}},
+      {"configs/hlo/llama31_8b.yaml", {"hardware.ici.chunk=64MiB"}},
+      {"configs/hlo/mixtral_8x7b.yaml", {"hardware.ici.chunk=64MiB"}},
       {"configs/papers/gpipe/amoebanet_d_18_256.yaml",
        {"workload.cells=3", "workload.filters=16", "workload.image_size=32", "workload.batch=16",
         "strategy.micro_batches=8"}},
@@ -185,7 +194,8 @@ inline std::vector<Shipped> yaml_files_under(const std::vector<std::string>& roo
 
 // Every shipped experiment (not the sweeps), sorted by path.
 inline std::vector<Shipped> shipped_experiments() {
-  return detail::yaml_files_under({"configs/quickstart.yaml", "configs/examples", "configs/papers", "configs/models"});
+  return detail::yaml_files_under(
+      {"configs/quickstart.yaml", "configs/examples", "configs/papers", "configs/models", "configs/hlo"});
 }
 
 // Every file under configs/search/, sorted.
