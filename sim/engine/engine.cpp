@@ -208,6 +208,10 @@ std::unique_ptr<Prepared> prepare(const Experiment& exp) {
       if (op.kind == OpKind::Traffic) ctx.traffic_window = std::max(ctx.traffic_window, op.attrs.duration);
     LowerOptions lo = lower_options(p->exp.run);
     lo.kernels = &prog.kernels;
+    // An imported module's cheap producers are recomputed at each reader by the importer (hlo/import.cpp), the one
+    // mechanism for them there; the compiler's producer duplication is left out (it also rescans every group for
+    // each group it dissolves, more than an unrolled module's tens of thousands of kernels allow).
+    if (!prog.sources.empty()) lo.fusion.duplicate = false;
     lo.devices_per_chip = p->plan.devices_per_chip;
     ctx.programs.push_back(lower(prog.graph, prog.order, p->exp.hardware.chip, lo));
     const ExecProgram& ep = ctx.programs.back();
