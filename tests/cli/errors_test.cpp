@@ -132,7 +132,7 @@ TEST(ErrorsTest, CFG012_UnknownStrategy) {
   EXPECT_NE(r.err.find("valid:"), std::string::npos) << r.err;
   // Nothing close (the nearest, 'moe', is two edits from 'foo'; three letters allow one): the valid names, no guess.
   r = expect_error(kHw + kMm + "strategy:\n  name: foo\n", "PODSIM-CFG-012", 9, 9);
-  EXPECT_NE(r.err.find("unknown strategy 'foo' (valid: auto, data_parallel, fsdp, moe, "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown strategy 'foo' (valid: auto, data_parallel, fsdp, hlo, moe, "), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
   r = expect_error(kHw + kMm + "strategy:\n  name: pipline\n", "PODSIM-CFG-012", 9, 9);
   EXPECT_NE(r.err.find("did you mean 'pipeline'?"), std::string::npos) << r.err;
