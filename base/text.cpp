@@ -67,6 +67,13 @@ std::string join(const std::vector<std::string>& parts, std::string_view sep) {
   return out;
 }
 
+std::string bracketed(const std::vector<std::string>& parts, char open, char close) {
+  std::string out(1, open);
+  out += join(parts, ", ");
+  out += close;
+  return out;
+}
+
 std::string suggestion(std::string_view word, const std::vector<std::string>& candidates) {
   std::string near = nearest(word, candidates);
   if (!near.empty()) return "did you mean '" + near + "'?";

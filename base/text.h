@@ -19,6 +19,8 @@ std::string nearest(std::string_view word, const std::vector<std::string>& candi
 size_t suggestion_limit(std::string_view word);
 
 std::string join(const std::vector<std::string>& parts, std::string_view sep);
+// The parts joined by ", " between `open` and `close`: "[a, b]" (a YAML flow list, a sharding spec), "(x, y)".
+std::string bracketed(const std::vector<std::string>& parts, char open = '[', char close = ']');
 
 // "did you mean 'x'?" when nearest() finds one, otherwise "valid: a, b, c" (every candidate).
 std::string suggestion(std::string_view word, const std::vector<std::string>& candidates);

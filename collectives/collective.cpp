@@ -36,6 +36,12 @@ int64_t GroupShape::size() const {
   return n;
 }
 
+bool GroupShape::spans_dcn() const {
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] > 1 && is_dcn(i)) return true;
+  return false;
+}
+
 std::vector<int64_t> GroupShape::coords(int64_t rank) const {
   std::vector<int64_t> c(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) {

@@ -31,6 +31,11 @@ const std::vector<CollectiveKind>& all_collectives();
 struct GroupShape {
   std::vector<int64_t> dims;  // sizes along the axes the collective spans
   std::vector<bool> wrap;     // wrap-around per axis (a ring) or not (a line)
+  // Per axis, whether it runs between slices over the data-center network (empty: none does). Algorithms move the
+  // least data over those axes (collectives/torus.cpp: XLA's hierarchical collectives).
+  std::vector<bool> dcn;
+  bool spans_dcn() const;
+  bool is_dcn(size_t axis) const { return axis < dcn.size() && dcn[axis]; }
   int64_t size() const;
   std::vector<int64_t> coords(int64_t rank) const;
   int64_t rank(const std::vector<int64_t>& coords) const;
@@ -51,6 +56,7 @@ struct CollectiveRequest {
   int64_t elements = 0;
   int elem_bytes = 4;
   int64_t chunk_elements = 0;  // split transfers larger than this (0: no limit)
+  int64_t dcn_chunk_elements = 0;  // the same over the data-center network's axes (0: chunk_elements)
   int64_t shift = 1;           // CollectivePermute
   int64_t root = 0;            // Broadcast
 };

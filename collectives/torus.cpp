@@ -10,6 +10,12 @@
 // Layout: rank r ends a reduce-scatter holding block r of the buffer and starts an all-gather from it (blocks of
 // n / size elements, rank = x + X·(y + Y·z) over the group's axes); the rotated orders keep that layout by
 // exchanging strided block sets (collectives/ring_steps.h).
+//
+// A group that spans slices (GroupShape::dcn) runs hierarchically, as XLA does over the data-center network: every
+// part reduce-scatters along the ICI axes first (rotated among themselves) and along the DCN axes last, so only the
+// 1/n shard crosses the DCN; an all-reduce then gathers back over the DCN first and the ICI last (reduce-scatter
+// inside each slice, all-reduce of the shards across slices, all-gather inside); an all-gather gathers over the DCN
+// first, while the pieces are smallest. DCN phases move chunks of dcn_chunk_elements.
 #include <algorithm>
 #include <cmath>
 
@@ -26,16 +32,28 @@ std::vector<int> active_axes(const GroupShape& g) {
   return a;
 }
 
-// Axes in part q's order: rotated by q / 2 when `rotate`, else in group order.
-std::vector<int> part_order(const std::vector<int>& axes, int64_t q, bool rotate) {
-  std::vector<int> o = axes;
+// Axes in part q's reduce-scatter order: the ICI axes rotated by q / 2 when `rotate` (else in group order), then
+// the DCN axes. An all-gather on its own (gather_first) takes the DCN axes first.
+std::vector<int> part_order(const GroupShape& g, const std::vector<int>& axes, int64_t q, bool rotate,
+                            bool gather_first = false) {
+  std::vector<int> o, dcn;
+  for (int a : axes) (g.is_dcn(static_cast<size_t>(a)) ? dcn : o).push_back(a);
   if (rotate && !o.empty()) std::rotate(o.begin(), o.begin() + (q / 2) % static_cast<int64_t>(o.size()), o.end());
+  if (gather_first) o.insert(o.begin(), dcn.begin(), dcn.end());
+  else o.insert(o.end(), dcn.begin(), dcn.end());
   return o;
 }
 
+// The chunk of a phase along `axis`: the DCN's over the data-center network.
+int64_t axis_chunk(const CollectiveRequest& req, int axis) {
+  return req.group.is_dcn(static_cast<size_t>(axis)) && req.dcn_chunk_elements > 0 ? req.dcn_chunk_elements
+                                                                                   : req.chunk_elements;
+}
+
 // Reduce-scatter over every axis in `order`, then (when `gather`) all-gather back; returns the final receives.
-ring::Entry reduce_then_gather(Schedule& s, const ring::Layout& l, const GroupShape& g, int64_t rank, int64_t q,
-                               const std::vector<int>& order, bool gather, int64_t chunk, ring::Entry entry) {
+ring::Entry reduce_then_gather(Schedule& s, const ring::Layout& l, const CollectiveRequest& req, int64_t rank,
+                               int64_t q, const std::vector<int>& order, bool gather, ring::Entry entry) {
+  const GroupShape& g = req.group;
   const int dir = q % 2 == 0 ? 1 : -1;
   std::vector<int> fixed;
   int64_t phase = 0;
@@ -43,21 +61,22 @@ ring::Entry reduce_then_gather(Schedule& s, const ring::Layout& l, const GroupSh
     ring::RingSpec spec = ring::ring_on_axis(l, g, rank, q, phase++, axis, dir, fixed);
     // Within one torus collective a write never races a read of the same data: a receive only brings data whose
     // making needed this rank's earlier sends. So only writes carry over.
-    entry = ring::reduce_scatter_phase(s, spec, entry, chunk).written;
+    entry = ring::reduce_scatter_phase(s, spec, entry, axis_chunk(req, axis)).written;
     fixed.push_back(axis);
   }
   if (!gather) return entry;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     fixed.pop_back();
     ring::RingSpec spec = ring::ring_on_axis(l, g, rank, q, phase++, *it, dir, fixed);
-    entry = ring::all_gather_phase(s, spec, entry, chunk).written;
+    entry = ring::all_gather_phase(s, spec, entry, axis_chunk(req, *it)).written;
   }
   return entry;
 }
 
 // All-gather starting from the rank's own block: along the axes of `order`, each phase gathering one more axis.
-ring::Entry gather_only(Schedule& s, const ring::Layout& l, const GroupShape& g, int64_t rank, int64_t q,
-                        const std::vector<int>& order, int64_t chunk, ring::Entry entry) {
+ring::Entry gather_only(Schedule& s, const ring::Layout& l, const CollectiveRequest& req, int64_t rank, int64_t q,
+                        const std::vector<int>& order, ring::Entry entry) {
+  const GroupShape& g = req.group;
   const int dir = q % 2 == 0 ? 1 : -1;
   std::vector<int> fixed = order;  // every axis still fixed at the own coordinate
   int64_t phase = 0;
@@ -71,7 +90,7 @@ ring::Entry gather_only(Schedule& s, const ring::Layout& l, const GroupShape& g,
       spec.first_region = contiguous(l.piece_offset(q), l.piece_size(q));
     }
     ++phase;
-    entry = ring::all_gather_phase(s, spec, entry, chunk).written;
+    entry = ring::all_gather_phase(s, spec, entry, axis_chunk(req, axis)).written;
   }
   return entry;
 }
@@ -109,7 +128,8 @@ Schedule ring_family_schedule(const CollectiveRequest& req, int64_t rank, bool r
                                        " ranks: the element count must divide evenly");
       const int64_t B = n / N, P = ring::parts_for(B, want);
       ring::Layout l(g, 0, B, P, Buffer::Output);
-      for (int64_t q = 0; q < P; ++q) reduce_then_gather(s, l, g, rank, q, part_order(axes, q, rotate), true, chunk, ring::Entry{});
+      for (int64_t q = 0; q < P; ++q)
+        reduce_then_gather(s, l, req, rank, q, part_order(g, axes, q, rotate), true, ring::Entry{});
       return s;
     }
     case CollectiveKind::ReduceScatter: {
@@ -122,7 +142,7 @@ Schedule ring_family_schedule(const CollectiveRequest& req, int64_t rank, bool r
       ring::Layout l(g, 0, B, P, Buffer::Input);
       std::vector<int32_t> done;
       for (int64_t q = 0; q < P; ++q) {
-        ring::Entry last = reduce_then_gather(s, l, g, rank, q, part_order(axes, q, rotate), false, chunk, ring::Entry{});
+        ring::Entry last = reduce_then_gather(s, l, req, rank, q, part_order(g, axes, q, rotate), false, ring::Entry{});
         done.insert(done.end(), last.tasks.begin(), last.tasks.end());
       }
       Task copy;
@@ -148,7 +168,7 @@ Schedule ring_family_schedule(const CollectiveRequest& req, int64_t rank, bool r
       ring::Entry start;
       start.buf = Buffer::Output;
       start.add(s.add(copy), copy.dst.offset, copy.dst.end(), true);
-      for (int64_t q = 0; q < P; ++q) gather_only(s, l, g, rank, q, part_order(axes, q, rotate), chunk, start);
+      for (int64_t q = 0; q < P; ++q) gather_only(s, l, req, rank, q, part_order(g, axes, q, rotate, true), start);
       return s;
     }
     default:

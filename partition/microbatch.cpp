@@ -74,7 +74,6 @@ Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> acc
       map[b.local] = {id};
       continue;
     }
-    const int64_t rows = pg.tensor(b.local).shape[0];
     int32_t cell = -1;
     for (OpId c : g.consumers(b.logical)) cell = cell < 0 ? g.op(c).cell : std::min(cell, g.op(c).cell);
     for (int64_t m = 0; m < M; ++m) {

@@ -36,13 +36,13 @@ struct PartitionInput {
   const ModelGraph& logical;
   const Mesh& mesh;
   // Logical tensor -> the spec it must have. Optimizer state without one takes its parameter's.
-  std::map<TensorId, ShardSpec> annotations;
+  std::map<TensorId, ShardSpec> annotations = {};
   std::string role = "spmd";
   // Collective algorithm by collective name ("all_reduce" -> "ring"); unnamed ones use the library's default.
-  std::map<std::string, std::string> algorithms;
+  std::map<std::string, std::string> algorithms = {};
   double flops_per_comm_byte = 300;  // for rules that weigh compute against communication
   // Parameters stored sharded and gathered into this spec before each forward and each backward use (FSDP).
-  std::map<TensorId, ShardSpec> gathered_for_use;
+  std::map<TensorId, ShardSpec> gathered_for_use = {};
   bool prefetch = false;  // issue each cell's gathers one cell ahead (see above)
   // The forward pass's gathered copy also serves the backward pass (no second gather; PyTorch FSDP's
   // reshard_after_forward=False): fewer bytes moved, every gathered weight the backward reads live until it does.

@@ -93,9 +93,6 @@ class Partitioner {
   // The local tensor holding logical `t` in spec `want`, resharding the current (primary) version if needed.
   TensorId get(TensorId t, const ShardSpec& want);
 
-  // Local shape of `t` under `s`, with dimension `d` set to `n`.
-  std::vector<int64_t> shape_with(TensorId t, const ShardSpec& s, size_t d, int64_t n) const;
-
   // Pads (or crops) dimension `d` of local tensor `x` to `n` with a static slice; returns the new tensor.
   TensorId resize(TensorId t, TensorId x, size_t d, int64_t n);
 

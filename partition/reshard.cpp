@@ -7,12 +7,6 @@
 
 namespace podsim::partition_detail {
 
-std::vector<int64_t> Partitioner::shape_with(TensorId t, const ShardSpec& s, size_t d, int64_t n) const {
-  std::vector<int64_t> sh = local_shape(m_g.tensor(t).shape, s, m_m);
-  sh[d] = n;
-  return sh;
-}
-
 TensorId Partitioner::resize(TensorId t, TensorId x, size_t d, int64_t n) {
   std::vector<int64_t> sh = m_res.program.graph.tensor(x).shape;
   if (sh[d] == n) return x;

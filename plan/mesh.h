@@ -11,6 +11,11 @@
 // Placement strings (one per axis, "" for automatic): torus dimensions the axis spans, fastest first, each
 // optionally with the number of its coordinates the axis takes: "x", "x,z", "y:8". Within a torus dimension, the
 // axes are stacked from the innermost (the last axis of the mesh) outwards.
+//
+// Several slices (topology/torus.h): the DCN axes (`dcn_axes`, MaxText's dcn_* parallelism) take the slice
+// dimension, outermost first, each as many slices as its size and what is left allow; a DCN axis larger than its
+// slices continues inside each slice (MaxText's hybrid mesh: data = dcn_data x ici_data), its slice factor the
+// slowest. Every other axis lies inside the slices.
 #pragma once
 
 #include <cstdint>
@@ -61,7 +66,8 @@ class Mesh {
   // placed explicitly, such an axis takes a run of neighbouring chips along the outermost torus dimension that
   // holds it whole, before the other axes are laid out; where none does, it is placed like the others.
   static Mesh layout(const std::vector<std::string>& names, const std::vector<int64_t>& sizes, const Torus& t,
-                     const std::vector<std::string>& placement, const std::vector<std::string>& contiguous = {});
+                     const std::vector<std::string>& placement, const std::vector<std::string>& contiguous = {},
+                     const std::vector<std::string>& dcn_axes = {});
 
   const std::vector<MeshAxis>& axes() const { return m_axes; }
   const MeshAxis& axis(int i) const { return m_axes.at(static_cast<size_t>(i)); }
@@ -84,10 +90,18 @@ class Mesh {
   // "data 4 (y:4/8) x model 16 (x, y:2)".
   std::string describe() const;
 
+  // The dimension that counts slices (topology/torus.h), or -1 with one slice; whether an axis spans slices.
+  int slice_dim() const { return static_cast<int>(m_dims.size()) > m_ici ? m_ici : -1; }
+  bool spans_slices(int axis) const;
+  int64_t slices() const { return slice_dim() < 0 ? 1 : m_dims[m_ici]; }
+
  private:
   std::vector<MeshAxis> m_axes;
-  std::vector<int64_t> m_dims;
+  std::vector<int64_t> m_dims;  // every torus dimension, the slice dimension last
   std::vector<bool> m_wrap;
+  int m_ici = 0;  // the ICI dimensions among them
+  std::string dim_name(int d) const;
+  Torus torus() const;  // the torus of m_dims (coordinates only)
 };
 
 }  // namespace podsim

@@ -34,10 +34,10 @@ std::string ShardSpec::text() const {
   for (const auto& d : dims) {
     if (d.empty()) parts.push_back("-");
     else if (d.size() == 1) parts.push_back(d[0]);
-    else parts.push_back("(" + join(d, ", ") + ")");
+    else parts.push_back(bracketed(d, '(', ')'));
   }
-  std::string t = "[" + join(parts, ", ") + "]";
-  if (!partial.empty()) t += " partial(" + join(partial, ", ") + ")";
+  std::string t = bracketed(parts);
+  if (!partial.empty()) t += " partial" + bracketed(partial, '(', ')');
   return t;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <queue>
 
 #include "partition/combine.h"
 #include "partition/partitioner.h"
@@ -24,7 +25,7 @@ std::vector<std::unique_ptr<IStrategy>> make_strategies(const Experiment& exp) {
 
 Mesh layout_mesh(const Experiment& exp, const std::vector<std::unique_ptr<IStrategy>>& strategies) {
   const ParamSet& p = exp.params;
-  const Torus torus(exp.hardware.pod.dims, exp.hardware.pod.wrap);
+  const Torus torus(exp.hardware.pod.dims, exp.hardware.pod.wrap, exp.hardware.pod.slices);
   std::vector<std::string> owned, contiguous;
   for (const auto& s : strategies)
     for (const auto& a : s->contiguous_axes(p)) contiguous.push_back(a);
@@ -74,8 +75,27 @@ Mesh layout_mesh(const Experiment& exp, const std::vector<std::unique_ptr<IStrat
                       "strategies (" + exp.strategy + ", which use " + join(owned, ", ") +
                       "); its chips would repeat each other's work",
                   "mesh.axes");
+  // Over several slices: the axes that span them (data by default, as MaxText's dcn_data_parallelism), and only
+  // those whose traffic does not cross the DCN in every layer unless the user asks (mesh.dcn_allow).
+  std::vector<std::string> dcn = p.strings("mesh.dcn_axes");
+  if (torus.slices() > 1) {
+    if (dcn.empty() && std::find(names.begin(), names.end(), "data") != names.end()) dcn = {"data"};
+    const std::vector<std::string> allowed = p.strings("mesh.dcn_allow");
+    for (const std::string& a : dcn) {
+      if (a == "data" || a == "fsdp" || a == "pipe" ||
+          std::find(allowed.begin(), allowed.end(), a) != allowed.end())
+        continue;
+      throw Error(Err::BadMesh, p.where(p.strings("mesh.dcn_axes").empty() ? "mesh.axes" : "mesh.dcn_axes"),
+                  "mesh axis '" + a + "' would span slices over the data-center network: its collectives (" +
+                      (a == "model" ? std::string("the tensor-parallel all-reduces") :
+                       a == "expert" ? std::string("the experts' all-to-alls") : std::string("those of its strategy")) +
+                      ") would cross the DCN in every layer, ~100x slower than ICI (MaxText: never recommended). "
+                      "Span the slices with data, fsdp or pipe, or name '" + a + "' in mesh.dcn_allow to do it anyway",
+                  "mesh.dcn_axes");
+    }
+  }
   try {
-    return Mesh::layout(names, sizes, torus, p.strings("mesh.placement"), contiguous);
+    return Mesh::layout(names, sizes, torus, p.strings("mesh.placement"), contiguous, dcn);
   } catch (const Error& e) {
     const std::string key = p.strings("mesh.placement").empty() ? "mesh.shape" : "mesh.placement";
     throw Error(Err::BadMesh, p.where(key), e.message(), key);
@@ -245,6 +265,7 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
     plan.pipeline = {plan.mesh.axis_size(po->axis), po->micro_batches, po->schedule, remat, r.cells,
                      r.stage_seconds, r.units, r.unit_of_op};
     combine_reductions(plan, exp);
+    if (!exp.run.dcn_overlap) dcn_reductions_after_backward(plan);
     return plan;
   }
   PartitionResult r = partition_step(in);
@@ -253,7 +274,59 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
   plan.notes = r.notes;
   plan.notes.insert(plan.notes.begin(), "mesh: " + plan.mesh.describe());
   combine_reductions(plan, exp);
+  if (!exp.run.dcn_overlap) dcn_reductions_after_backward(plan);
   return plan;
+}
+
+void dcn_reductions_after_backward(Plan& plan) {
+  std::vector<bool> dcn_axis(plan.mesh.axes().size());
+  for (size_t a = 0; a < dcn_axis.size(); ++a) dcn_axis[a] = plan.mesh.spans_slices(static_cast<int>(a));
+  for (Program& prog : plan.programs) {
+    ModelGraph& g = prog.graph;
+    OpId last_backward = -1;
+    for (OpId o : prog.order)
+      if (g.op(o).phase == Phase::Backward && !is_communication(g.op(o).kind)) last_backward = o;
+    if (last_backward < 0) continue;
+    int held = 0;
+    for (OpId o : prog.order) {
+      const Op& op = g.op(o);
+      if ((op.kind != OpKind::AllReduce && op.kind != OpKind::ReduceScatter) || op.inputs.empty() ||
+          g.tensor(op.inputs.front()).role != TensorRole::Gradient)
+        continue;
+      bool over_dcn = false;
+      for (const std::string& a : op.attrs.axes) {
+        const int i = plan.mesh.axis_index(a);
+        over_dcn = over_dcn || (i >= 0 && dcn_axis[static_cast<size_t>(i)]);
+      }
+      if (!over_dcn) continue;
+      g.add_control(last_backward, o);
+      ++held;
+    }
+    if (held == 0) continue;
+    // The issue order again, keeping every op as early as it was while the held reductions (and what reads them)
+    // move behind the backward pass: a topological order that takes the earliest ready op of the old one first.
+    std::vector<int32_t> position(g.num_ops(), 0), waiting(g.num_ops(), 0);
+    for (size_t i = 0; i < prog.order.size(); ++i) position[static_cast<size_t>(prog.order[i])] = static_cast<int32_t>(i);
+    std::priority_queue<std::pair<int32_t, OpId>, std::vector<std::pair<int32_t, OpId>>, std::greater<>> ready;
+    for (OpId o : prog.order) {
+      waiting[static_cast<size_t>(o)] = static_cast<int32_t>(g.predecessors(o).size());
+      if (waiting[static_cast<size_t>(o)] == 0) ready.push({position[static_cast<size_t>(o)], o});
+    }
+    std::vector<OpId> order;
+    while (!ready.empty()) {
+      const OpId o = ready.top().second;
+      ready.pop();
+      order.push_back(o);
+      for (OpId next : g.successors(o))
+        if (--waiting[static_cast<size_t>(next)] == 0) ready.push({position[static_cast<size_t>(next)], next});
+    }
+    if (order.size() != prog.order.size())
+      throw Error(Err::Internal, "holding the DCN reductions after the backward pass left a cycle in role " + prog.role);
+    prog.order = std::move(order);
+    if (held > 0)
+      plan.notes.push_back("run.dcn_overlap is off: the " + std::to_string(held) + " gradient reductions over the " +
+                           "data-center network of role " + prog.role + " wait for the end of the backward pass");
+  }
 }
 
 }  // namespace podsim

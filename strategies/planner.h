@@ -15,6 +15,11 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp);
 // cannot be laid out (the loader calls it, so `podsim validate` reports it).
 Mesh plan_mesh(const Experiment& exp);
 
+// run.dcn_overlap: false. Holds every gradient reduction (all-reduce, reduce-scatter) over an axis that spans
+// slices until its program's last backward op has run (a control dependency), as PaLM's cross-pod transfer began
+// only once the gradients were complete; reductions inside the slices still overlap the backward pass.
+void dcn_reductions_after_backward(Plan& plan);
+
 // Adds `spec` to the annotation of `t`, merging dimension by dimension with what is there (axes appended after
 // those already splitting the dimension). Throws Error(BadSharding) when an axis would split the tensor twice.
 void add_spec(Annotations& specs, const ModelGraph& g, TensorId t, const ShardSpec& spec);

@@ -12,7 +12,7 @@ class Replicate : public IStrategy {
   std::optional<Plan> place(const ModelGraph& g, const Experiment& exp) const override {
     Plan p;
     p.strategy = "replicate";
-    p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap));
+    p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap, exp.hardware.pod.slices));
     Program prog;
     prog.role = "replica";
     prog.graph = g;

@@ -17,7 +17,7 @@ class SingleDevice : public IStrategy {
                     "strategy.name");
     Plan p;
     p.strategy = "single_device";
-    p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap));
+    p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap, exp.hardware.pod.slices));
     Program prog;
     prog.role = "device";
     prog.graph = g;

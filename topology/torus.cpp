@@ -2,9 +2,21 @@
 
 namespace podsim {
 
-Torus::Torus(std::vector<int64_t> dims, std::vector<bool> wrap) : m_dims(std::move(dims)), m_wrap(std::move(wrap)) {
+Torus::Torus(std::vector<int64_t> dims, std::vector<bool> wrap, int64_t slices)
+    : m_dims(std::move(dims)), m_wrap(std::move(wrap)) {
   m_wrap.resize(m_dims.size(), true);
+  m_ici = static_cast<int>(m_dims.size());
+  if (slices > 1) {  // a ring of slices: every slice has a neighbour each way round it
+    m_dims.push_back(slices);
+    m_wrap.push_back(true);
+    m_slices = slices;
+  }
   for (auto d : m_dims) m_chips *= d;
+}
+
+std::string Torus::dim_name(int d) const {
+  if (d >= m_ici) return "slice";
+  return std::string(1, "xyz"[d]);
 }
 
 std::vector<int64_t> Torus::coords(int64_t chip) const {
@@ -53,8 +65,8 @@ int64_t Torus::neighbor(int64_t chip, int dir) const {
 int Torus::next_hop(int64_t at, int64_t dst) const {
   if (at == dst) return -1;
   // Coordinates digit by digit, dimension 0 fastest (as coords() numbers them), without allocating: this runs
-  // once per message per hop.
-  for (int d = 0; d < ndims(); ++d) {
+  // once per message per hop. The slice dimension has no link.
+  for (int d = 0; d < m_ici; ++d) {
     const int64_t n = m_dims[d];
     const int64_t a = at % n, b = dst % n;
     at /= n;
@@ -70,16 +82,22 @@ int Torus::next_hop(int64_t at, int64_t dst) const {
 }
 
 int Torus::hops(int64_t src, int64_t dst) const {
+  const int64_t per = slice_chips();
+  dst = dst % per + src / per * per;  // the same position in the source's slice
   int h = 0;
   for (int64_t at = src; at != dst; ++h) at = neighbor(at, next_hop(at, dst));
   return h;
 }
 
 std::string Torus::chip_label(int64_t chip) const {
-  static const char* axes = "xyz";
   std::vector<int64_t> c = coords(chip);
   std::string s = "chip " + std::to_string(chip) + " (";
-  for (size_t i = 0; i < c.size(); ++i) s += (i ? "," : "") + std::string(1, axes[i]) + "=" + std::to_string(c[i]);
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (i) s += ',';
+    s += dim_name(static_cast<int>(i));
+    s += '=';
+    s += std::to_string(c[i]);
+  }
   return s + ")";
 }
 

@@ -1,6 +1,7 @@
 // workload.model: collective — one collective on every chip of the pod, for studying a collective alone on any pod
 // shape: workload.op, workload.bytes (each chip's input), optional workload.algorithm and workload.axes (torus
-// axes the groups span; several groups run concurrently). summary.json reports its time and algorithm bandwidth.
+// axes the groups span, `slice` for the slices of a multi-slice pod; several groups run concurrently). summary.json
+// reports its time and algorithm bandwidth.
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -33,6 +34,7 @@ int64_t group_size(const ParamSet& p) {
     std::string name(1, "xyz"[d]);
     if (axes.empty() || std::find(axes.begin(), axes.end(), name) != axes.end()) n *= dims[d];
   }
+  if (axes.empty() || std::find(axes.begin(), axes.end(), "slice") != axes.end()) n *= p.i("hardware.slices");
   return n;
 }
 
@@ -45,9 +47,10 @@ class CollectiveWorkload : public IWorkload {
         ParamSpec::text("workload.algorithm", "Collective algorithm (`podsim list collectives`); empty: the default "
                                               "for the collective.")
             .def("\"\""),
-        ParamSpec::choice_list("workload.axes", {"x", "y", "z"},
-                               "Torus axes each group spans; [] spans every axis (one group of all chips).")
-            .length(0, 3)
+        ParamSpec::choice_list("workload.axes", {"x", "y", "z", "slice"},
+                               "Torus axes each group spans (slice: across the slices of hardware.slices, over the "
+                               "data-center network); [] spans every axis (one group of all chips).")
+            .length(0, 4)
             .def("[]"),
         ParamSpec::choice("workload.dtype", {"fp32", "bf16"}, "Element type of the data.").def("fp32"),
         ParamSpec::integer("workload.shift", "collective_permute: each chip sends to the chip this many steps along "
@@ -63,7 +66,10 @@ class CollectiveWorkload : public IWorkload {
     std::vector<std::string> axes = p.strings("workload.axes");
     std::set<std::string> seen;
     for (const auto& a : axes) {
-      int d = a == "x" ? 0 : a == "y" ? 1 : 2;
+      if (a == "slice" && p.i("hardware.slices") < 2)
+        throw Error(Err::BadAxes, p.where("workload.axes"),
+                    "workload.axes names 'slice' but the pod has one slice (hardware.slices)", "workload.axes");
+      int d = a == "x" ? 0 : a == "y" ? 1 : a == "z" ? 2 : -1;
       if (d >= static_cast<int>(dims.size()))
         throw Error(Err::BadAxes, p.where("workload.axes"),
                     "workload.axes names axis '" + a + "' but the pod is " + std::to_string(dims.size()) +
@@ -130,8 +136,10 @@ class CollectiveWorkload : public IWorkload {
     op.inputs = {x};
     op.outputs = {y};
     op.attrs.axes = p.strings("workload.axes");
-    // Mesh order, outermost first (z, y, x): group ranks then follow chip ids, x fastest.
-    std::sort(op.attrs.axes.begin(), op.attrs.axes.end(), std::greater<>());
+    // Mesh order, outermost first (slice, z, y, x): group ranks then follow chip ids, x fastest.
+    auto outer = [](const std::string& a) { return a == "slice" ? 3 : a[0] - 'x'; };
+    std::sort(op.attrs.axes.begin(), op.attrs.axes.end(),
+              [&](const std::string& a, const std::string& b) { return outer(a) > outer(b); });
     op.attrs.algorithm = p.s("workload.algorithm");
     op.attrs.shift = p.i("workload.shift");
     op.attrs.root = p.i("workload.root");

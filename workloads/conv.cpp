@@ -143,9 +143,10 @@ class ConvWorkload : public IWorkload {
     auto with_prologue = [&](TensorId t, const std::vector<int64_t>& shape, const std::string& name) {
       const int64_t n = p.i("workload.prologue_inputs");
       for (int64_t i = 0; i < n; ++i) {
-        TensorId e = tensor("p" + std::to_string(i), shape, dt, TensorRole::Input);
-        TensorId out = tensor(name + ".p" + std::to_string(i), shape, dt, TensorRole::Activation);
-        op("prologue_add" + std::to_string(i), OpKind::Add, {t, e}, {out});
+        const std::string k = std::to_string(i);
+        TensorId e = tensor("p" + k, shape, dt, TensorRole::Input);
+        TensorId out = tensor(name + ".p" + k, shape, dt, TensorRole::Activation);
+        op("prologue_add" + k, OpKind::Add, {t, e}, {out});
         t = out;
       }
       return t;

@@ -58,7 +58,8 @@ class LoopWorkload : public IWorkload {
     int n = 0;
     auto op = [&](OpKind kind, std::vector<TensorId> in, std::vector<TensorId> out) {
       Op o;
-      o.name = "op" + std::to_string(n++);
+      const std::string k = std::to_string(n++);
+      o.name = "op" + k;
       o.kind = kind;
       o.phase = Phase::Forward;
       o.cell = 0;
@@ -70,15 +71,20 @@ class LoopWorkload : public IWorkload {
     const auto inputs = p.strings("workload.inputs");
     TensorId y = g.add_tensor({"x0", shape, dtype_of(inputs[0]), TensorRole::Input});
     const DType dt = g.tensor(y).dtype;
-    auto next = [&](DType d) { return g.add_tensor({"t" + std::to_string(n), shape, d, TensorRole::Activation}); };
+    auto next = [&](DType d) {
+      const std::string k = std::to_string(n);
+      return g.add_tensor({"t" + k, shape, d, TensorRole::Activation});
+    };
     for (size_t i = 1; i < inputs.size(); ++i) {
-      TensorId x = g.add_tensor({"x" + std::to_string(i), shape, dtype_of(inputs[i]), TensorRole::Input});
+      const std::string k = std::to_string(i);
+      TensorId x = g.add_tensor({"x" + k, shape, dtype_of(inputs[i]), TensorRole::Input});
       TensorId out = next(dt);
       op(OpKind::Add, {y, x}, {out});
       y = out;
     }
     for (int64_t i = 0; i < p.i("workload.channel_inputs"); ++i) {
-      TensorId v = g.add_tensor({"c" + std::to_string(i), {c}, DType::F32, TensorRole::Input});
+      const std::string k = std::to_string(i);
+      TensorId v = g.add_tensor({"c" + k, {c}, DType::F32, TensorRole::Input});
       TensorId out = next(dt);
       op(OpKind::BiasAdd, {y, v}, {out});
       y = out;

@@ -79,11 +79,11 @@ class MatmulWorkload : public IWorkload {
     op.attrs.equation = batched ? "bmk,bkn->bmn" : "mk,kn->mn";
     g.add_op(op);
     for (int64_t i = 0; i < epilogue; ++i) {
-      TensorId e = g.add_tensor({"e" + std::to_string(i), shape(m, n), dt, TensorRole::Input});
-      TensorId out = g.add_tensor({i + 1 == epilogue ? "c" : "ab" + std::to_string(i), shape(m, n), dt,
-                                   TensorRole::Activation});
+      const std::string k = std::to_string(i);
+      TensorId e = g.add_tensor({"e" + k, shape(m, n), dt, TensorRole::Input});
+      TensorId out = g.add_tensor({i + 1 == epilogue ? "c" : "ab" + k, shape(m, n), dt, TensorRole::Activation});
       Op add;
-      add.name = "epilogue_add" + std::to_string(i);
+      add.name = "epilogue_add" + k;
       add.kind = OpKind::Add;
       add.phase = Phase::Forward;
       add.cell = 0;

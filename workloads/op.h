@@ -43,6 +43,10 @@ enum class OpKind : uint8_t {
   Reshape,        // the same elements in row-major order under another shape ([B, S, D] -> [G, S', D])
   Concat,         // the inputs (equal shapes) side by side along the last dimension (channels): x[..., k C + c] =
                   // input k's [..., c]; its gradient is one Slice per input
+  // Transfers between the chip's HBM and its host's memory over the host link (hw/chip/host_link.h), e.g. host
+  // offload of activations: the same values, the output in host memory or back in HBM.
+  ToHost,         // x (HBM) -> the same tensor in host memory (takes no HBM); reads x from HBM, moves it to the host
+  FromHost,       // x (host memory) -> the same tensor in HBM; moves its bytes from the host, writes them to HBM
   // Mixture of experts (GShard top-2 gating, workloads/ops/top2_gating.cpp).
   Top2Gating,      // logits[G, S, E] -> (combine[G, S, E, C], dispatch[G, S, E, C], aux_loss[1], routes[G, S, 4])
   Top2GatingGrad,  // inputs (logits, routes[, dcombine]) -> dlogits, including the auxiliary loss's gradient

@@ -12,8 +12,11 @@
 
 namespace podsim {
 
-enum class Unit : uint8_t { Mxu, Vpu, Ici };
-const char* unit_name(Unit u);  // "MXU", "VPU", "ICI"
+// Host: the chip's host link (DMA between HBM and host memory, hw/chip/host_link.h).
+enum class Unit : uint8_t { Mxu, Vpu, Ici, Host };
+const char* unit_name(Unit u);  // "MXU", "VPU", "ICI", "host"
+// Units that move data rather than compute (ICI and the host link): their ops' time is communication.
+inline bool is_transfer_unit(Unit u) { return u == Unit::Ici || u == Unit::Host; }
 
 // Vector-unit work of an op, per element of its largest operand.
 struct VectorWork {

@@ -60,6 +60,15 @@ struct HbmConfig {
   double refresh_time = 350e-9;    // seconds, tRFC: the channel serves nothing during a refresh
 };
 
+// The chip's host link (hw/chip/host_link.h): the PCIe-class DMA path between its HBM and its host's memory, one
+// channel each way. Every transfer of the chip to or from its host shares it: host offload and the data-center
+// network's chip-to-host hop.
+struct HostLinkConfig {
+  double bandwidth = 0;          // bytes/s per direction
+  double latency = 1e-6;         // seconds from a chunk leaving one side to its arrival on the other
+  double chunk = 16.0 * 1024 * 1024;  // bytes: transfers are split into chunks of at most this size
+};
+
 struct ChipConfig {
   double clock = 0;  // Hz
   int64_t tensorcores = 1;
@@ -68,6 +77,7 @@ struct ChipConfig {
   HbmConfig hbm;
   double vmem = 0;   // bytes per TensorCore
   double cmem = 0;   // bytes shared by the chip's cores (0 when the chip has none)
+  HostLinkConfig host_link;
 
   int64_t mxus() const { return tensorcores * mxu.count; }
   double peak_flops() const;  // 2 * rows * cols * MXUs * clock
@@ -81,9 +91,25 @@ struct IciConfig {
 };
 
 struct PodConfig {
-  std::vector<int64_t> dims;  // chips per torus dimension
+  std::vector<int64_t> dims;  // chips per torus dimension (one slice)
   std::vector<bool> wrap;     // wrap-around links per dimension
-  int64_t chips() const;
+  int64_t slices = 1;         // hardware.slices: copies of the torus joined by the data-center network
+  int64_t chips() const;      // every slice's chips
+  int64_t slice_chips() const;
+};
+
+// The hosts of a slice: each drives `chips` chips (over their host links) and its NICs (hw/dcn/).
+struct HostConfig {
+  int64_t chips = 1;
+  std::vector<int64_t> block;  // the chips of one host on the torus, per dimension (topology/hosts.h)
+};
+
+// The data-center network between slices (hw/dcn/): the NICs of each host and the network between hosts.
+struct DcnConfig {
+  double bandwidth = 0;         // bytes/s per host and direction (all its NICs)
+  double latency = 10e-6;       // seconds from a NIC to the peer host's NIC
+  double oversubscription = 1;  // the network carries (sum of a slice's NICs) / this out of and into each slice
+  double chunk = 16.0 * 1024 * 1024;  // bytes: collectives cut what crosses the DCN into chunks of at most this
 };
 
 // hardware.faults (sim/config/faults.h): chips that run slower and links that are slower or down. Each chip and
@@ -115,6 +141,8 @@ struct HardwareConfig {
   ChipConfig chip;
   IciConfig ici;
   PodConfig pod;
+  HostConfig host;
+  DcnConfig dcn;
   FaultConfig faults;
 };
 
@@ -150,6 +178,9 @@ struct RunConfig {
   std::string symmetry = "auto";  // auto | off (hw/pod/symmetry.h)
   // Gradient reductions are combined into collectives of up to this many bytes (partition/combine.h); 0: never.
   double combine_threshold = 30.0 * 1024 * 1024;
+  // Gradient reductions over the data-center network start as their gradients are ready, overlapping the rest of
+  // the backward pass (XLA's data-parallel all-reduce optimisation); false: only after the backward pass (PaLM).
+  bool dcn_overlap = true;
 };
 
 struct Experiment {

@@ -131,6 +131,20 @@ std::vector<ParamSpec> hardware_param_specs() {
                                                           "v5p); 0B when the chip has none.")
           .range(0, 1e12)
           .def("0B"),
+      P::quantity("hardware.chip.host_link.bandwidth", Q::Bandwidth,
+                  "The chip's host link (PCIe-class DMA between its HBM and its host's memory), per direction: "
+                  "host offload and the data-center network's chip-to-host hop share it (docs/hardware.md).")
+          .positive(1e14),
+      P::quantity("hardware.chip.host_link.latency", Q::Time,
+                  "Latency of the host link: from a chunk leaving one side to its arrival on the other. Not "
+                  "published for any TPU; podsim assumes 1us (docs/hardware.md).")
+          .range(0, 1e-2)
+          .def("1us"),
+      P::quantity("hardware.chip.host_link.chunk", Q::Size,
+                  "Host transfers are split into DMA chunks of at most this size, which take turns on the link "
+                  "(XLA's xla_tpu_iova_dma_chunk_size_bytes, 16 MiB in MaxText's configurations).")
+          .range(4096, 1e12)
+          .def("16MiB"),
       // ici
       P::integer("hardware.ici.dimensions", "Torus dimensions this chip generation wires (2 or 3); "
                                             "hardware.pod.dims must have as many entries.")
@@ -151,6 +165,37 @@ std::vector<ParamSpec> hardware_param_specs() {
                                         "every dimension.")
           .length(0, 3)
           .def("[]"),
+      // slices, hosts and the data-center network
+      P::integer("hardware.slices",
+                 "Slices: copies of hardware.pod joined only by the data-center network (DCN) through their hosts "
+                 "(Cloud TPU Multislice; PaLM's two pods). mesh.dcn_axes says which mesh axes span them.")
+          .range(1, 4096)
+          .def("1"),
+      P::integer("hardware.host.chips",
+                 "Chips per host: each host drives this many neighbouring chips over their host links and sends "
+                 "their data-center traffic through its NICs (v4, v5p: 4; v5e, v6e: 8).")
+          .range(1, 64),
+      P::quantity("hardware.dcn.bandwidth", Q::Bandwidth,
+                  "Data-center network bandwidth per host and direction, all its NICs together (v5e: 2 x 100 Gb/s); "
+                  "the host's chips share it. 0B/s where no figure is published (v2, v3, v4): a run with several "
+                  "slices must then set it (docs/hardware.md).")
+          .range(0, 1e14)
+          .def("0B/s"),
+      P::quantity("hardware.dcn.latency", Q::Time,
+                  "Latency from a host's NIC to the peer host's NIC. Published for no generation; podsim assumes 10us "
+                  "(docs/hardware.md).")
+          .range(0, 1)
+          .def("10us"),
+      P::real("hardware.dcn.oversubscription",
+              "The network between hosts: 1 is non-blocking (only the NICs limit); f > 1 carries at most the sum of a "
+              "slice's NICs / f out of each slice and into each slice (nothing is published beyond the NICs).")
+          .range(1, 1000)
+          .def("1"),
+      P::quantity("hardware.dcn.chunk", Q::Size,
+                  "Collectives and transfers cut what crosses the DCN into chunks of at most this size (Megascale's "
+                  "megascale_max_reduction_shard_size, 16 MiB in Google's MLPerf configurations).")
+          .range(4096, 1e12)
+          .def("16MiB"),
       P::text_list("hardware.faults",
                    "Chips and links that are not as the preset says, one \"TARGET: EFFECT, ...\" each: "
                    "\"chip 5: clock 0.8\" or \"chip (3,4): clock 0.8, hbm 0.5\" (clock and HBM bandwidth factors), "
@@ -172,6 +217,20 @@ std::vector<ParamSpec> mesh_param_specs() {
           .def("[]"),
       P::int_list("mesh.shape", "Size of each mesh axis; the sizes multiply to the chip count.")
           .range(1, 1 << 18)
+          .length(0, 8)
+          .def("[]"),
+      P::text_list("mesh.dcn_axes",
+                   "With several slices (hardware.slices): the mesh axes that span them over the data-center network, "
+                   "outermost first (MaxText's dcn_* parallelism); their sizes multiply to a multiple of the slice "
+                   "count (an axis larger than its slices continues inside each, as MaxText's dcn_data x ici_data). "
+                   "[] takes [data] when the mesh has it. data, fsdp and pipe may span slices; others only when "
+                   "mesh.dcn_allow names them.")
+          .length(0, 8)
+          .def("[]"),
+      P::text_list("mesh.dcn_allow",
+                   "Mesh axes other than data, fsdp and pipe that may span slices anyway: their collectives (a "
+                   "model axis's all-reduces, an expert axis's all-to-alls) then cross the DCN in every layer, which "
+                   "MaxText calls never recommended.")
           .length(0, 8)
           .def("[]"),
       P::text_list("mesh.placement",
@@ -330,6 +389,11 @@ std::vector<ParamSpec> run_param_specs() {
                   "per gradient). partition/combine.h; docs/strategies.md.")
           .range(0, 1e15)
           .def("30MiB"),
+      P::boolean("run.dcn_overlap",
+                 "Gradient reductions over the data-center network start as soon as their gradients are ready and "
+                 "overlap the rest of the backward pass (XLA's xla_tpu_enable_data_parallel_all_reduce_opt); false "
+                 "starts them only when the backward pass is done, as PaLM's two-pod transfer did.")
+          .def("true"),
       P::real("run.stall.probability", "Probability that an HBM request or ICI chunk gets a random extra delay "
                                        "(testing for hidden timing assumptions).")
           .range(0, 1)

@@ -38,6 +38,7 @@ Chip::Chip(sc_core::sc_module_name name, int64_t id, PodContext& ctx)
   m_log.link_busy.assign(ctx.torus.directions(), 0.0);
 
   m_hbm = std::make_unique<Hbm>("hbm", m_cfg.hbm, m_period, m_stalls, m_log);
+  m_host_link = std::make_unique<HostLink>(m_cfg.host_link, *m_hbm, m_log);
   for (int c = 0; c < m_cfg.tensorcores; ++c) {
     auto done = [this](int32_t op, double s, double e, int64_t cyc) { part_done(op, s, e, cyc); };
     m_mxu.push_back(std::make_unique<ComputeUnit>(("core" + std::to_string(c) + "_mxu").c_str(),
@@ -68,6 +69,12 @@ Chip::Chip(sc_core::sc_module_name name, int64_t id, PodContext& ctx)
     }
     SC_METHOD(kick);  // runs once at time 0
   }
+}
+
+void Chip::attach_dcn(DcnNetwork& net) {
+  m_dcn = std::make_unique<DcnPort>(m_id, net, *m_host_link, m_log, [this](Message&& m) { m_dma->deliver(std::move(m)); });
+  net.attach(m_dcn.get());
+  m_dma->set_dcn(m_dcn.get());
 }
 
 void Chip::unroutable(const Message& m, const std::string& why) {
@@ -138,7 +145,24 @@ void Chip::dispatch(int32_t op) {
     case Unit::Ici:
       m_dma->start(op);
       break;
+    case Unit::Host:
+      host_transfer(op);
+      break;
   }
+}
+
+void Chip::host_transfer(int32_t op) {
+  const ExecOp& e = m_prog->ops[op];
+  const Op& gop = m_program->graph.op(e.members.front());
+  const double bytes = m_program->graph.tensor(gop.inputs.front()).stored_bytes();
+  const bool to_host = gop.kind == OpKind::ToHost;
+  const double start = now_seconds();
+  m_host_link->transfer(to_host ? HostLink::Way::ToHost : HostLink::Way::FromHost, bytes, op, true,
+                        [this, op, start, bytes, to_host] {
+                          OpRecord& r = m_log.ops[op];
+                          (to_host ? r.hbm_read : r.hbm_write) += bytes;
+                          op_done(op, start, now_seconds());
+                        });
 }
 
 void Chip::reduce_on_vpus(int32_t op, double elements, double read, double write, std::function<void()> done) {
@@ -186,7 +210,7 @@ void Chip::op_done(int32_t op, double start, double end) {
   m_ctx.ops_completed.fetch_add(1, std::memory_order_relaxed);
   m_last_end = std::max(m_last_end, end);
   const ExecOp& e = m_prog->ops[op];
-  if (m_ctx.numeric && e.unit != Unit::Ici)
+  if (m_ctx.numeric && e.unit != Unit::Ici)  // compute ops and host transfers (a copy) run their kernels
     for (OpId id : e.members) run_op(m_program->graph, m_program->graph.op(id), m_store);
   for (int32_t next : m_ctx.dependents[m_role][op])
     if (--m_pending[next] == 0) m_ready.push(next);

@@ -17,8 +17,10 @@
 #include "hw/chip/compute_unit.h"
 #include "hw/chip/dma.h"
 #include "hw/chip/hbm.h"
+#include "hw/chip/host_link.h"
 #include "hw/chip/slots.h"
 #include "hw/chip/stall.h"
+#include "hw/dcn/dcn.h"
 #include "hw/ici/router.h"
 #include "hw/pod/pod_context.h"
 #include "workloads/tensor.h"
@@ -32,6 +34,9 @@ class Chip : public sc_core::sc_module {
   int64_t id() const { return m_id; }
   int role() const { return m_role; }
   IciRouter& router() { return *m_router; }
+  HostLink& host_link() { return *m_host_link; }
+  // With several slices: the chip's way onto the data-center network (hw/dcn/dcn.h).
+  void attach_dcn(DcnNetwork& net);
   ChipLog& log() { return m_log; }
   const ChipLog& log() const { return m_log; }
   TensorStore& store() { return m_store; }
@@ -50,6 +55,8 @@ class Chip : public sc_core::sc_module {
   // No route is left for `m` (hardware.faults): records Error(Unroutable) naming its op and stops the simulation.
   void unroutable(const Message& m, const std::string& why);
   void dispatch(int32_t op);
+  // A to_host or from_host op: its tensor over the host link (hw/chip/host_link.h).
+  void host_transfer(int32_t op);
   // The adds of a collective's reduction on the cores' VPUs, queued behind their vector ops (hw/chip/dma.h).
   void reduce_on_vpus(int32_t op, double elements, double read, double write, std::function<void()> done);
   void part_done(int32_t op, double start, double end, int64_t cycles);
@@ -68,9 +75,11 @@ class Chip : public sc_core::sc_module {
   StallInjector m_stalls;
   TensorStore m_store;
   std::unique_ptr<Hbm> m_hbm;
+  std::unique_ptr<HostLink> m_host_link;
   std::vector<std::unique_ptr<ComputeUnit>> m_mxu, m_vpu;
   std::unique_ptr<IciRouter> m_router;
   std::unique_ptr<Dma> m_dma;
+  std::unique_ptr<DcnPort> m_dcn;
 
   struct PendingReduction {
     int left = 0;                // cores still adding

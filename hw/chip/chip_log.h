@@ -46,6 +46,11 @@ struct ChipLog {
   std::vector<double> link_busy;   // seconds per direction
   uint64_t stalls = 0;
   double stall_seconds = 0;
+  // The host link (hw/chip/host_link.h), per way: 0 to the host, 1 from it.
+  double host_bytes[2] = {0, 0};
+  double host_busy[2] = {0, 0};  // seconds the channel carried a chunk
+  // The data-center network (hw/dcn/): bytes this chip sent to and received from other slices.
+  double dcn_bytes_out = 0, dcn_bytes_in = 0;
 
   // Synthetic traffic received by this chip (workload.model: traffic).
   uint64_t traffic_messages = 0;
@@ -61,6 +66,8 @@ struct ChipLog {
   std::vector<Interval> compute;  // MXU (lane = core) and VPU (lane = 16 + core)
   std::vector<Interval> hbm;      // lane = HbmClient
   std::vector<Interval> links;    // lane = direction; op: the chip's own op sending (-1: a message it forwards)
+  std::vector<Interval> host;     // host link chunks; lane = way (0 to the host, 1 from it)
+  std::vector<Interval> dcn;      // traced chips: DCN messages over the host link (lane 0 sent, 1 received)
   std::vector<MessageSlice> messages;
 };
 

@@ -37,7 +37,7 @@ struct UnitJob {
   // ReLU work, which its emitter interleaves with the pushes), on top of vpu_cycles.
   int64_t vpu_beside = 0;
   // When set, called at the end instead of the unit's Done callback (work the DMA engines queue: reductions).
-  std::function<void(double start, double end)> on_done;
+  std::function<void(double start, double end)> on_done = nullptr;
 };
 
 class ComputeUnit : public sc_core::sc_module {

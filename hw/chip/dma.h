@@ -57,6 +57,8 @@ class Dma : public sc_core::sc_module {
   // For deadlock reports: what each running communication op waits for.
   std::vector<std::string> waiting() const;
   bool idle() const { return m_running.empty(); }
+  // Messages for other slices leave through the data-center network (hw/dcn/dcn.h).
+  void set_dcn(DcnPort* port) { m_links.set_dcn(port); }
 
  private:
 

@@ -33,6 +33,16 @@ void Dma::start_collective(Running& r, const Op& op) {
   r.bf16 = in.dtype == DType::BF16;
   r.max = op.kind == OpKind::AllReduce && op.attrs.reduce_max;
   r.req.chunk_elements = std::max<int64_t>(1, static_cast<int64_t>(m_ctx.exp->hardware.ici.chunk) / r.req.elem_bytes);
+  // Over the data-center network, chunks of hardware.dcn.chunk (hw/dcn/dcn.h); a group wholly across slices
+  // moves nothing else.
+  if (r.req.group.spans_dcn()) {
+    r.req.dcn_chunk_elements =
+        std::max<int64_t>(1, static_cast<int64_t>(m_ctx.exp->hardware.dcn.chunk) / r.req.elem_bytes);
+    bool only_dcn = true;
+    for (size_t i = 0; i < r.req.group.dims.size(); ++i)
+      only_dcn = only_dcn && (r.req.group.dims[i] == 1 || r.req.group.is_dcn(i));
+    if (only_dcn) r.req.chunk_elements = r.req.dcn_chunk_elements;
+  }
   r.req.shift = op.attrs.shift;
   r.req.root = op.attrs.root;
   // An all-reduce of a count the group does not divide runs on the count padded with zeros (its blocks are

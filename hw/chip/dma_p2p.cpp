@@ -14,9 +14,11 @@
 namespace podsim {
 namespace {
 
-// Elements per chunk of a transfer of `dtype` elements.
-int64_t chunk_elements(const PodContext& ctx, DType dtype) {
-  return std::max<int64_t>(1, static_cast<int64_t>(ctx.exp->hardware.ici.chunk) / dtype_bytes(dtype));
+// Elements per chunk of a transfer of `dtype` elements between two chips (hardware.dcn.chunk between slices).
+int64_t chunk_elements(const PodContext& ctx, DType dtype, int64_t a, int64_t b) {
+  const bool dcn = ctx.torus.slice_of(a) != ctx.torus.slice_of(b);
+  const double chunk = dcn ? ctx.exp->hardware.dcn.chunk : ctx.exp->hardware.ici.chunk;
+  return std::max<int64_t>(1, static_cast<int64_t>(chunk) / dtype_bytes(dtype));
 }
 
 int64_t chunk_count(int64_t elements, int64_t per_chunk) {
@@ -31,7 +33,8 @@ void Dma::start_send(Running& r, const Op& op) {
   const TensorInfo& in = m_graph->tensor(op.inputs.front());
   r.p2p_peer = peer_of(op);
   r.p2p_key = {static_cast<uint64_t>(m_p2p_sends[{r.p2p_peer, op.attrs.tag}]++), m_chip, op.attrs.tag};
-  const int64_t per = chunk_elements(m_ctx, in.dtype), n = in.elements(), eb = dtype_bytes(in.dtype);
+  const int64_t per = chunk_elements(m_ctx, in.dtype, m_chip, r.p2p_peer), n = in.elements(),
+                eb = dtype_bytes(in.dtype);
   const std::vector<float>* data = m_ctx.numeric ? &m_store.get(op.inputs.front()).data : nullptr;
   for (int64_t k = 0, chunks = chunk_count(n, per); k < chunks; ++k) {
     const int64_t first = k * per, len = std::min(per, n - first);
@@ -65,7 +68,7 @@ void Dma::start_recv(Running& r, const Op& op) {
   const TensorInfo& out = m_graph->tensor(op.outputs.front());
   r.p2p_peer = peer_of(op);
   r.p2p_key = {static_cast<uint64_t>(m_p2p_recvs[{r.p2p_peer, op.attrs.tag}]++), r.p2p_peer, op.attrs.tag};
-  r.p2p_chunks_left = chunk_count(out.elements(), chunk_elements(m_ctx, out.dtype));
+  r.p2p_chunks_left = chunk_count(out.elements(), chunk_elements(m_ctx, out.dtype, m_chip, r.p2p_peer));
   if (m_ctx.numeric) r.buf[1].assign(static_cast<size_t>(out.elements()), 0.0f);
   auto it = m_p2p_mailbox.find(r.p2p_key);
   if (it == m_p2p_mailbox.end()) return;

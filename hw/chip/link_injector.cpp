@@ -4,6 +4,7 @@
 #include <string>
 
 #include "hw/chip/sim_time.h"
+#include "hw/dcn/dcn.h"
 #include "base/error.h"
 
 namespace podsim {
@@ -21,6 +22,10 @@ LinkInjector::LinkInjector(int64_t chip, const PodContext& ctx, MessagePool& poo
       m_out(static_cast<size_t>(ctx.torus.directions())) {}
 
 void LinkInjector::send(Message&& m, FlowId flow, int32_t priority, bool read_hbm) {
+  if (m_dcn && m_ctx.torus.slice_of(m.dst) != m_ctx.torus.slice_of(m_chip)) {
+    m_dcn->send(std::move(m), read_hbm, m_on_injected);
+    return;
+  }
   const int dir = m_router.direction(m);  // dimension order, or a detour around a down link
   const uint32_t w = m_waiting.add({m_pool.put(std::move(m)), read_hbm, kNone});
   Direction& d = m_out[dir];

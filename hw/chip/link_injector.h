@@ -32,6 +32,8 @@ struct FlowId {
   bool operator<(const FlowId& o) const { return std::tie(op, flow) < std::tie(o.op, o.flow); }
 };
 
+class DcnPort;
+
 class LinkInjector {
  public:
   // Called when a message has been put on its first link, with the message's op_here and task_here.
@@ -43,6 +45,8 @@ class LinkInjector {
   // Queues `m` for its first link; when the link is about to need it, reads it from HBM (unless `read_hbm` is
   // false: the data is still on chip) and injects it.
   void send(Message&& m, FlowId flow, int32_t priority, bool read_hbm);
+  // Messages for other slices go to the data-center network through `port` instead (hw/dcn/dcn.h).
+  void set_dcn(DcnPort* port) { m_dcn = port; }
 
  private:
   void pump(int dir);
@@ -56,6 +60,7 @@ class LinkInjector {
   ChipLog& m_log;
   ActionQueue& m_queue;
   Injected m_on_injected;
+  DcnPort* m_dcn = nullptr;
 
   static constexpr uint32_t kNone = UINT32_MAX;
   // A waiting message: its pool slot, and the next of its flow (kNone: the last).

@@ -13,8 +13,10 @@ std::string key_of(const std::string& algo, const CollectiveRequest& r, int64_t 
     k += i ? ',' : '|';
     k += std::to_string(r.group.dims[i]);
     k += i < r.group.wrap.size() && !r.group.wrap[i] ? 'l' : 'w';
+    if (r.group.is_dcn(i)) k += 'd';
   }
-  for (int64_t v : {r.elements, static_cast<int64_t>(r.elem_bytes), r.chunk_elements, r.shift, r.root, rank}) {
+  for (int64_t v : {r.elements, static_cast<int64_t>(r.elem_bytes), r.chunk_elements, r.dcn_chunk_elements, r.shift,
+                    r.root, rank}) {
     k += '|';
     k += std::to_string(v);
   }

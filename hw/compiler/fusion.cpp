@@ -209,85 +209,94 @@ void duplicate_producers(const ModelGraph& g, std::vector<FusionGroup>& groups, 
       if (m.op == id && (m.pass == pass || m.pass == MemberPass::All)) return true;
     return false;
   };
-  // What each group makes and what it reads from outside (the tensors' readers), rebuilt after every change.
-  std::vector<std::set<TensorId>> made(groups.size());
+  // What each group makes and what it reads from outside (the tensors' readers), kept current as groups change.
+  std::vector<std::set<TensorId>> made(groups.size()), reads(groups.size());
   std::map<TensorId, std::vector<size_t>> readers_of;
-  auto index = [&] {
-    readers_of.clear();
-    for (size_t gi = 0; gi < groups.size(); ++gi) {
-      made[gi].clear();
-      for (const FusionMember& m : groups[gi].members)
-        for (TensorId t : made_by(g.op(m.op), m.pass)) made[gi].insert(t);
-      std::set<TensorId> read;
-      for (const FusionMember& m : groups[gi].members)
-        for (TensorId x : g.op(m.op).inputs)
-          if (!made[gi].count(x)) read.insert(x);
-      for (TensorId x : read) readers_of[x].push_back(gi);
+  auto unindex = [&](size_t gi) {
+    for (TensorId x : reads[gi]) {
+      auto& r = readers_of[x];
+      r.erase(std::remove(r.begin(), r.end(), gi), r.end());
+      if (r.empty()) readers_of.erase(x);
     }
+    made[gi].clear();
+    reads[gi].clear();
   };
-  // One dissolution (or none): the last group in issue order that can go into its readers.
-  auto dissolve_one = [&] {
-    for (size_t gi = groups.size(); gi-- > 0;) {
-      const FusionGroup& fg = groups[gi];
-      if (!elementwise_only(fg)) continue;
-      // The tensors other groups read; a step result keeps the group.
-      std::set<TensorId> outs;
-      bool result = false;
-      for (TensorId t : made[gi]) {
-        if (g.consumers(t).empty()) result = true;
-        if (readers_of.count(t)) outs.insert(t);
-      }
-      if (result || outs.empty()) continue;
-      double largest = 0;
-      for (TensorId t : outs) largest = std::max(largest, static_cast<double>(g.tensor(t).elements()));
-      // Effectively unary: at most one input from outside as large as its outputs.
-      std::set<TensorId> large;
-      for (const FusionMember& m : fg.members)
-        for (TensorId x : g.op(m.op).inputs)
-          if (!made[gi].count(x) && static_cast<double>(g.tensor(x).elements()) >= largest) large.insert(x);
-      const bool unary = large.size() <= 1;
-      if (!unary) {
-        // Only into compute-bound kernels of its own phase: a reader in a later phase (the backward pass reading a
-        // forward residual) would hold the group's several inputs live across the step instead of its one output.
-        bool all = true;
-        const Phase phase = g.op(fg.members.front().op).phase;
-        for (TensorId t : outs)
-          for (OpId c : g.consumers(t)) all = all && compute_home[c] && g.op(c).phase == phase;
-        if (!all) continue;
-      }
-      std::set<size_t> readers;
+  auto index = [&](size_t gi) {
+    for (const FusionMember& m : groups[gi].members)
+      for (TensorId t : made_by(g.op(m.op), m.pass)) made[gi].insert(t);
+    for (const FusionMember& m : groups[gi].members)
+      for (TensorId x : g.op(m.op).inputs)
+        if (!made[gi].count(x)) reads[gi].insert(x);
+    for (TensorId x : reads[gi]) readers_of[x].push_back(gi);
+  };
+  for (size_t gi = 0; gi < groups.size(); ++gi) index(gi);
+  // Dissolves group gi into its readers when it can go (returns whether it did). Groups are tried from the last in
+  // issue order to the first: going into its readers never lets a later group go (its readers' own kernels and
+  // the tensors they read from it stay as they were), so one pass decides as many as trying again would.
+  auto dissolve = [&](size_t gi) {
+    const FusionGroup& fg = groups[gi];
+    if (!elementwise_only(fg)) return false;
+    // The tensors other groups read; a step result keeps the group.
+    std::set<TensorId> outs;
+    bool result = false;
+    for (TensorId t : made[gi]) {
+      if (g.consumers(t).empty()) result = true;
+      if (readers_of.count(t)) outs.insert(t);
+    }
+    if (result || outs.empty()) return false;
+    double largest = 0;
+    for (TensorId t : outs) largest = std::max(largest, static_cast<double>(g.tensor(t).elements()));
+    // Effectively unary: at most one input from outside as large as its outputs.
+    std::set<TensorId> large;
+    for (const FusionMember& m : fg.members)
+      for (TensorId x : g.op(m.op).inputs)
+        if (!made[gi].count(x) && static_cast<double>(g.tensor(x).elements()) >= largest) large.insert(x);
+    const bool unary = large.size() <= 1;
+    if (!unary) {
+      // Only into compute-bound kernels of its own phase: a reader in a later phase (the backward pass reading a
+      // forward residual) would hold the group's several inputs live across the step instead of its one output.
+      bool all = true;
+      const Phase phase = g.op(fg.members.front().op).phase;
       for (TensorId t : outs)
-        for (size_t ci : readers_of[t])
-          if (ci != gi) readers.insert(ci);
-      std::vector<size_t> into, keep_for;
-      for (size_t ci : readers) {
-        const bool ok = unary ? absorbs(groups[ci]) : compute_bound(groups[ci]);
-        (ok ? into : keep_for).push_back(ci);
-      }
-      if (into.empty() || (!unary && !keep_for.empty())) continue;  // all or nothing when it reads more
-      bool fits = true;
-      for (size_t ci : into) {
-        size_t recomputed = 0;
-        for (const FusionMember& m : groups[ci].members) recomputed += m.recomputed;
-        fits = fits && recomputed + fg.members.size() <= 2 * kMaxFusionMembers;
-      }
-      if (!fits) continue;
-      const std::vector<FusionMember> chain = fg.members;
-      for (size_t ci : into) {
-        std::vector<FusionMember> pro;
-        for (FusionMember m : chain)
-          if (!contains(groups[ci], m.op, m.pass)) {
-            m.recomputed = true;
-            pro.push_back(m);
-          }
-        groups[ci].members.insert(groups[ci].members.begin(), pro.begin(), pro.end());
-      }
-      if (keep_for.empty()) groups[gi].members.clear();
-      return true;
+        for (OpId c : g.consumers(t)) all = all && compute_home[c] && g.op(c).phase == phase;
+      if (!all) return false;
     }
-    return false;
+    std::set<size_t> readers;
+    for (TensorId t : outs)
+      for (size_t ci : readers_of.at(t))
+        if (ci != gi) readers.insert(ci);
+    std::vector<size_t> into, keep_for;
+    for (size_t ci : readers) {
+      const bool ok = unary ? absorbs(groups[ci]) : compute_bound(groups[ci]);
+      (ok ? into : keep_for).push_back(ci);
+    }
+    if (into.empty() || (!unary && !keep_for.empty())) return false;  // all or nothing when it reads more
+    bool fits = true;
+    for (size_t ci : into) {
+      size_t recomputed = 0;
+      for (const FusionMember& m : groups[ci].members) recomputed += m.recomputed;
+      fits = fits && recomputed + fg.members.size() <= 2 * kMaxFusionMembers;
+    }
+    if (!fits) return false;
+    const std::vector<FusionMember> chain = fg.members;
+    for (size_t ci : into) {
+      std::vector<FusionMember> pro;
+      for (FusionMember m : chain)
+        if (!contains(groups[ci], m.op, m.pass)) {
+          m.recomputed = true;
+          pro.push_back(m);
+        }
+      groups[ci].members.insert(groups[ci].members.begin(), pro.begin(), pro.end());
+      unindex(ci);
+      index(ci);
+    }
+    if (keep_for.empty()) {
+      groups[gi].members.clear();
+      unindex(gi);
+    }
+    return true;
   };
-  do index(); while (dissolve_one());
+  for (size_t gi = groups.size(); gi-- > 0;) dissolve(gi);
   groups.erase(std::remove_if(groups.begin(), groups.end(), [](const FusionGroup& fg) { return fg.members.empty(); }),
                groups.end());
 }

@@ -400,6 +400,9 @@ ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const Chi
       for (const FusionMember& m : fg.members) views = views && op_cost(g, g.op(m.op)).view;
       if (views) mt = MemberTraffic{};
       lower_vector(chip, mt, e);
+    } else if (e.unit == Unit::Host) {  // the host link reads (to_host) or writes (from_host) the tensor in HBM
+      const double bytes = g.tensor(f.inputs.front()).stored_bytes();
+      (f.kind == OpKind::ToHost ? e.core_hbm_read : e.core_hbm_write) = bytes;
     }
     e.hbm_reads = std::move(mt.reads);
     e.hbm_writes = std::move(mt.writes);

@@ -30,6 +30,11 @@ bool in_place(const ModelGraph& g, const Op& op) {
   return op.kind == OpKind::AllReduce || op.kind == OpKind::Add || op_cost(g, op).in_place;
 }
 
+bool in_host_memory(const ModelGraph& g, TensorId t) {
+  const OpId p = g.producer(t);
+  return p >= 0 && g.op(p).kind == OpKind::ToHost;
+}
+
 }  // namespace
 
 MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
@@ -62,8 +67,9 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
   MemoryBreakdown now;
   auto add = [&](TensorId t) {
     const TensorInfo& info = g.tensor(t);
-    // An updated value overwrites the tensor it updates: no new space.
-    if (info.role == TensorRole::Updated || live[t] || view[t]) return;
+    // An updated value overwrites the tensor it updates: no new space. A value moved to the host (to_host) is
+    // held in the host's memory.
+    if (info.role == TensorRole::Updated || live[t] || view[t] || in_host_memory(g, t)) return;
     live[t] = true;
     bucket(now, info.role) += info.stored_bytes();
   };

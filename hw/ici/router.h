@@ -46,7 +46,7 @@ struct IciLink {
   // A link out of a pod reduced by symmetry (hw/pod/symmetry.h) to the chip that stands for `to`: the chips a
   // message names (src, dst, key.src) move by shift[d] along each dimension d as it crosses.
   bool shifted = false;
-  int64_t shift[3] = {0, 0, 0};
+  int64_t shift[4] = {0, 0, 0, 0};  // per dimension, the slices' included
 };
 
 class IciRouter : public sc_core::sc_module, public IMessageSink {

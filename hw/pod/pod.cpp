@@ -50,6 +50,10 @@ Pod::Pod(PodContext& ctx) : m_ctx(ctx), m_symmetry(find_symmetry(ctx)) {
       chip->router().connect(d, &m_links.back());
     }
   }
+  if (t.slices() > 1) {  // the data-center network between the slices' hosts
+    m_dcn = std::make_unique<DcnNetwork>(ctx, [this](int64_t c) { return m_symmetry.representative(c, m_ctx.torus); });
+    for (const auto& chip : m_chips) chip->attach_dcn(*m_dcn);
+  }
   // Numeric mode: the logical step's inputs are drawn once from the run's seed and every chip takes its shard.
   if (ctx.numeric && ctx.logical) {
     TensorStore values;

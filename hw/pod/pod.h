@@ -25,6 +25,8 @@ class Pod {
   const std::vector<std::unique_ptr<Chip>>& simulated() const { return m_chips; }
   const std::vector<IciLink>& links() const { return m_links; }
   const PodSymmetry& symmetry() const { return m_symmetry; }
+  // The data-center network between slices (null with one slice).
+  const DcnNetwork* dcn() const { return m_dcn.get(); }
 
  private:
   PodContext& m_ctx;
@@ -32,6 +34,7 @@ class Pod {
   std::vector<std::unique_ptr<Chip>> m_chips;
   std::vector<Chip*> m_view;
   std::vector<IciLink> m_links;
+  std::unique_ptr<DcnNetwork> m_dcn;
 };
 
 }  // namespace podsim

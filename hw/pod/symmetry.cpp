@@ -225,9 +225,10 @@ PodSymmetry find_symmetry(const PodContext& ctx) {
   for (int d = 0; d < t.ndims(); ++d) {
     const int64_t n = t.dims()[d];
     if (t.wrap()[d]) {
-      // The smallest period that divides the ring (even on an even ring: routing breaks ties by parity).
+      // The smallest period that divides the ring (even on an even ring: routing breaks ties by parity; the slices
+      // have no routes).
       for (int64_t p = 1; p < n; ++p) {
-        if (n % p != 0 || (n % 2 == 0 && p % 2 != 0)) continue;
+        if (n % p != 0 || (n % 2 == 0 && p % 2 != 0 && d != t.slice_dim())) continue;
         if (invariant(d, p)) {
           s.period[d] = p;
           break;
@@ -235,6 +236,26 @@ PodSymmetry find_symmetry(const PodContext& ctx) {
       }
     }
     s.simulated *= s.period[d];
+  }
+  // Traffic between slices shares each host's NICs (hw/dcn/dcn.h): the box holds whole hosts, and whole slices
+  // when the network between them is oversubscribed (each slice's way out is shared by all its hosts).
+  bool dcn = t.slice_dim() >= 0 && comm[static_cast<size_t>(t.slice_dim())];
+  for (const auto& [role, op] : p2p)
+    for (int64_t c = 0; c < t.chips() && !dcn && t.slices() > 1; ++c)
+      if (plan.role_of_chip[c] == role && t.slice_of(ctx.p2p_peer(c, *op)) != t.slice_of(c)) dcn = true;
+  if (dcn) {
+    const std::vector<int64_t>& block = e.hardware.host.block;
+    s.simulated = 1;
+    for (int d = 0; d < t.ndims(); ++d) {
+      if (d < t.ici_ndims()) {
+        int64_t p = s.period[d];
+        if (e.hardware.dcn.oversubscription > 1) p = t.dims()[d];
+        const int64_t b = d < static_cast<int>(block.size()) ? block[d] : 1;
+        while (p % b != 0) p += s.period[d];
+        s.period[d] = p;
+      }
+      s.simulated *= s.period[d];
+    }
   }
   if (e.hardware.faults.any()) {
     for (const auto& [role, op] : p2p)  // a peer's route spans the dimensions it differs in

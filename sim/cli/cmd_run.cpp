@@ -97,6 +97,15 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
   if (j.contains("communication") && j.contains("roles") && j["roles"].size() > 0)
     std::cout << "  exposed comm  " << format_time(j["communication"]["exposed_s"]) << " ("
               << pct(j["communication"]["exposed_fraction"]) << " of the step, mean over chips)\n";
+  if (j.contains("dcn")) {  // several slices: what crossed the data-center network
+    const auto& d = j["dcn"];
+    std::cout << "  DCN           " << d["slices"].get<int64_t>() << " slices, " << d["hosts"].get<int64_t>()
+              << " hosts: " << format_bytes(d["max_bytes_per_chip"]) << " per chip, "
+              << format_bytes(d["max_bytes_per_host"]) << " per host; NICs " << pct(d["nic_busy_fraction"])
+              << " busy; " << format_time(d["communication_s"]) << " of DCN communication, "
+              << format_time(d["exposed_s"]) << " exposed" << (d["overlap"].get<bool>() ? "" : " (no overlap)")
+              << "\n";
+  }
   if (j.contains("pipeline")) {
     const auto& pl = j["pipeline"];
     std::cout << "  pipeline      " << pl["stages"].get<int64_t>() << " stages x " << pl["micro_batches"].get<int64_t>()
@@ -142,7 +151,7 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
     std::cout << "    " << strprintf("%12s %6.1f %%  wait %10s  ", format_time(busy).c_str(), T > 0 ? 100 * busy / T : 0.0,
                                     format_time(wait).c_str())
               << o["name"].get<std::string>() << " (" << o["kind"].get<std::string>() << ", "
-              << o["unit"].get<std::string>() << ")\n";
+              << (o.contains("dcn") ? std::string("DCN") : o["unit"].get<std::string>()) << ")\n";
   }
   print_notes(notes, dir);
 }

@@ -115,9 +115,10 @@ FaultConfig read_faults(const ParamSet& p, const PodConfig& pod, uint64_t seed) 
       }
       double f = 0;
       try {
+        const std::string factor = em[2];
         size_t used = 0;
-        f = std::stod(em[2], &used);
-        if (used != em[2].length()) f = -1;
+        f = std::stod(factor, &used);
+        if (used != factor.size()) f = -1;
       } catch (const std::exception&) {
         f = -1;
       }

@@ -74,7 +74,7 @@ std::string resolved_yaml(const Experiment& e, bool with_origins) {
     // strategy.name: auto is written as the strategy it chose, so the file says what ran; its origin keeps auto.
     // (Without origins the file is then a fixed point: it loads back to itself.)
     if (spec.path == "strategy.name" && value == "[auto]" && !e.strategies.empty()) {
-      value = "[" + join(e.strategies, ", ") + "]";
+      value = bracketed(e.strategies);
       if (with_origins)
         comment += std::string(comment.empty() ? "" : ": ") + "chosen by auto (the workload's default strategy)";
     }

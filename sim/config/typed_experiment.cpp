@@ -5,6 +5,7 @@
 #include "plan/mesh.h"
 #include "sim/config/faults.h"
 #include "sim/config/loader_impl.h"
+#include "topology/hosts.h"
 
 namespace podsim::loader_detail {
 
@@ -26,9 +27,12 @@ void validate_hardware(Experiment& e, ParamReader& L) {
                 "hardware.pod.dims");
   double chips = 1;
   for (auto d : dims) chips *= static_cast<double>(d);
+  const int64_t slices = p.i("hardware.slices");
+  chips *= static_cast<double>(slices);
   if (chips > kMaxChips)
     throw Error(Err::PodTooLarge, dims_v.where,
-                strprintf("hardware.pod.dims describes %.0f chips; podsim simulates at most %lld", chips,
+                strprintf("hardware.pod.dims describes %.0f chips%s; podsim simulates at most %lld", chips,
+                          slices > 1 ? strprintf(" over %lld slices", static_cast<long long>(slices)).c_str() : "",
                           static_cast<long long>(kMaxChips)),
                 "hardware.pod.dims");
   // About 64 KiB per chip of model state, plus links; refuse what this machine cannot hold.
@@ -56,6 +60,16 @@ void validate_hardware(Experiment& e, ParamReader& L) {
   p.put(wv);
   e.hardware.pod.dims = dims;
   e.hardware.pod.wrap = wrap;
+  e.hardware.pod.slices = slices;
+  // The hosts tile each slice; several slices need the DCN's bandwidth, which some generations do not publish.
+  e.hardware.host.chips = p.i("hardware.host.chips");
+  e.hardware.host.block = host_block(dims, e.hardware.host.chips);
+  if (slices > 1 && !(p.f("hardware.dcn.bandwidth") > 0))
+    throw Error(Err::MissingKey, p.where("hardware.slices"),
+                "hardware.slices is " + std::to_string(slices) + " but the " + p.s("hardware.preset") +
+                    " preset has no data-center network bandwidth (none is published for it); set "
+                    "hardware.dcn.bandwidth, the bandwidth of each host's NICs per direction (docs/hardware.md)",
+                "hardware.dcn.bandwidth");
 }
 
 void build_typed(Experiment& e, const ParamSet& p) {
@@ -84,6 +98,13 @@ void build_typed(Experiment& e, const ParamSet& p) {
   c.hbm.activate_interval = p.f("hardware.chip.hbm.activate_interval");
   c.vmem = p.f("hardware.chip.vmem.capacity");
   c.cmem = p.f("hardware.chip.cmem.capacity");
+  c.host_link.bandwidth = p.f("hardware.chip.host_link.bandwidth");
+  c.host_link.latency = p.f("hardware.chip.host_link.latency");
+  c.host_link.chunk = p.f("hardware.chip.host_link.chunk");
+  h.dcn.bandwidth = p.f("hardware.dcn.bandwidth");
+  h.dcn.latency = p.f("hardware.dcn.latency");
+  h.dcn.oversubscription = p.f("hardware.dcn.oversubscription");
+  h.dcn.chunk = p.f("hardware.dcn.chunk");
   h.ici.dimensions = p.i("hardware.ici.dimensions");
   h.ici.link_bandwidth = p.f("hardware.ici.link_bandwidth");
   h.ici.hop_latency = p.f("hardware.ici.hop_latency");
@@ -104,6 +125,7 @@ void build_typed(Experiment& e, const ParamSet& p) {
   r.trace.max_chips = p.i("run.trace.max_chips");
   r.trace.warn_events = p.i("run.trace.warn_events");
   r.combine_threshold = p.f("run.combine_threshold");
+  r.dcn_overlap = p.b("run.dcn_overlap");
   r.stall.probability = p.f("run.stall.probability");
   r.stall.max = p.f("run.stall.max");
   h.faults = read_faults(p, h.pod, r.seed);

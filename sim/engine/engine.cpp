@@ -201,7 +201,7 @@ std::unique_ptr<Prepared> prepare(const Experiment& exp) {
   ctx.plan = &p->plan;
   ctx.numeric = exp.run.numeric;
   ctx.logical = &p->graph;
-  ctx.torus = Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap);
+  ctx.torus = Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap, exp.hardware.pod.slices);
   ctx.result_chip = p->plan.result_chip;
   for (const Program& prog : p->plan.programs) {
     for (const Op& op : prog.graph.ops())

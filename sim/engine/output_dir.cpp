@@ -96,7 +96,8 @@ OutputDir::OutputDir(const std::string& final_path, bool force) : m_final(final_
     throw Error(Err::OutputUnwritable, at(m_final),
                 "cannot create the folder '" + parent.string() + "': " + (ec ? ec.message() : "not a folder"));
   // Clear partial folders of earlier runs of this name whose process is gone (e.g. killed with SIGKILL).
-  std::string prefix = "." + final_p.filename().string() + ".partial-";
+  const std::string base = final_p.filename().string();
+  const std::string prefix = "." + base + ".partial-";
   for (const auto& entry : fs::directory_iterator(parent, ec)) {
     std::string name = entry.path().filename().string();
     if (name.rfind(prefix, 0) != 0) continue;

@@ -10,6 +10,7 @@
 #include "hw/pod/pod.h"
 #include "hw/timing/mxu_timing.h"
 #include "hw/timing/vpu_timing.h"
+#include "sim/engine/dcn_report.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/fault_report.h"
 #include "sim/engine/memory_summary.h"
@@ -56,7 +57,7 @@ double union_length(std::vector<std::pair<double, double>> v) {
 std::vector<double> op_busy(const Chip& chip, size_t n_ops) {
   std::vector<std::vector<std::pair<double, double>>> iv(n_ops);
   const ChipLog& l = chip.log();
-  for (const auto* list : {&l.compute, &l.hbm, &l.links})
+  for (const auto* list : {&l.compute, &l.hbm, &l.links, &l.host})
     for (const Interval& x : *list)
       if (x.op >= 0 && static_cast<size_t>(x.op) < n_ops && x.end > x.begin) iv[x.op].push_back({x.begin, x.end});
   std::vector<double> busy(n_ops, 0);
@@ -96,6 +97,7 @@ J op_table(const Prepared& p, const Chip& chip) {
     o["hbm_write"] = r.hbm_write;
     o["logical_bytes"] = e.logical_bytes;
     o["cores"] = e.cores;
+    if (e.unit == Unit::Ici && over_dcn(p, chip.id(), g.op(e.members.front()))) o["dcn"] = true;
     if (e.members.size() > 1) {
       J m = J::array(), again = J::array();
       for (size_t k = 0; k < e.members.size(); ++k) (e.recomputed[k] ? again : m).push_back(g.op(e.members[k]).name);
@@ -138,7 +140,7 @@ TimeSplit time_split(const ExecProgram& ep, const Chip& chip) {
   for (size_t i = 0; i < ep.ops.size(); ++i) {
     const OpRecord& r = chip.log().ops[i];
     if (r.start < 0 || ep.ops[i].kind == OpKind::Recv) continue;
-    (ep.ops[i].unit == Unit::Ici ? comm : comp).push_back({r.start, r.end});
+    (is_transfer_unit(ep.ops[i].unit) ? comm : comp).push_back({r.start, r.end});
     all.push_back({r.start, r.end});
   }
   return {union_length(comp), union_length(comm), union_length(all)};
@@ -274,7 +276,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
     std::vector<std::pair<double, double>> busy;
     for (size_t i = 0; i < ep.ops.size(); ++i) {
       const ExecOp& e = ep.ops[i];
-      if (e.unit == Unit::Ici) continue;
+      if (is_transfer_unit(e.unit)) continue;
       bool recomputed = false;
       for (size_t k = 0; k < e.members.size(); ++k)
         recomputed = recomputed || (!e.recomputed[k] && pg.op(e.members[k]).recompute);
@@ -291,8 +293,13 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   const auto batch = microbenchmark(p) ? std::nullopt : count_param(e.params, "workload.batch");
   if (const auto n = trainable_parameters(p)) j["parameters"] = *n;
   if (T > 0 && batch) {
-    j["samples_per_s"] = *batch / T;
-    if (const auto seq = count_param(e.params, "workload.seq_len")) j["tokens_per_s"] = *batch * *seq / T;
+    const double examples = *batch;
+    j["samples_per_s"] = examples / T;
+    if (const auto seq = count_param(e.params, "workload.seq_len")) {
+      const double tokens_per_s = examples * *seq / T;
+      j["tokens_per_s"] = tokens_per_s;
+      j["tokens_per_s_per_chip"] = tokens_per_s / static_cast<double>(e.hardware.pod.chips());
+    }
   }
 
   // Busy fractions, averaged over the chips that run a program.
@@ -301,8 +308,13 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   J per_hbm = J::array(), per_ici = J::array();
   uint64_t stalls = 0;
   double stall_s = 0;
+  double host_to = 0, host_from = 0, host_busy = 0;  // the host link (hw/chip/host_link.h)
+  J per_host = J::array();
   for (const auto& chip : chips) {
     const ChipLog& l = chip->log();
+    host_to += l.host_bytes[0];
+    host_from += l.host_bytes[1];
+    per_host.push_back(l.host_bytes[0] + l.host_bytes[1]);
     double cm = T > 0 ? l.mxu_busy / (T * static_cast<double>(cfg.tensorcores)) : 0;
     per_mxu.push_back(r6(cm));
     per_hbm.push_back(l.hbm_read + l.hbm_write);
@@ -329,6 +341,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
     vpu += cv;
     hbm += ch;
     ici += ci;
+    host_busy += T > 0 ? std::max(l.host_busy[0], l.host_busy[1]) / T : 0;
   }
   double n_active = std::max<int64_t>(1, active);
   j["busy_fraction"] = {{"mxu", r6(mxu / n_active)}, {"vpu", r6(vpu / n_active)}, {"hbm", r6(hbm / n_active)},
@@ -340,6 +353,12 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
               {"peak_bandwidth_Bps", cfg.hbm.bandwidth},
               {"max_queue_wait_s", qwait}};
   j["ici"] = {{"bytes", ici_bytes}, {"link_bandwidth_Bps", e.hardware.ici.link_bandwidth}};
+  // Only when something crossed it: the chip's transfers to and from its host (host offload, the DCN's hop).
+  if (host_to + host_from > 0)
+    j["host_link"] = {{"bytes_to_host", host_to},
+                      {"bytes_from_host", host_from},
+                      {"busy_fraction", r6(host_busy / n_active)},
+                      {"bandwidth_Bps", cfg.host_link.bandwidth}};
 
   // Where the result chip's time went.
   const Chip& rc = *chips[p.plan.result_chip];
@@ -398,6 +417,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
                {"bytes_per_chip", bytes},
                {"time_s", t},
                {"algorithm_bandwidth_Bps", t > 0 ? r6(bytes / t) : 0.0}};
+      if (over_dcn(p, rc.id(), op)) row["dcn"] = true;  // between slices (hw/dcn/dcn.h)
       if (carried.size() > 1) {
         row["tensors"] = carried;
         ++combined;
@@ -482,11 +502,13 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   j["per_chip"] = {{"mxu_busy_fraction", per_mxu}, {"vpu_busy_fraction", per_vpu},
                    {"hbm_busy_fraction", per_hbm_busy}, {"ici_busy_fraction", per_ici_busy},
                    {"hbm_bytes", per_hbm},         {"ici_bytes", per_ici}};
+  if (host_to + host_from > 0) j["per_chip"]["host_link_bytes"] = per_host;
 
   j["timeline"] = timeline_json(p, s, rc);  // the result chip over the step, in 100 bins (report plots)
   j["stalls"] = {{"injected", stalls}, {"seconds", stall_s}};
   if (auto moe = moe_report(p, s)) j["moe"] = *moe;
   if (auto faults = fault_report(p, s)) j["faults"] = *faults;
+  if (auto dcn = dcn_report(p, s)) j["dcn"] = *dcn;
   return j.dump(2) + "\n";
 }
 

@@ -82,7 +82,7 @@ nlohmann::ordered_json timeline_json(const Prepared& p, const Simulation& s, con
     for (size_t i = 0; i < ep.ops.size(); ++i) {
       const OpRecord& r = log.ops[i];
       if (r.start < 0 || ep.ops[i].kind == OpKind::Recv) continue;
-      (ep.ops[i].unit == Unit::Ici ? communication : compute).push_back({r.start, r.end});
+      (is_transfer_unit(ep.ops[i].unit) ? communication : compute).push_back({r.start, r.end});
       any.push_back({r.start, r.end});
     }
   }

@@ -127,6 +127,8 @@ TracePlan collect(const Prepared& p, const Simulation& s, Detail detail, const W
                                        std::to_string(e.gemm.k) + "x" + std::to_string(e.gemm.n)});
         if (e.unit == Unit::Ici) {
           plan.slices.push_back({c, "Collectives/" + e.name, false, b, en, e.name, args, 0, 0, 0});
+        } else if (e.unit == Unit::Host) {
+          plan.slices.push_back({c, "Host transfers", true, b, en, e.name, args, 0, 0, 2});
         } else {
           for (int core = 0; core < e.cores; ++core)
             plan.slices.push_back({c, "TensorCore " + std::to_string(core) + " ops", true, b, en, e.name, args, 0, 0,
@@ -169,6 +171,24 @@ TracePlan collect(const Prepared& p, const Simulation& s, Detail detail, const W
           wt.push_back(x.bytes / (x.end - x.begin) / 1e9);
         }
       plan.counters.push_back({c, "HBM bandwidth", "GB/s", "hbm_bw", 6, binned(iv, wt, s.step_time, win)});
+      // The host link's chunks, per way (hw/chip/host_link.h).
+      static const char* ways[] = {"Host link (to host)", "Host link (from host)"};
+      for (const Interval& x : log.host) {
+        double b = x.begin, e = x.end;
+        if (!win.clip(b, e)) continue;
+        std::string name = chip.role() >= 0 && x.op >= 0 ? p.ctx->programs[chip.role()].ops[x.op].name : "chunk";
+        plan.slices.push_back({c, ways[x.lane & 1], false, b, e, name, {{"bytes", static_cast<int64_t>(x.bytes)}}, 0,
+                               0, 36 + (x.lane & 1)});
+      }
+      // Messages to and from other slices over the data-center network (hw/dcn/dcn.h): to the host, from it.
+      static const char* dcn[] = {"DCN out (to the host)", "DCN in (from the host)"};
+      for (const Interval& x : log.dcn) {
+        double b = x.begin, e = x.end;
+        if (!win.clip(b, e)) continue;
+        std::string name = chip.role() >= 0 && x.op >= 0 ? p.ctx->programs[chip.role()].ops[x.op].name : "message";
+        plan.slices.push_back({c, dcn[x.lane & 1], true, b, e, name, {{"bytes", static_cast<int64_t>(x.bytes)}}, 0,
+                               0, 38 + (x.lane & 1)});
+      }
     }
     if (detail >= Detail::Links) {
       std::map<int, std::vector<std::pair<double, double>>> per_dir;

@@ -143,6 +143,21 @@ void print_report(const std::string& dir, std::ostream& out) {
     out << strprintf("  %-26s %s (%s)\n", "idle (bubble)", format_time(t.value("idle_s", 0.0)).c_str(),
                      pct(t.value("idle_fraction", 0.0)).c_str());
   }
+  if (j.contains("dcn")) {  // several slices: the data-center network (docs/outputs.md, dcn)
+    const auto& d = j["dcn"];
+    rule(out);
+    out << strprintf("data-center network: %lld slices, %lld hosts of %lld chips, %s per host and direction\n",
+                     static_cast<long long>(d.value("slices", 0LL)), static_cast<long long>(d.value("hosts", 0LL)),
+                     static_cast<long long>(d.value("chips_per_host", 0LL)),
+                     format_bandwidth(d.value("bandwidth_per_host_Bps", 0.0)).c_str());
+    out << strprintf("  %-26s %s per chip, %s per host (the most)\n", "sent over the DCN",
+                     format_bytes(d.value("max_bytes_per_chip", 0.0)).c_str(),
+                     format_bytes(d.value("max_bytes_per_host", 0.0)).c_str());
+    out << strprintf("  %-26s %s\n", "NICs busy", pct(d.value("nic_busy_fraction", 0.0)).c_str());
+    out << strprintf("  %-26s %s, %s exposed%s\n", "DCN communication",
+                     format_time(d.value("communication_s", 0.0)).c_str(), format_time(d.value("exposed_s", 0.0)).c_str(),
+                     d.value("overlap", true) ? "" : " (run.dcn_overlap off)");
+  }
   if (j.contains("roles") && !j["roles"].empty() && j.value("active_chips", 1) > 1) {
     // Per role (the SPMD step, or each pipeline stage), on its first chip.
     rule(out);
@@ -243,7 +258,8 @@ void print_report(const std::string& dir, std::ostream& out) {
     for (size_t i = 0; i < std::min<size_t>(10, ops.size()); ++i) {
       const auto& o = ops[i];
       const double d = busy(o), w = o.value("wait_s", 0.0);
-      std::string name = o.value("name", std::string()) + " (" + o.value("unit", std::string()) + ")";
+      const std::string unit = o.contains("dcn") ? std::string("DCN") : o.value("unit", std::string());
+      std::string name = o.value("name", std::string()) + " (" + unit + ")";
       if (name.size() > 36) name = name.substr(0, 33) + "...";
       out << strprintf("  %-36s %10s %7.1f%% %10s %10lld %11s\n", name.c_str(), format_time(d).c_str(),
                        T > 0 ? 100 * d / T : 0.0, format_time(w).c_str(), static_cast<long long>(o.value("cycles", 0LL)),

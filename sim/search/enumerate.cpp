@@ -21,7 +21,7 @@ const char* kDimNames = "xyz";
 std::string list_text(const std::vector<std::string>& v, bool quote) {
   std::vector<std::string> q;
   for (const auto& s : v) q.push_back(quote ? "\"" + s + "\"" : s);
-  return "[" + join(q, ", ") + "]";
+  return bracketed(q);
 }
 
 std::string ints_text(const std::vector<int64_t>& v) {
@@ -158,7 +158,8 @@ std::vector<std::string> axis_placements(int64_t size, const std::vector<int64_t
 }
 
 std::vector<Candidate> enumerate_candidates(const SearchSpace& s, const Experiment& e) {
-  const int64_t chips = e.hardware.pod.chips();
+  const int64_t chips = e.hardware.pod.chips();  // every slice's
+  const int64_t slices = e.hardware.pod.slices;
   const std::vector<int64_t>& dims = e.hardware.pod.dims;
   const std::vector<bool>& wrap = e.hardware.pod.wrap;
   std::vector<Candidate> out;
@@ -176,62 +177,73 @@ std::vector<Candidate> enumerate_candidates(const SearchSpace& s, const Experime
       const bool pipe = has(strategies, "pipeline"), spmd = has(strategies, "spmd");
       const bool gathers = has(strategies, "fsdp") || has(strategies, "data_parallel");
       for (const auto& shape : factorisations(chips, k)) {
-        // Placements: automatic, and (search.placements: all) each neighbouring layout of the model and pipe axes.
-        std::vector<std::vector<std::string>> placements = {{}};
-        if (s.all_placements) {
-          std::vector<std::vector<std::string>> per_axis;
-          bool any = false;
-          for (size_t a = 0; a < axes.size(); ++a) {
-            std::vector<std::string> opts = {""};
-            // The model axis is laid out first (innermost), so any dimension that holds it keeps it on neighbouring
-            // chips; the pipe axis only when it takes a whole dimension (no other axis between its stages).
-            if (axes[a] == "model" || axes[a] == "pipe")
-              for (const auto& pl : axis_placements(shape[a], dims, wrap))
-                if (axes[a] == "model" || pl.find(':') == std::string::npos) {
-                  opts.push_back(pl);
-                  any = true;
-                }
-            per_axis.push_back(opts);
-          }
-          if (any) {
-            std::vector<std::vector<std::string>> combos = {{}};
-            for (const auto& opts : per_axis) {
-              std::vector<std::vector<std::string>> next;
-              for (const auto& c : combos)
-                for (const auto& o : opts) {
-                  auto d = c;
-                  d.push_back(o);
-                  next.push_back(d);
-                }
-              combos = next;
+        // Over several slices: which axis spans them (data, fsdp or pipe, whole multiples of the slices).
+        std::vector<int> dcn_choices;
+        if (slices <= 1) dcn_choices = {-1};
+        for (size_t a = 0; a < axes.size() && slices > 1; ++a)
+          if ((axes[a] == "data" || axes[a] == "fsdp" || axes[a] == "pipe") && shape[a] % slices == 0)
+            dcn_choices.push_back(static_cast<int>(a));
+        for (int dcn : dcn_choices) {
+          std::vector<int64_t> local = shape;  // what each axis has inside a slice
+          if (dcn >= 0) local[static_cast<size_t>(dcn)] /= slices;
+          // Placements: automatic, and (search.placements: all) each neighbouring layout of the model and pipe axes.
+          std::vector<std::vector<std::string>> placements = {{}};
+          if (s.all_placements) {
+            std::vector<std::vector<std::string>> per_axis;
+            bool any = false;
+            for (size_t a = 0; a < axes.size(); ++a) {
+              std::vector<std::string> opts = {""};
+              // The model axis is laid out first (innermost), so any dimension that holds it keeps it on neighbouring
+              // chips; the pipe axis only when it takes a whole dimension (no other axis between its stages).
+              if ((axes[a] == "model" || axes[a] == "pipe") && local[a] > 1)
+                for (const auto& pl : axis_placements(local[a], dims, wrap))
+                  if (axes[a] == "model" || pl.find(':') == std::string::npos) {
+                    opts.push_back(pl);
+                    any = true;
+                  }
+              per_axis.push_back(opts);
             }
-            for (const auto& c : combos) {
-              if (std::all_of(c.begin(), c.end(), [](const std::string& x) { return x.empty(); })) continue;
-              std::vector<std::string> full = complete_placement(c, shape, dims);
-              if (!full.empty()) placements.push_back(full);
+            if (any) {
+              std::vector<std::vector<std::string>> combos = {{}};
+              for (const auto& opts : per_axis) {
+                std::vector<std::vector<std::string>> next;
+                for (const auto& c : combos)
+                  for (const auto& o : opts) {
+                    auto d = c;
+                    d.push_back(o);
+                    next.push_back(d);
+                  }
+                combos = next;
+              }
+              for (const auto& c : combos) {
+                if (std::all_of(c.begin(), c.end(), [](const std::string& x) { return x.empty(); })) continue;
+                std::vector<std::string> full = complete_placement(c, local, dims);
+                if (!full.empty()) placements.push_back(full);
+              }
             }
           }
+          for (const auto& placement : placements)
+            for (const auto& remat : s.remat) {
+              if (remat == "stage" && !pipe) continue;
+              for (bool sp : spmd ? s.sequence_parallel : std::vector<bool>{false}) {
+                const std::vector<int64_t> mbs = pipe ? s.micro_batches : std::vector<int64_t>{0};
+                for (int64_t mb : mbs)
+                  for (const auto& alg : gathers ? s.algorithms : std::vector<std::string>{""}) {
+                    Candidate c;
+                    c.strategies = strategies;
+                    c.axes = axes;
+                    c.shape = shape;
+                    c.placement = placement;
+                    c.remat = remat;
+                    c.sequence_parallel = sp;
+                    c.micro_batches = mb;
+                    c.algorithm = alg;
+                    if (dcn >= 0) c.dcn_axis = axes[static_cast<size_t>(dcn)];
+                    out.push_back(c);
+                  }
+              }
+            }
         }
-        for (const auto& placement : placements)
-          for (const auto& remat : s.remat) {
-            if (remat == "stage" && !pipe) continue;
-            for (bool sp : spmd ? s.sequence_parallel : std::vector<bool>{false}) {
-              const std::vector<int64_t> mbs = pipe ? s.micro_batches : std::vector<int64_t>{0};
-              for (int64_t mb : mbs)
-                for (const auto& alg : gathers ? s.algorithms : std::vector<std::string>{""}) {
-                  Candidate c;
-                  c.strategies = strategies;
-                  c.axes = axes;
-                  c.shape = shape;
-                  c.placement = placement;
-                  c.remat = remat;
-                  c.sequence_parallel = sp;
-                  c.micro_batches = mb;
-                  c.algorithm = alg;
-                  out.push_back(c);
-                }
-            }
-          }
       }
     }
   }
@@ -244,6 +256,7 @@ std::vector<std::string> Candidate::overrides() const {
   o.push_back("mesh.axes=" + list_text(axes, false));
   o.push_back("mesh.shape=" + ints_text(shape));
   if (!placement.empty()) o.push_back("mesh.placement=" + list_text(placement, true));
+  if (!dcn_axis.empty()) o.push_back("mesh.dcn_axes=[" + dcn_axis + "]");
   o.push_back("workload.remat=" + std::string(remat == "stage" ? "none" : remat));
   if (remat == "stage") o.push_back("strategy.remat=true");
   if (has(strategies, "spmd")) o.push_back(std::string("strategy.sequence_parallel=") + (sequence_parallel ? "true" : "false"));
@@ -260,6 +273,7 @@ std::string Candidate::name() const {
   for (size_t a = 0; a < axes.size(); ++a) {
     if (a) n += "-";
     n += axes[a] + std::to_string(shape[a]);
+    if (axes[a] == dcn_axis) n += ".dcn";
     if (!placement.empty() && !placement[a].empty()) {
       std::string p = placement[a];  // a folder name: "x:8,y:4" -> "x.8_y.4"
       std::replace(p.begin(), p.end(), ':', '.');
@@ -277,7 +291,7 @@ std::string Candidate::name() const {
 std::string Candidate::mesh_text() const {
   std::vector<std::string> parts;
   for (size_t a = 0; a < axes.size(); ++a)
-    parts.push_back(axes[a] + " " + std::to_string(shape[a]) +
+    parts.push_back(axes[a] + " " + std::to_string(shape[a]) + (axes[a] == dcn_axis ? " (DCN)" : "") +
                     (!placement.empty() && !placement[a].empty() ? " (" + placement[a] + ")" : ""));
   return join(parts, " x ");
 }

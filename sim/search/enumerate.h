@@ -11,7 +11,9 @@
 // composition without that strategy); for the model and pipe axes, the placements that keep them on neighbouring
 // chips (automatic, or each torus dimension that holds the axis whole, one per kind of dimension); the remat
 // policies, sequence parallelism (with spmd), micro-batches (with pipeline) and collective algorithms (with
-// data_parallel or fsdp).
+// data_parallel or fsdp). Over several slices (hardware.slices), the chip count is every slice's, and each mesh
+// takes one of its data, fsdp or pipe axes over the slices (mesh.dcn_axes) where that axis's size is a multiple of
+// the slice count: one candidate per such axis; placements then concern what each axis has inside a slice.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +50,7 @@ struct Candidate {
   bool sequence_parallel = false;      // with spmd
   int64_t micro_batches = 0;           // with pipeline
   std::string algorithm;               // with data_parallel or fsdp; "" the default
+  std::string dcn_axis;                // over several slices: the mesh axis that spans them
 
   // The parameter overrides that make the experiment this candidate ("path=value", YAML values).
   std::vector<std::string> overrides() const;

@@ -39,37 +39,73 @@ double vector_seconds(const VectorWork& w, const ChipConfig& chip) {
   return w.elements * per_element / (v.elements_per_cycle() * chip.clock);
 }
 
-// Seconds a communication op's transfers take on the links, by a bidirectional ring's byte count.
+// A chip's share of the data-center network (hw/dcn/dcn.h): its host's NICs shared by the host's chips, or its host
+// link if that is slower.
+double dcn_chip_bandwidth(const HardwareConfig& hw) {
+  int64_t per_host = 1;
+  for (int64_t b : hw.host.block) per_host *= b;
+  return std::min(hw.chip.host_link.bandwidth, hw.dcn.bandwidth / static_cast<double>(std::max<int64_t>(1, per_host)));
+}
+
+// Seconds a communication op's transfers take on the links, by a bidirectional ring's byte count. Over slices, the
+// hierarchical collectives' DCN part (collectives/torus.cpp): the shard left after the ICI part, at the chip's share
+// of its host's NICs.
 double comm_seconds(const Op& op, const ModelGraph& g, const Mesh& mesh, const HardwareConfig& hw) {
   const double link = hw.ici.link_bandwidth, hop = hw.ici.hop_latency;
   const double in = op.inputs.empty() ? 0 : g.tensor(op.inputs[0]).bytes();
   const double out = op.outputs.empty() ? 0 : g.tensor(op.outputs[0]).bytes();
-  if (op.kind == OpKind::Send || op.kind == OpKind::Recv)
-    return op.kind == OpKind::Send ? in / link + hop : 0;  // the sender's op covers the transfer
-  // The group: a ring per torus dimension it spans, in turn; each step of a ring crosses `stride` links.
-  int64_t n = 1;
+  if (op.kind == OpKind::Send || op.kind == OpKind::Recv) {
+    if (op.kind == OpKind::Recv) return 0;  // the sender's op covers the transfer
+    bool across = false;
+    for (const auto& a : op.attrs.axes) {
+      const int i = mesh.axis_index(a);
+      across = across || (i >= 0 && mesh.spans_slices(i));
+    }
+    return across ? in / dcn_chip_bandwidth(hw) + hw.dcn.latency + 2 * hw.chip.host_link.latency : in / link + hop;
+  }
+  // The group: a ring per torus dimension it spans, in turn; each step of a ring crosses `stride` links. The slices
+  // apart: `slices` ranks over the DCN.
+  int64_t n = 1, slices = 1;
   size_t dims = 0;
   double steps = 0;
   for (const auto& a : op.attrs.axes) {
     const int i = mesh.axis_index(a);
     if (i < 0) continue;
-    n *= mesh.axis(i).size;
     for (const MeshFactor& f : mesh.axis(i).factors) {
+      if (f.dim == mesh.slice_dim()) {
+        slices *= f.size;
+        continue;
+      }
+      n *= f.size;
       ++dims;
       steps += static_cast<double>((f.size - 1) * f.stride);
     }
   }
-  if (n <= 1) return 0;
+  double dcn = 0;
+  if (slices > 1) {
+    const double s = static_cast<double>(slices), share = (s - 1) / s, bw = dcn_chip_bandwidth(hw);
+    const double shard = in / static_cast<double>(n);
+    switch (op.kind) {
+      case OpKind::AllReduce: dcn = 2 * share * shard / bw; break;
+      case OpKind::ReduceScatter: dcn = share * shard / bw; break;
+      case OpKind::AllGather: dcn = (s - 1) * in / bw; break;
+      default: dcn = share * in / bw; break;
+    }
+    dcn += (s - 1) * (hw.dcn.latency + 2 * hw.chip.host_link.latency);
+  }
+  if (n <= 1) return dcn;
   const double bw = 2.0 * link * static_cast<double>(std::max<size_t>(1, dims));
   const double share = static_cast<double>(n - 1) / static_cast<double>(n);
+  // An all-gather across slices first gathers there: the ICI then moves `slices` times its input.
+  const double gathered = op.kind == OpKind::AllGather ? out : 0;
   switch (op.kind) {
-    case OpKind::AllReduce: return 2 * share * in / bw + 2 * steps * hop;
-    case OpKind::ReduceScatter: return share * in / bw + steps * hop;
-    case OpKind::AllGather: return share * out / bw + steps * hop;
-    case OpKind::AllToAll: return share * in / bw + steps * hop;
-    case OpKind::CollectivePermute: return in / link + hop;
-    case OpKind::Broadcast: return in / bw + steps * hop;
-    default: return 0;
+    case OpKind::AllReduce: return dcn + 2 * share * in / bw + 2 * steps * hop;
+    case OpKind::ReduceScatter: return dcn + share * in / bw + steps * hop;
+    case OpKind::AllGather: return dcn + share * gathered / bw + steps * hop;
+    case OpKind::AllToAll: return dcn + share * in / bw + steps * hop;
+    case OpKind::CollectivePermute: return dcn + in / link + hop;
+    case OpKind::Broadcast: return dcn + in / bw + steps * hop;
+    default: return dcn;
   }
 }
 
@@ -104,11 +140,21 @@ Evaluation evaluate_candidate(const std::string& base_yaml, const std::string& l
           for (OpId m : op.members) {
             const Op& o = prog.graph.op(m);
             const double t = comm_seconds(o, prog.graph, plan.mesh, e.hardware);
-            const bool beside = !o.attrs.axes.empty() &&
-                                std::all_of(o.attrs.axes.begin(), o.attrs.axes.end(),
-                                            [](const std::string& a) { return a == "data" || a == "fsdp"; });
+            bool beside = !o.attrs.axes.empty() &&
+                          std::all_of(o.attrs.axes.begin(), o.attrs.axes.end(),
+                                      [](const std::string& a) { return a == "data" || a == "fsdp"; });
+            // Without overlap (run.dcn_overlap), the gradient reductions across slices follow the backward pass.
+            if (!e.run.dcn_overlap && (o.kind == OpKind::AllReduce || o.kind == OpKind::ReduceScatter))
+              for (const auto& a : o.attrs.axes) {
+                const int i = plan.mesh.axis_index(a);
+                if (i >= 0 && plan.mesh.spans_slices(i)) beside = false;
+              }
             (beside ? hidden : comm) += t;
           }
+          continue;
+        }
+        if (op.unit == Unit::Host) {  // host offload: beside the compute of other layers
+          hidden += op.logical_bytes / 2 / chip.host_link.bandwidth + chip.host_link.latency;
           continue;
         }
         const double mxu = op.mxu_flops / peak;

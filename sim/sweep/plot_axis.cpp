@@ -31,6 +31,7 @@ const std::map<std::string, Known>& known_figures() {
       {"bubble_fraction", {"pipeline bubble", Kind::Share}},
       {"exposed_comm_fraction", {"exposed communication", Kind::Share}},
       {"chips", {"chips", Kind::Plain}},
+      {"tokens_per_s_per_chip", {"tokens/s per chip", Kind::Plain}},
       {"wall_s", {"wall time of the run", Kind::Time}},
   };
   return m;

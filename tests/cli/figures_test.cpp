@@ -242,3 +242,71 @@ TEST(FiguresTest, WaitingReceiveRanksBelowCompute) {
   EXPECT_EQ(r.out.compare(row, 2 + std::min<size_t>(busiest.size(), 33), "  " + busiest.substr(0, 33)), 0) << r.out;
   EXPECT_EQ(r.out.find(name.substr(0, 33), table), std::string::npos) << r.out;
 }
+
+namespace {
+
+// The length of the union of [start, end) intervals.
+double union_s(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  double total = 0, start = 0, end = -1;
+  for (auto [a, b] : v) {
+    if (a > end) {
+      if (end > start) total += end - start;
+      start = a;
+      end = b;
+    } else {
+      end = std::max(end, b);
+    }
+  }
+  if (end > start) total += end - start;
+  return total;
+}
+
+struct Exposure {
+  double exposed = 0, communication = 0;
+};
+
+// Exposed communication as docs/report.md defines it, from a chip's op table: the time its communication ops
+// (ICI) run while none of its compute ops does, the union of every op's span but the receives' (a receive waits
+// for its peer) less the union of the compute ops' spans. Also the union of the communication spans alone.
+Exposure exposure(const json& ops) {
+  std::vector<std::pair<double, double>> compute, communication, all;
+  for (const json& op : ops) {
+    if (op["kind"] == "recv") continue;
+    const std::pair<double, double> span{op["start_ns"].get<double>() * 1e-9, op["end_ns"].get<double>() * 1e-9};
+    (op["unit"] == "ICI" ? communication : compute).push_back(span);
+    all.push_back(span);
+  }
+  return {union_s(all) - union_s(compute), union_s(communication)};
+}
+
+}  // namespace
+
+// summary.json's communication.exposed_s and exposed_fraction against their definition, recomputed from the op
+// table, on steps whose answer is known: an all-reduce alone (nothing to hide it: all of it is exposed, the whole
+// step), a matmul alone (no communication), and a data-parallel MLP on 4 chips (one role: the result chip's figure
+// is the average) with one all-reduce per gradient (run.combine_threshold 0), where the gradients' all-reduces
+// overlap the backward pass but the last ones cannot: some communication exposed, less than all of it.
+TEST(FiguresTest, ExposedCommunicationIsCommunicationWhileNoComputeRuns) {
+  const std::string quiet = "run: {trace: {format: \"off\"}}\n";
+  const json ar = summary(run("exposed-ar", hw("[2, 2]") +
+                                                "workload: {model: collective, op: all_reduce, bytes: 4MiB}\n" + quiet));
+  const double T_ar = ar["step_time_s"];
+  ASSERT_GT(T_ar, 0);
+  EXPECT_NEAR(ar["communication"]["exposed_s"].get<double>(), exposure(ar["ops"]).exposed, 1e-11);
+  EXPECT_NEAR(ar["communication"]["exposed_s"].get<double>(), T_ar, 1e-11);
+  EXPECT_DOUBLE_EQ(ar["communication"]["exposed_fraction"].get<double>(), 1);
+
+  const json mm = summary(run("exposed-mm", hw("[1, 1]") + "workload: {model: matmul, m: 256, k: 256, n: 256}\n" + quiet));
+  EXPECT_EQ(mm["communication"]["exposed_s"].get<double>(), 0);
+  EXPECT_EQ(mm["communication"]["exposed_fraction"].get<double>(), 0);
+
+  const json dp = summary(run("exposed-dp", hw("[2, 2]") + kMlp + "strategy: {name: data_parallel}\n" +
+                                                "run: {numeric: false, combine_threshold: 0B, trace: {format: \"off\"}}\n"));
+  const double T = dp["step_time_s"];
+  const Exposure e = exposure(dp["ops"]);
+  ASSERT_GT(e.communication, e.exposed) << "the test needs communication that the backward pass hides";
+  EXPECT_GT(e.exposed, 0);
+  EXPECT_NEAR(dp["communication"]["exposed_s"].get<double>(), e.exposed, 1e-11 * static_cast<double>(dp["ops"].size()));
+  EXPECT_NEAR(dp["communication"]["exposed_fraction"].get<double>(), e.exposed / T, 5e-7);
+}

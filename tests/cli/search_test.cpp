@@ -123,7 +123,7 @@ TEST(SearchCli, StageTwoPeaksAreMemoryOnlyPeaks) {
   const std::string exp = write_file("space.yaml", kSpace);
   CliResult dry = run_podsim({"search", exp, "--out", "s", "--dry-run"});
   ASSERT_EQ(dry.code, 0) << dry.err;
-  for (const std::string& name : {"data4-none", "fsdp2-model2-none", "model4-none-sp"}) {
+  for (const std::string name : {"data4-none", "fsdp2-model2-none", "model4-none-sp"}) {
     bool seen = false;
     for (const auto& c : read_tsv(test_dir() + "/s/candidates.tsv")) {
       if (c.at("candidate") != name) continue;

@@ -67,6 +67,7 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       {"configs/models/llama3-70b.yaml", kNarrowModel},
       {"configs/models/llama3-405b.yaml", kNarrowModel},
       {"configs/models/palm-540b.yaml", kNarrowModel},
+      {"configs/models/palm-540b-two-pods.yaml", kNarrowModel},
       // 256 chips as shipped; 1/64 of the data (4 MiB per chip instead of 256 MiB).
       {"configs/examples/allreduce_16x16.yaml", {"workload.bytes=4MiB"}},
       // ResNet-18 split 2 ways spatially x 2 data on 2 x 2 chips instead of 4 x 2 (the numeric step at 128 pixels is

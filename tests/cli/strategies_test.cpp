@@ -109,7 +109,7 @@ INSTANTIATE_TEST_SUITE_P(Strategies, EquivalenceTest, ::testing::Combine(::testi
 struct Variant {
   std::string name, keys;
   int heads = 4;
-  std::string megatron_note;  // a note the Megatron run must give (how it split the variant's tensors)
+  std::string megatron_note = "";  // a note the Megatron run must give (how it split the variant's tensors)
 };
 void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
 const Variant kVariants[] = {
@@ -373,8 +373,12 @@ TEST(StrategiesTest, SpatialHalosAreCollectivePermutesOnTheIci) {
     EXPECT_EQ(c["axes"], nlohmann::json::array({"spatial"}));
     EXPECT_EQ(c["algorithm"], "direct");
     EXPECT_GT(c["time_s"].get<double>(), 0);
-    if (c["tensor"] == "stem.conv.halo.last") EXPECT_EQ(c["bytes_per_chip"].get<double>(), 9216);
-    if (c["tensor"] == "stem.conv.halo.first") EXPECT_EQ(c["bytes_per_chip"].get<double>(), 6144);
+    if (c["tensor"] == "stem.conv.halo.last") {
+      EXPECT_EQ(c["bytes_per_chip"].get<double>(), 9216);
+    }
+    if (c["tensor"] == "stem.conv.halo.first") {
+      EXPECT_EQ(c["bytes_per_chip"].get<double>(), 6144);
+    }
   }
   EXPECT_EQ(permutes, 94);
   EXPECT_EQ(bytes, 30720 + 98304 + 87 * 16384);

@@ -1,5 +1,6 @@
 // Units contend for HBM: an HBM-bound vector op slows down when an MXU op streams its operands at the same time,
-// and it lands on the memory side of the roofline. The workload is registered by this test binary only.
+// and it lands on the memory side of the roofline; the HBM's write drain alone moves it by its turnarounds. The
+// workload is registered by this test binary only.
 #include <gtest/gtest.h>
 
 #include "tests/model/sim_util.h"
@@ -73,4 +74,25 @@ TEST(ContentionTest, ConcurrentMatmulSlowsTheMemoryBoundOp) {
   // ...and share HBM, so the add takes longer than alone, while its own work is unchanged.
   EXPECT_EQ(a["cycles"], b["cycles"]);
   EXPECT_GT(op_time(b), 1.1 * op_time(a));
+}
+
+// The HBM's write drain alone (hardware.chip.hbm.write_batch, docs/model.md "HBM"): the add reads two bytes for
+// each one it writes, so its writes are the minority direction and each channel turns its bus around (13 + 13 ns)
+// once per write_batch of its 65,536 write bursts, stretched by refresh (350 ns of every 3.9 us). Nothing else
+// changes with the drain: the op's time moves by exactly those turnarounds, 8 drains (the DRAM simulators' stack)
+// twice as many as the TPU v3 preset's 16, none when turnarounds are off.
+TEST(ContentionTest, HbmWriteBatchAloneMovesTheMemoryBoundOp) {
+  const double stretch = 3900.0 / 3550.0, pair = 26e-9, write_bursts = 65536;
+  const auto add_time = [&](int batch) {
+    auto s = simulate_in_child(kYaml, {"hardware.chip.hbm.write_batch=" + std::to_string(batch)});
+    EXPECT_FALSE(s.contains("error")) << s.dump();
+    return op_time(op_named(s, "add"));
+  };
+  const double none = add_time(0), eight = add_time(8), sixteen = add_time(16);
+  const double turnarounds_8 = write_bursts / 8 * pair * stretch;  // 234 us
+  const double edge = 1 / 940e6;  // each run's op ends on a clock edge
+  EXPECT_NEAR(eight - none, turnarounds_8, edge);
+  EXPECT_NEAR(sixteen - none, turnarounds_8 / 2, edge);
+  // The preset's own drain is 16.
+  EXPECT_DOUBLE_EQ(op_time(op_named(simulate_in_child(kYaml), "add")), sixteen);
 }

@@ -35,7 +35,7 @@ Op comm_op(const std::string& name, OpKind kind, TensorId in, TensorId out, int6
 Plan p2p_plan(const ModelGraph& g, const Experiment& exp, int transfers) {
   Plan p;
   p.strategy = "test_p2p";
-  p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap));
+  p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap, exp.hardware.pod.slices));
   const int64_t receiver = exp.hardware.pod.dims[0] / 2;
   const TensorInfo& x = g.tensor(0);
   Program send, recv;

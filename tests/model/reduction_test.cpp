@@ -80,7 +80,7 @@ class AddBesideAllReduce : public IStrategy {
   std::optional<Plan> place(const ModelGraph&, const Experiment& exp) const override {
     Plan p;
     p.strategy = "test_add_beside_all_reduce";
-    p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap));
+    p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap, exp.hardware.pod.slices));
     Program prog;
     prog.role = "device";
     ModelGraph& g = prog.graph;

@@ -8,7 +8,7 @@ namespace {
 Plan torus_plan(const Experiment& exp, const std::string& name) {
   Plan p;
   p.strategy = name;
-  p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap));
+  p.mesh = Mesh::torus_axes(Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap, exp.hardware.pod.slices));
   p.role_of_chip.assign(static_cast<size_t>(exp.hardware.pod.chips()), -1);
   return p;
 }

@@ -54,9 +54,10 @@ TEST(AmoebaNetTest, ParameterCountsEqualTheReference) {
     EXPECT_NEAR(n / 1e6, e.counted, 0.005) << "(" << e.L << ", " << e.D << ")";
     // Within 1 %, or equal at the table's precision (1.8B: two significant digits, 1844.86M rounds to it).
     const double unit = e.gpipe >= 1000 ? 100 : 1;
-    if (e.gpipe > 0)
+    if (e.gpipe > 0) {
       EXPECT_TRUE(std::fabs(n / 1e6 - e.gpipe) / e.gpipe < 0.01 || std::round(n / 1e6 / unit) * unit == e.gpipe)
           << "(" << e.L << ", " << e.D << ")";
+    }
   }
 }
 
@@ -80,7 +81,9 @@ TEST(AmoebaNetTest, CellShapesAndUnits) {
   // Units: stem 0, cells 1..7, classifier 8; every forward op has one.
   int32_t last = -1;
   for (const Op& op : g.ops()) {
-    if (op.phase == Phase::Forward) EXPECT_GE(op.cell, 0) << op.name;
+    if (op.phase == Phase::Forward) {
+      EXPECT_GE(op.cell, 0) << op.name;
+    }
     last = std::max(last, op.cell);
   }
   EXPECT_EQ(last, 8);

@@ -1,6 +1,7 @@
 // The convolutional ops (workloads/ops/conv2d.cpp, pool.cpp, batch_norm.cpp): forward kernels against direct
-// loops written here, gradients against central finite differences of a loss, the MXU mapping and tiled-layout
-// bytes of a convolution against hand counts, XLA-style fusion of batch norm, and groups of consecutive ranks.
+// loops written here, gradients against central finite differences of a loss, the MXU mapping and the bytes in
+// XLA's layouts of convolutions and batch norm against hand counts, XLA-style fusion of batch norm, and groups of
+// consecutive ranks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -294,8 +295,9 @@ TEST(CnnOpsTest, ConvolutionGemmAndLayouts) {
   const auto grads = find_op_kind(OpKind::Conv2d)->grad(bb, op, {y});
   (void)grads;
   for (const Op& o : g.ops())
-    if ((o.kind == OpKind::Conv2dInputGrad || o.kind == OpKind::Conv2dFilterGrad) && o.name.rfind("stem", 0) == 0)
+    if ((o.kind == OpKind::Conv2dInputGrad || o.kind == OpKind::Conv2dFilterGrad) && o.name.rfind("stem", 0) == 0) {
       EXPECT_DOUBLE_EQ(op_cost(g, o).flops, c.flops) << o.name;
+    }
 }
 
 // conv -> batch-norm statistics -> normalization -> ReLU -> conv, as XLA fuses it: the statistics come out of the
@@ -348,4 +350,181 @@ TEST(CnnOpsTest, GroupsOfConsecutiveRanks) {
   EXPECT_EQ(m.group(5, {"data"}, 2).rank, 1);
   EXPECT_FALSE(m.group(5, {"data"}, 2).shape.wrap[0]);  // a line of 2 on a ring of 8
   EXPECT_TRUE(m.group(5, {"data"}, 8).shape.wrap[0]);   // the whole x ring
+}
+
+namespace {
+
+// Bytes of tensors in XLA's TPU layouts, written here from docs/model.md ("Layouts") rather than taken from the
+// model. A tile is 128 lanes by 1, 2, 4 or 8 sublanes (the smallest that holds the dimension, else a multiple of 8).
+double sublane_tile(int64_t n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : static_cast<double>((n + 7) / 8 * 8); }
+double lane_tile(int64_t n) { return static_cast<double>((n + 127) / 128 * 128); }
+// An image activation [N, H, W, C] stored H, W, N, C: the features on the lanes, the batch on the sublanes.
+double image_bytes(int64_t n, int64_t h, int64_t w, int64_t c, double bytes_per_element) {
+  return static_cast<double>(h * w) * sublane_tile(n) * lane_tile(c) * bytes_per_element;
+}
+// An input image [N, H, W, C] stored H, W, C, N: the batch on the lanes, the features on the sublanes.
+double batch_minor_bytes(int64_t n, int64_t h, int64_t w, int64_t c, double bytes_per_element) {
+  return static_cast<double>(h * w) * sublane_tile(c) * lane_tile(n) * bytes_per_element;
+}
+// Row-major with the two minor dimensions tiled (filters [KH, KW, Ci, Co], per-channel vectors and statistics).
+double tiled_bytes(std::vector<int64_t> shape, double bytes_per_element) {
+  double n = lane_tile(shape.back()) * bytes_per_element;
+  if (shape.size() >= 2) n *= sublane_tile(shape[shape.size() - 2]);
+  for (size_t d = 0; d + 2 < shape.size(); ++d) n *= static_cast<double>(shape[d]);
+  return n;
+}
+
+const Op& op_of_kind(const ModelGraph& g, OpKind kind) {
+  for (const Op& op : g.ops())
+    if (op.kind == kind) return op;
+  ADD_FAILURE() << "no op of kind " << op_kind_name(kind);
+  return g.op(0);
+}
+
+}  // namespace
+
+// A 3x3/2 convolution, pad 1, of a 9-row map (odd: 5 output rows) with 48 input and 96 output features, bf16, in
+// each of its three directions: the GEMM on the MXU (docs/model.md, "Convolutions on the MXU"), its FLOPs and the
+// HBM bytes of its operands and result in XLA's layouts. Rows M stream, K is contracted, N fills the columns:
+//   forward       x, w -> y    M = B Ho Wo, K = KH KW Ci, N = Co
+//   input grad   dy, w -> dx   M = B Ho Wo, K = KH KW Co, N = Ci   (48 features: half the array's columns)
+//   filter grad  x, dy -> dw   M = KH KW Ci, K = B Ho Wo, N = Co
+// Every direction does the forward's 2 M K N multiply-adds. Fed tap by tap, each tap's contracted (or, for the
+// filter gradient, its held) features take a whole 128-lane vector: 48 and 96 features both pad to 128.
+// The batch of 4 takes a 4-sublane tile of the image activations, not 8: x [4, 9, 9, 48] is 9 x 9 x 4 x 128
+// elements as stored, y [4, 5, 5, 96] 5 x 5 x 4 x 128, and the filter [3, 3, 48, 96] 3 x 3 x 48 x 128.
+TEST(CnnOpsTest, ConvolutionCostInEachDirection) {
+  constexpr int64_t B = 4, H = 9, W = 9, Ci = 48, Co = 96, KH = 3, KW = 3, Ho = 5, Wo = 5;
+  constexpr double bf16 = 2;
+  ModelGraph g("conv");
+  GraphBuilder b(g, DType::BF16);
+  const TensorId x = b.param("x", {B, H, W, Ci}), w = b.param("w", {KH, KW, Ci, Co});
+  const TensorId y = b.conv2d(x, w, win(3, 3, 2, 2, 1, 1, 1, 1), "conv");
+  ASSERT_EQ(g.tensor(y).shape, (std::vector<int64_t>{B, Ho, Wo, Co}));
+  b.backward(b.softmax_cross_entropy(b.reshape(y, {B * Ho * Wo, Co}, "flat"), b.label("labels", {B * Ho * Wo}),
+                                     "loss"));
+  assign_image_layouts(g, ImageLayouts::Xla);
+  const double x_bytes = 9.0 * 9 * 4 * 128 * bf16, w_bytes = 3.0 * 3 * 48 * 128 * bf16,
+               y_bytes = 5.0 * 5 * 4 * 128 * bf16;
+  ASSERT_DOUBLE_EQ(x_bytes, image_bytes(B, H, W, Ci, bf16));
+  ASSERT_DOUBLE_EQ(w_bytes, tiled_bytes({KH, KW, Ci, Co}, bf16));
+  ASSERT_DOUBLE_EQ(y_bytes, image_bytes(B, Ho, Wo, Co, bf16));
+  const double rows = B * Ho * Wo, taps = KH * KW, flops = 2.0 * rows * taps * Ci * Co;
+  struct Direction {
+    OpKind kind;
+    int64_t m, k, n;
+    int64_t fed_m, fed_k;  // 0: as m, k
+    double read, written;
+  };
+  for (const Direction& d :
+       {Direction{OpKind::Conv2d, B * Ho * Wo, KH * KW * Ci, Co, 0, KH * KW * 128, x_bytes + w_bytes, y_bytes},
+        Direction{OpKind::Conv2dInputGrad, B * Ho * Wo, KH * KW * Co, Ci, 0, KH * KW * 128, y_bytes + w_bytes,
+                  x_bytes},
+        Direction{OpKind::Conv2dFilterGrad, KH * KW * Ci, B * Ho * Wo, Co, KH * KW * 128, 0, x_bytes + y_bytes,
+                  w_bytes}}) {
+    const Op& op = op_of_kind(g, d.kind);
+    SCOPED_TRACE(op.name);
+    const GemmDims gd = gemm_dims(g, op);
+    EXPECT_EQ(gd.m, d.m);
+    EXPECT_EQ(gd.k, d.k);
+    EXPECT_EQ(gd.n, d.n);
+    EXPECT_EQ(gd.fed_m, d.fed_m);
+    EXPECT_EQ(gd.fed_k, d.fed_k);
+    EXPECT_EQ(gd.fed_batch, 0);
+    EXPECT_FALSE(gd.fed_swap);
+    const OpCost c = op_cost(g, op);
+    EXPECT_EQ(c.unit, Unit::Mxu);
+    EXPECT_DOUBLE_EQ(c.flops, flops);
+    EXPECT_DOUBLE_EQ(c.bytes_read, d.read);
+    EXPECT_DOUBLE_EQ(c.bytes_written, d.written);
+  }
+}
+
+// The filter gradient of a convolution over the network's input, which XLA stores batch-minor: x [8, 9, 9, 3]
+// takes 9 x 9 x 4 (3 channels on 4 sublanes) x 128 (8 images on the lanes). Fed per output position (5 x 5 of
+// them, summed into one result), each holds the 3 x 3 taps' 4-sublane channels (M = 36) and contracts the batch
+// (K = 8) into the 16 output features; the MXU's result leaves it once.
+TEST(CnnOpsTest, FilterGradientOfABatchMinorInputSumsThePositions) {
+  constexpr int64_t B = 8, H = 9, W = 9, Ci = 3, Co = 16, Ho = 5, Wo = 5;
+  constexpr double bf16 = 2;
+  ModelGraph g("stem");
+  GraphBuilder b(g, DType::BF16);
+  const TensorId x = b.input("x", {B, H, W, Ci}, DType::BF16);
+  const TensorId y = b.conv2d(x, b.param("w", {3, 3, Ci, Co}), win(3, 3, 2, 2, 1, 1, 1, 1), "stem");
+  b.backward(b.softmax_cross_entropy(b.reshape(y, {B * Ho * Wo, Co}, "flat"), b.label("labels", {B * Ho * Wo}),
+                                     "loss"));
+  assign_image_layouts(g, ImageLayouts::Xla);
+  const double x_bytes = 9.0 * 9 * 4 * 128 * bf16, dy_bytes = 5.0 * 5 * 8 * 128 * bf16,
+               dw_bytes = 3.0 * 3 * 4 * 128 * bf16;
+  ASSERT_DOUBLE_EQ(x_bytes, batch_minor_bytes(B, H, W, Ci, bf16));
+  ASSERT_DOUBLE_EQ(dy_bytes, image_bytes(B, Ho, Wo, Co, bf16));
+  ASSERT_DOUBLE_EQ(dw_bytes, tiled_bytes({3, 3, Ci, Co}, bf16));
+  const Op& op = op_of_kind(g, OpKind::Conv2dFilterGrad);
+  const GemmDims d = gemm_dims(g, op);
+  EXPECT_EQ(d.m, 3 * 3 * Ci);
+  EXPECT_EQ(d.k, B * Ho * Wo);
+  EXPECT_EQ(d.n, Co);
+  EXPECT_EQ(d.fed_batch, Ho * Wo);
+  EXPECT_EQ(d.fed_m, 3 * 3 * 4);
+  EXPECT_EQ(d.fed_k, B);
+  EXPECT_EQ(d.fed_n, Co);
+  EXPECT_TRUE(d.fed_sum);
+  EXPECT_FALSE(d.b_shared);  // dy differs per output position
+  const OpCost c = op_cost(g, op);
+  EXPECT_DOUBLE_EQ(c.flops, 2.0 * B * Ho * Wo * 9 * Ci * Co);
+  EXPECT_DOUBLE_EQ(c.bytes_read, x_bytes + dy_bytes);
+  EXPECT_DOUBLE_EQ(c.bytes_written, dw_bytes);
+}
+
+// Batch normalization's cost, from its passes over the tensors in XLA's layouts (x [8, 7, 7, 64] bf16, an image:
+// 7 x 7 x 8 x 128 as stored; the statistics [8, 64] fp32, one row per example, 8 x 128; gamma and beta [64] bf16,
+// 128 lanes):
+//   statistics   one pass over x (a reduction over the whole tensor: 3 operations and 2 cross-lane steps an
+//                element), writing mean and rstd;
+//   apply        one pass over x with the statistics, gamma and beta (elementwise, fusible), writing y;
+//   gradient     two passes over dy, x, the statistics and gamma (the group sums, 4 operations and 2 reduction
+//                steps an element, then dx, 6 more), writing dx, dgamma, dbeta.
+TEST(CnnOpsTest, BatchNormCostIsItsPassesOverTheStoredTensors) {
+  constexpr int64_t B = 8, H = 7, W = 7, C = 64;
+  constexpr double bf16 = 2, f32 = 4;
+  constexpr double stats_passes = 1, apply_passes = 1, grad_passes = 2;
+  ModelGraph g("bn");
+  GraphBuilder b(g, DType::BF16);
+  const TensorId x = b.param("x", {B, H, W, C});
+  const TensorId y = b.batch_norm(x, b.param("gamma", {C}), b.param("beta", {C}), 0, "bn");
+  b.backward(b.softmax_cross_entropy(b.reshape(y, {B * H * W, C}, "flat"), b.label("labels", {B * H * W}), "loss"));
+  assign_image_layouts(g, ImageLayouts::Xla);
+  const double x_bytes = 7.0 * 7 * 8 * 128 * bf16, stat_bytes = 8.0 * 128 * f32, param_bytes = 128.0 * bf16;
+  ASSERT_DOUBLE_EQ(x_bytes, image_bytes(B, H, W, C, bf16));
+  ASSERT_DOUBLE_EQ(stat_bytes, tiled_bytes({B, C}, f32));
+  ASSERT_DOUBLE_EQ(param_bytes, tiled_bytes({C}, bf16));
+  const double elements = B * H * W * C;
+
+  const OpCost stats = op_cost(g, op_of_kind(g, OpKind::BatchNormStats));
+  EXPECT_DOUBLE_EQ(stats.bytes_read, stats_passes * x_bytes);
+  EXPECT_DOUBLE_EQ(stats.bytes_written, 2 * stat_bytes);  // mean, rstd
+  EXPECT_DOUBLE_EQ(stats.vector.elements, elements);
+  EXPECT_DOUBLE_EQ(stats.vector.simple, 3);
+  EXPECT_DOUBLE_EQ(stats.vector.reduce, 2);
+  EXPECT_TRUE(stats.reduction);
+  EXPECT_TRUE(stats.whole_tensor);
+
+  const OpCost apply = op_cost(g, op_of_kind(g, OpKind::BatchNormApply));
+  EXPECT_DOUBLE_EQ(apply.bytes_read, apply_passes * (x_bytes + 2 * stat_bytes + 2 * param_bytes));
+  EXPECT_DOUBLE_EQ(apply.bytes_written, x_bytes);
+  EXPECT_DOUBLE_EQ(apply.vector.elements, elements);
+  EXPECT_DOUBLE_EQ(apply.vector.simple, 3);
+  EXPECT_TRUE(apply.fusible);
+
+  const OpCost grad = op_cost(g, op_of_kind(g, OpKind::BatchNormGrad));
+  EXPECT_DOUBLE_EQ(grad.bytes_read, grad_passes * (2 * x_bytes + 2 * stat_bytes + param_bytes));  // dy, x, ..., gamma
+  EXPECT_DOUBLE_EQ(grad.bytes_written, x_bytes + 2 * param_bytes);                             // dx, dgamma, dbeta
+  EXPECT_DOUBLE_EQ(grad.vector.elements, elements);
+  EXPECT_DOUBLE_EQ(grad.vector.simple, 4 + 6);
+  EXPECT_DOUBLE_EQ(grad.vector.reduce, 2);
+  EXPECT_TRUE(grad.reduction);
+  EXPECT_TRUE(grad.whole_tensor);
+  EXPECT_TRUE(grad.two_pass);
+  EXPECT_DOUBLE_EQ(grad.first_pass.simple, 4);
+  EXPECT_DOUBLE_EQ(grad.first_pass.reduce, 2);
 }

@@ -234,3 +234,109 @@ TEST(CollectivesTest, SymmetricPeersMoveByTheRank) {
   EXPECT_EQ(symmetric_peer(RankSymmetry::Cyclic, g, 11, 5), 4);
   EXPECT_EQ(symmetric_peer(RankSymmetry::None, g, 3, 5), 3);
 }
+
+namespace {
+
+// Elements rank `rank` sends to peers in other slices (its group coordinates differ along a DCN axis) and in its
+// own, under `algo`'s schedule.
+std::pair<double, double> dcn_and_ici_elements(const std::string& algo_name, const CollectiveRequest& req,
+                                               int64_t rank) {
+  auto algo = CollectiveRegistry::instance().make(algo_name);
+  Schedule s = algo->schedule(req, rank);
+  const std::vector<int64_t> me = req.group.coords(rank);
+  double dcn = 0, ici = 0;
+  for (const Task& t : s.tasks) {
+    if (t.type != Task::Type::Send) continue;
+    const std::vector<int64_t> peer = req.group.coords(t.peer);
+    bool across = false;
+    for (size_t a = 0; a < me.size(); ++a) across = across || (req.group.is_dcn(a) && peer[a] != me[a]);
+    (across ? dcn : ici) += static_cast<double>(t.src.elements());
+  }
+  return {dcn, ici};
+}
+
+}  // namespace
+
+// A group that spans slices (a DCN axis) still gives every rank the right result, for every kind the ring family
+// runs and whichever axis is the DCN one.
+TEST(CollectivesTest, HierarchicalGroupsGiveTheRightResult) {
+  for (const char* algo_name : {"torus", "ring"}) {
+    auto algo = CollectiveRegistry::instance().make(algo_name);
+    for (CollectiveKind k : {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather}) {
+      for (const auto& [dims, dcn] : std::vector<std::pair<std::vector<int64_t>, std::vector<bool>>>{
+               {{4, 3}, {false, true}}, {{2, 2, 2}, {false, false, true}}, {{3, 4}, {true, false}}}) {
+        for (int64_t chunk : {0, 5}) {
+          SCOPED_TRACE(std::string(algo_name) + " " + collective_name(k) + " chunk " + std::to_string(chunk));
+          CollectiveRequest req = request(k, dims, elements_for(dims), chunk);
+          req.group.dcn = dcn;
+          req.dcn_chunk_elements = chunk > 0 ? 7 : 0;
+          auto in = random_inputs(req.group.size(), req.elements, 11);
+          ExecutionResult fwd = execute_schedules(*algo, req, in, false);
+          ASSERT_EQ(fwd.problem, "");
+          ExecutionResult rev = execute_schedules(*algo, req, in, true);
+          ASSERT_EQ(rev.problem, "");
+          auto want = expected_result(req, in);
+          for (size_t r = 0; r < want.size(); ++r) {
+            ASSERT_EQ(fwd.outputs[r].size(), want[r].size());
+            for (size_t i = 0; i < want[r].size(); ++i)
+              ASSERT_NEAR(fwd.outputs[r][i], want[r][i], 1e-5 * static_cast<double>(req.group.size()));
+            EXPECT_EQ(fwd.outputs[r], rev.outputs[r]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// XLA's hierarchical collectives over slices: only the 1/n shard of the slice's n chips crosses the DCN. On a group of
+// X = 4 chips per slice and S = 3 slices, n elements per rank: an all-reduce sends 2 (S - 1) / S x n / X over the DCN
+// (reduce-scatter inside, all-reduce of the shards across, all-gather inside), a reduce-scatter (S - 1) / S x n / X,
+// an all-gather (S - 1) x n (its own input, gathered across slices first); the ICI carries the rest as a torus
+// collective inside the slice would. Flat (the DCN axis an ordinary one) the DCN would carry X times more.
+TEST(CollectivesTest, HierarchicalCollectivesSendTheShardOverTheDcn) {
+  const double X = 4, S = 3;
+  const int64_t n = 4 * 3 * 8 * 5;
+  for (int64_t rank : {0, 5, 11}) {
+    CollectiveRequest ar = request(CollectiveKind::AllReduce, {4, 3}, n, 0);
+    ar.group.dcn = {false, true};
+    auto [dcn, ici] = dcn_and_ici_elements("torus", ar, rank);
+    EXPECT_DOUBLE_EQ(dcn, 2 * (S - 1) / S * n / X) << rank;
+    EXPECT_DOUBLE_EQ(ici, 2 * (X - 1) / X * n) << rank;
+    CollectiveRequest rs = request(CollectiveKind::ReduceScatter, {4, 3}, n, 0);
+    rs.group.dcn = {false, true};
+    EXPECT_DOUBLE_EQ(dcn_and_ici_elements("torus", rs, rank).first, (S - 1) / S * n / X) << rank;
+    CollectiveRequest ag = request(CollectiveKind::AllGather, {4, 3}, n, 0);
+    ag.group.dcn = {false, true};
+    auto [ag_dcn, ag_ici] = dcn_and_ici_elements("torus", ag, rank);
+    EXPECT_DOUBLE_EQ(ag_dcn, (S - 1) * n) << rank;
+    EXPECT_DOUBLE_EQ(ag_ici, (X - 1) * S * n) << rank;
+  }
+  // Without the DCN flag half the parts start on the slow axis (rotated orders): more than the shard crosses.
+  CollectiveRequest flat = request(CollectiveKind::AllReduce, {4, 3}, n, 0);
+  CollectiveRequest tagged = flat;
+  tagged.group.dcn = {false, true};
+  flat.group.dcn = {false, false};
+  auto algo = CollectiveRegistry::instance().make("torus");
+  Schedule s = algo->schedule(flat, 0);
+  double along_slices = 0;
+  for (const Task& t : s.tasks)
+    if (t.type == Task::Type::Send && flat.group.coords(t.peer)[1] != 0) along_slices += t.src.elements();
+  EXPECT_GT(along_slices, 1.5 * dcn_and_ici_elements("torus", tagged, 0).first);
+}
+
+// Over the DCN axis the phases move chunks of dcn_chunk_elements, inside the slice chunks of chunk_elements.
+TEST(CollectivesTest, DcnPhasesUseTheirOwnChunk) {
+  CollectiveRequest req = request(CollectiveKind::AllReduce, {4, 2}, 4 * 2 * 4 * 100, 10);
+  req.group.dcn = {false, true};
+  req.dcn_chunk_elements = 40;
+  auto algo = CollectiveRegistry::instance().make("torus");
+  Schedule s = algo->schedule(req, 0);
+  int64_t biggest_dcn = 0, biggest_ici = 0;
+  for (const Task& t : s.tasks) {
+    if (t.type != Task::Type::Send) continue;
+    int64_t& b = req.group.coords(t.peer)[1] != 0 ? biggest_dcn : biggest_ici;
+    b = std::max(b, t.src.elements());
+  }
+  EXPECT_EQ(biggest_ici, 10);
+  EXPECT_EQ(biggest_dcn, 40);
+}

@@ -14,6 +14,7 @@
 #include "workloads/i_workload.h"
 #include "workloads/reference.h"
 #include "workloads/tensor_compare.h"
+#include "tests/unit/plan_figures.h"
 
 using namespace podsim;
 
@@ -222,8 +223,9 @@ TEST(CombineTest, BackwardPassAllReducesAreNotCombined) {
   EXPECT_EQ(s.members - s.collectives, data_before - count("data", true));
   TensorStore after = run_plan(plan, g);
   for (size_t i = 0; i < g.num_tensors(); ++i)
-    if (before.has(static_cast<TensorId>(i)))
+    if (before.has(static_cast<TensorId>(i))) {
       EXPECT_EQ(before.get(static_cast<TensorId>(i)).data, after.get(static_cast<TensorId>(i)).data) << g.tensor(static_cast<TensorId>(i)).name;
+    }
 }
 
 // Weight-update sharding reduce-scatters the gradients (along the first dimension here, every parameter's): one
@@ -251,8 +253,9 @@ TEST(CombineTest, WeightUpdateShardingReduceScattersCombine) {
   EXPECT_EQ(plain_rs, 8);
   TensorStore a = run_plan(plain, g), b = run_plan(plan, g);
   for (size_t i = 0; i < g.num_tensors(); ++i)
-    if (a.has(static_cast<TensorId>(i)))
+    if (a.has(static_cast<TensorId>(i))) {
       EXPECT_EQ(a.get(static_cast<TensorId>(i)).data, b.get(static_cast<TensorId>(i)).data) << g.tensor(static_cast<TensorId>(i)).name;
+    }
 }
 
 // A pipeline's stages reduce their accumulated gradients over `data` once per step: combined per stage, the
@@ -278,7 +281,9 @@ TEST(CombineTest, PipelineStagesCombineTheirGradientReductions) {
         members += static_cast<int>(c.tensors.size());
         // Work of the whole step, after the micro-batches: no unit.
         for (size_t i = 0; i < p.graph.num_ops(); ++i)
-          if (p.graph.op(static_cast<OpId>(i)).name == c.name) EXPECT_EQ(plan.pipeline.unit_of_op[k][i], -1);
+          if (p.graph.op(static_cast<OpId>(i)).name == c.name) {
+            EXPECT_EQ(plan.pipeline.unit_of_op[k][i], -1);
+          }
       }
     }
     EXPECT_EQ(combined, 1) << p.role;
@@ -288,8 +293,9 @@ TEST(CombineTest, PipelineStagesCombineTheirGradientReductions) {
   Plan plain = make_plan(g, e);
   TensorStore a = run_plan(plain, g), b = run_plan(plan, g);
   for (size_t i = 0; i < g.num_tensors(); ++i)
-    if (a.has(static_cast<TensorId>(i)))
+    if (a.has(static_cast<TensorId>(i))) {
       EXPECT_EQ(a.get(static_cast<TensorId>(i)).data, b.get(static_cast<TensorId>(i)).data) << g.tensor(static_cast<TensorId>(i)).name;
+    }
 }
 
 // The buffer a combined collective runs on, for an algorithm that cuts each of 2 blocks into 2 pieces: each
@@ -312,4 +318,49 @@ TEST(CombineTest, CombinedBufferLayout) {
   // algorithm whose order is not by block and piece (0) gets the tensors one after another.
   const CombinedLayout r = combined_layout(OpKind::AllReduce, {5, 2}, 2, 0);
   EXPECT_EQ(pack_combined(r, {{1, 2, 3, 4, 5}, {6, 7}}), (std::vector<float>{1, 2, 3, 4, 5, 6, 7}));
+}
+
+// Reductions combine only with their like: the same kind, mesh axes and, for reduce-scatters, scattered dimension
+// (XLA's ReduceScatterCombiner with combine_by_dim). data 2 x model 2 with weight-update sharding and Adam on a
+// 2-layer Transformer: each gradient is reduce-scattered over `data` along the first dimension Megatron leaves whole
+// (plan_figures_test's DataTimesModelWithWeightUpdateSharding): dimension 1 for the embedding, the attention output
+// projections and the FFN's down projections, dimension 0 for every other parameter. Bucketed: two reduce-scatters,
+// one per dimension, with exactly those members. Megatron's all-reduces of activation gradients over `model` (the
+// backward pass waits for them) and the loss's all-reduce over `data` (no gradient) stay as they were, and so do
+// the all-gathers of the updated parameters.
+TEST(CombineTest, ReduceScattersCombineOnlyAlongTheSameDimension) {
+  namespace pm = podsim::plan_models;
+  const std::string yaml = plan_steps::hardware("[2, 2]") + pm::transformer(2, pm::TB, "adam") +
+                           "strategy: {name: [data_parallel, spmd], weight_update_sharding: true}\n"
+                           "mesh: {axes: [data, model], shape: [2, 2]}\n";
+  const plan_steps::Step plain = plan_steps::plan_step(yaml, false), combined = plan_steps::plan_step(yaml, true);
+  std::vector<std::string> dim0, dim1;
+  for (const pm::TParam& p : pm::transformer_params(2, 2)) (p.wus_dim == 0 ? dim0 : dim1).push_back(p.name + ".grad");
+  std::sort(dim0.begin(), dim0.end());
+  std::sort(dim1.begin(), dim1.end());
+  ASSERT_EQ(dim0.size() + dim1.size(), 2u * 12 + 4);  // 12 parameters a layer; embedding, final norm, unembedding
+  std::vector<std::vector<std::string>> got;
+  int all_reduces = 0, all_gathers = 0;
+  for (const Comm& c : comms(combined.plan.programs[0])) {
+    if (c.kind == OpKind::ReduceScatter) {
+      EXPECT_EQ(c.axes, std::vector<std::string>{"data"}) << c.name;
+      std::vector<std::string> members = names(c.tensors);
+      std::sort(members.begin(), members.end());
+      got.push_back(members);
+    }
+    all_reduces += c.kind == OpKind::AllReduce;
+    all_gathers += c.kind == OpKind::AllGather;
+  }
+  std::sort(got.begin(), got.end());
+  std::vector<std::vector<std::string>> want = {dim0, dim1};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want);
+  int plain_all_reduces = 0, plain_all_gathers = 0;
+  for (const Comm& c : comms(plain.plan.programs[0])) {
+    plain_all_reduces += c.kind == OpKind::AllReduce;
+    plain_all_gathers += c.kind == OpKind::AllGather;
+  }
+  EXPECT_EQ(all_reduces, plain_all_reduces);
+  EXPECT_EQ(all_gathers, plain_all_gathers);
+  EXPECT_EQ(plain_all_gathers, static_cast<int>(dim0.size() + dim1.size()));
 }

@@ -196,3 +196,54 @@ TEST(CompareRulesTest, FileStemsAreThoseRunsWrite) {
   EXPECT_EQ(tensor_file_stem("layer0.attn.q.w.grad"), "layer0.attn.q.w.grad");
   EXPECT_EQ(tensor_file_stem("a/all_reduce[data]#3"), "a_all_reduce_data__3");
 }
+
+// Each bound of `podsim compare` at its edge: an error 3 % under it passes and 3 % over it fails. The relative norm
+// error in fp32 (1e-5) and in bf16 (16 units of its roundoff, 16 x 2^-8); Adam's step in bf16 over 32 elements
+// (8 reversals allowed, hand-summed in BoundsFollowTheirDefinitions: 2 sqrt(8 / 32) = 1 full step); SGD's step in
+// fp32 (1e-5, plus the rounding of the stored parameter: 2 x 2^-24 ||w'|| / (lr ||g||)). Which bound each
+// optimizer's new parameter gets: Adam's step, SGD's step, and for momentum, LARS and RMSProp the relative norm
+// error of the new parameter.
+TEST(CompareRulesTest, EachBoundAtItsEdge) {
+  // The error on one element of a reference whose norm is `norm`: `e` in units of `scale`.
+  auto off = [](std::vector<float> ref, double e, double scale) {
+    ref[0] = static_cast<float>(ref[0] + e * scale);
+    return tensor(ref);
+  };
+  const std::vector<float> ref = {0.75f, -1.0f};  // norm 1.25
+  for (auto [dtype, bound] : {std::pair<DType, double>{DType::F32, 1e-5}, {DType::BF16, 16 * std::ldexp(1.0, -8)}}) {
+    TensorRule norm;
+    norm.precision = dtype;
+    EXPECT_TRUE(judge(norm, off(ref, 0.97 * bound, 1.25), tensor(ref), nullptr).pass) << dtype_name(dtype);
+    EXPECT_FALSE(judge(norm, off(ref, 1.03 * bound, 1.25), tensor(ref), nullptr).pass) << dtype_name(dtype);
+  }
+
+  TensorRule adam;
+  adam.measure = Measure::AdamStep;
+  adam.learning_rate = 0.01;
+  adam.precision = DType::BF16;
+  const std::vector<float> params(32, 0.5f);
+  const double full_step = 0.01 * std::sqrt(32.0), adam_bound = 1;
+  EXPECT_TRUE(judge(adam, off(params, 0.97 * adam_bound, full_step), tensor(params), nullptr).pass);
+  EXPECT_FALSE(judge(adam, off(params, 1.03 * adam_bound, full_step), tensor(params), nullptr).pass);
+
+  TensorRule sgd;
+  sgd.measure = Measure::SgdStep;
+  sgd.learning_rate = 0.1;
+  sgd.precision = DType::F32;
+  sgd.dtype = DType::F32;
+  const Tensor grad = tensor({3, 4});                   // lr ||g|| = 0.5
+  const std::vector<float> updated = {0.075f, -0.1f};  // ||w'|| = 0.125
+  const double sgd_bound = 1e-5 + 2 * std::ldexp(1.0, -24) * 0.125 / 0.5;
+  EXPECT_TRUE(judge(sgd, off(updated, 0.97 * sgd_bound, 0.5), tensor(updated), &grad).pass);
+  EXPECT_FALSE(judge(sgd, off(updated, 1.03 * sgd_bound, 0.5), tensor(updated), &grad).pass);
+
+  for (auto [opt, measure] : {std::pair{Optimizer::Adam, Measure::AdamStep}, {Optimizer::Sgd, Measure::SgdStep},
+                              {Optimizer::Momentum, Measure::Norm}, {Optimizer::Lars, Measure::Norm},
+                              {Optimizer::RmsProp, Measure::Norm}}) {
+    for (DType dtype : {DType::F32, DType::BF16}) {
+      const auto r = by_file(tiny_step(dtype, opt));
+      EXPECT_EQ(r.at("w.new").measure, measure) << static_cast<int>(opt) << " " << dtype_name(dtype);
+      EXPECT_EQ(r.at("w.new").precision, dtype) << static_cast<int>(opt) << " " << dtype_name(dtype);
+    }
+  }
+}

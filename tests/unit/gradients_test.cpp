@@ -233,7 +233,8 @@ TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
   for (int k = 0; k <= static_cast<int>(OpKind::Traffic); ++k) {
     const OpKindDef* d = find_op_kind(static_cast<OpKind>(k));
     ASSERT_NE(d, nullptr) << "op kind " << k << " has no definition";
-    if (d->grad)
+    if (d->grad) {
       EXPECT_NE(std::find(covered.begin(), covered.end(), d->kind), covered.end()) << d->name << " has no check";
+    }
   }
 }

@@ -66,7 +66,9 @@ TEST(KernelsTest, AdamFirstStepMovesEachWeightByAboutTheLearningRate) {
   const auto& after = s.get(g.find_tensor("w.new")).data;
   const auto& grad = s.get(b.grad_of(w)).data;
   for (size_t i = 0; i < before.size(); ++i)
-    if (std::fabs(grad[i]) > 1e-4) EXPECT_NEAR(before[i] - after[i], 0.01 * (grad[i] > 0 ? 1 : -1), 1e-4) << i;
+    if (std::fabs(grad[i]) > 1e-4) {
+      EXPECT_NEAR(before[i] - after[i], 0.01 * (grad[i] > 0 ? 1 : -1), 1e-4) << i;
+    }
 }
 
 TEST(KernelsTest, Bf16MatmulRoundsItsInputs) {

@@ -17,7 +17,7 @@ namespace {
 // Folders, longest first so that "sim/engine" wins over "sim" and "base/params" over "base".
 const std::vector<std::string> kFolders = {
     "sim/cli",     "sim/report",  "sim/sweep",   "sim/search",  "sim/engine", "sim/trace",  "sim/config",
-    "base/params", "base",        "hw/chip",     "hw/ici",      "hw/pod",     "hw/compiler", "hw/timing",
+    "base/params", "base",        "hw/chip",     "hw/ici",      "hw/pod",     "hw/dcn",     "hw/compiler", "hw/timing",
     "strategies",  "partition",   "hlo",         "plan",        "workloads",   "collectives", "topology"};
 
 std::string folder_of(const std::string& path) {
@@ -47,7 +47,7 @@ const std::map<std::string, std::set<std::string>>& allowed() {
   }();
   static const std::set<std::string> models = [] {
     std::set<std::string> s = hw;
-    s.insert({"hw/chip", "hw/ici", "hw/pod"});
+    s.insert({"hw/chip", "hw/ici", "hw/pod", "hw/dcn"});
     return s;
   }();
   static const std::map<std::string, std::set<std::string>> m = {
@@ -65,6 +65,7 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       {"hw/chip", models},
       {"hw/ici", models},
       {"hw/pod", models},
+      {"hw/dcn", models},
       {"sim/config", planning},  // the experiment loader checks names against the workload and strategy registries
       {"sim/trace", {"base"}},
       {"sim/report", {"base"}},
@@ -73,7 +74,7 @@ const std::map<std::string, std::set<std::string>>& allowed() {
   return m;
 }
 
-const std::set<std::string> kSystemC = {"hw/chip", "hw/ici", "hw/pod", "sim/engine", "sim/cli"};
+const std::set<std::string> kSystemC = {"hw/chip", "hw/ici", "hw/pod", "hw/dcn", "sim/engine", "sim/cli"};
 
 }  // namespace
 
@@ -95,9 +96,10 @@ TEST(LayersTest, EveryIncludeStaysWithinItsLayer) {
         std::smatch m;
         if (!std::regex_search(line, m, include_re)) continue;
         const std::string target = m[1];
-        if (target == "systemc" || target == "systemc.h")
-          EXPECT_TRUE(kSystemC.count(from)) << rel << ":" << n << " includes SystemC outside hw/chip, hw/ici, hw/pod, "
+        if (target == "systemc" || target == "systemc.h") {
+          EXPECT_TRUE(kSystemC.count(from)) << rel << ":" << n << " includes SystemC outside hw/chip, hw/ici, hw/pod, hw/dcn, "
                                             << "sim/engine and sim/cli";
+        }
         const std::string to = folder_of(target);
         if (to.empty() || to == from) continue;
         auto it = allowed().find(from);
@@ -115,7 +117,7 @@ TEST(LayersTest, PlanAndHardwareMeetOnlyInTopology) {
   for (const char* from : {"plan", "workloads", "partition", "strategies", "hlo", "collectives"}) {
     for (const auto& to : allowed().at(from)) EXPECT_NE(to.rfind("hw/", 0), 0u) << from << " may include " << to;
   }
-  for (const char* from : {"hw/chip", "hw/ici", "hw/pod", "hw/compiler", "hw/timing"}) {
+  for (const char* from : {"hw/chip", "hw/ici", "hw/pod", "hw/dcn", "hw/compiler", "hw/timing"}) {
     EXPECT_FALSE(allowed().at(from).count("strategies")) << from;
     EXPECT_FALSE(allowed().at(from).count("partition")) << from;
     EXPECT_FALSE(allowed().at(from).count("hlo")) << from;

@@ -47,7 +47,9 @@ TEST(MixedPrecisionTest, Fp32MasterWeightsAreReadThroughBf16Copies) {
       EXPECT_EQ(g.tensor(cast.inputs[0]).role, TensorRole::Parameter);
       EXPECT_EQ(info.name, g.tensor(cast.inputs[0]).name + ".bf16");
     }
-    if (info.role == TensorRole::OptimizerState) EXPECT_EQ(info.dtype, DType::F32) << info.name;
+    if (info.role == TensorRole::OptimizerState) {
+      EXPECT_EQ(info.dtype, DType::F32) << info.name;
+    }
   }
   // llm-tiny: per layer ln1, q, k, v, o, ln2, w1, w3, w2 (9); embedding, final norm, unembedding: 21 parameters,
   // each read in one layer, so one copy each, but for the embedding: its lookup reads the fp32 table and casts the
@@ -83,7 +85,9 @@ TEST(MixedPrecisionTest, Fp32MasterWeightsAreReadThroughBf16Copies) {
 TEST(MixedPrecisionTest, ByDefaultWeightsTakeTheComputeTypeAndNothingIsCast) {
   const ModelGraph g = build(kTiny);
   for (const TensorInfo& t : g.tensors())
-    if (t.role == TensorRole::Parameter) EXPECT_EQ(t.dtype, DType::BF16) << t.name;
+    if (t.role == TensorRole::Parameter) {
+      EXPECT_EQ(t.dtype, DType::BF16) << t.name;
+    }
   for (const Op& op : g.ops()) EXPECT_NE(op.kind, OpKind::Convert) << op.name;
   // weight_dtype equal to dtype: the same.
   const ModelGraph same = build(kTiny + "  weight_dtype: bf16\n");
@@ -101,7 +105,9 @@ TEST(MixedPrecisionTest, ATiedEmbeddingHasOneCopyPerLayerThatReadsItsWhole) {
   // Their gradients are summed in fp32 for the one update.
   const TensorId emb = g.find_tensor("embedding");
   for (const Op& op : g.ops())
-    if (op.phase == Phase::Optimizer && op.inputs[0] == emb) EXPECT_EQ(g.tensor(op.inputs[1]).dtype, DType::F32);
+    if (op.phase == Phase::Optimizer && op.inputs[0] == emb) {
+      EXPECT_EQ(g.tensor(op.inputs[1]).dtype, DType::F32);
+    }
 }
 
 TEST(MixedPrecisionTest, MlpToo) {
@@ -109,7 +115,9 @@ TEST(MixedPrecisionTest, MlpToo) {
                              "  dtype: bf16\n  weight_dtype: fp32\n");
   int copies = 0;
   for (const TensorInfo& t : g.tensors()) {
-    if (t.role == TensorRole::Parameter) EXPECT_EQ(t.dtype, DType::F32) << t.name;
+    if (t.role == TensorRole::Parameter) {
+      EXPECT_EQ(t.dtype, DType::F32) << t.name;
+    }
     copies += t.role == TensorRole::WeightCopy;
   }
   EXPECT_EQ(copies, 6);  // 2 hidden layers and the output layer, weight and bias each

@@ -184,7 +184,9 @@ TEST(OptimizerTest, StateBytesPerParameter) {
     const MemoryPlan one = memory(plan_step(hardware("[1, 1]") + mlp(opt) + "strategy: {name: single_device}\n"));
     EXPECT_EQ(one.at_peak.optimizer_state, bytes * kElements);
     EXPECT_EQ(one.at_peak.weights, F32 * kElements);
-    if (opt == "rmsprop") EXPECT_EQ(one.at_peak.weights + one.at_peak.optimizer_state, 12.0 * kElements);
+    if (opt == "rmsprop") {
+      EXPECT_EQ(one.at_peak.weights + one.at_peak.optimizer_state, 12.0 * kElements);
+    }
     // Sharded over 4 along the first dimension 4 divides: fc0.w's 6 rows stay whole and its H columns are split, so
     // nothing is padded.
     const MemoryPlan wus = memory(plan_step(hardware("[4, 1]") + mlp(opt) +

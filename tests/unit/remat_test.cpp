@@ -331,3 +331,41 @@ TEST(RematTest, KeptOutputOfARecomputedOpIsReadFromTheOriginal) {
   EXPECT_NE(std::find(dln.begin(), dln.end(), "layer0.ln1.mean/remat"), dln.end());
   EXPECT_NE(std::find(dln.begin(), dln.end(), "layer0.ln1.rstd/remat"), dln.end());
 }
+
+// Exactly what each policy recomputes in a Transformer layer (and so keeps: everything else of the layer the
+// backward reads), derived from what each gradient reads: a projection's weight gradient reads its input, the
+// scores' gradient q and k, the context's the probabilities and v, the softmax's its output, a layer norm's its
+// input and statistics, GELU's its input; an add's and a bias add's read nothing. The layer's input comes from
+// outside and is kept; the FFN's down projection, its bias and the residual after it are read by no backward op
+// and never recomputed.
+//   full   the chain up to every value the backward reads: ln1, the projections, scores, softmax, context, the
+//          output projection and the residual (ln2 reads it), ln2, the FFN's up projection, its bias, GELU;
+//   dots   keeps the projections without a batch dimension (q, k, v, o, FFN up): recomputes ln1, attention's
+//          batched scores and context with the softmax between them, the residual, ln2, the bias, GELU;
+//   names  keeping the probabilities and the FFN's biased value: the scores and the FFN's up projection are no
+//          longer needed, q and k still are (the scores' gradient), and so is v (the context's).
+TEST(RematTest, TransformerLayerRecomputesExactlyWhatItsPolicyDoesNotKeep) {
+  auto layer0 = [](const std::string& remat) {
+    const Step s = plan_step("hardware: {preset: tpu-v3, pod: {dims: [1, 1]}}\nworkload: {model: transformer, "
+                             "layers: 2, d_model: 16, d_ff: 32, heads: 4, vocab: 24, seq_len: 8, batch: 4, dtype: "
+                             "fp32, remat: " + remat + "}\nstrategy: {name: single_device}\n");
+    std::vector<std::string> out;
+    for (const std::string& name : recomputed(s.graph)) {
+      EXPECT_EQ(name.rfind("layer", 0), 0u) << name;  // no embedding or head op
+      if (name.rfind("layer0.", 0) == 0) out.push_back(name.substr(7, name.size() - 7 - 6));  // "layer0.", "/remat"
+    }
+    // Layer 1 recomputes the same ops.
+    size_t in_layer1 = 0;
+    for (const std::string& name : recomputed(s.graph)) in_layer1 += name.rfind("layer1.", 0) == 0;
+    EXPECT_EQ(in_layer1, out.size()) << remat;
+    return out;
+  };
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(layer0("full"), (Names{"ln1", "attn.q", "attn.k", "attn.v", "attn.scores", "attn.softmax", "attn.context",
+                                  "attn.o", "attn.residual", "ln2", "ffn.up", "ffn.up.bias", "ffn.gelu"}));
+  EXPECT_EQ(layer0("dots"), (Names{"ln1", "attn.scores", "attn.softmax", "attn.context", "attn.residual", "ln2",
+                                  "ffn.up.bias", "ffn.gelu"}));
+  EXPECT_EQ(layer0("names, remat_keep: ['*.attn.softmax', '*.ffn.up.bias']"),
+            (Names{"ln1", "attn.q", "attn.k", "attn.v", "attn.context", "attn.o", "attn.residual", "ln2",
+                   "ffn.gelu"}));
+}

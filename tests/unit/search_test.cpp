@@ -83,6 +83,34 @@ TEST(SearchEnumerate, SmallSpaceByHand) {
   EXPECT_EQ(c[5].name(), "data2_y.2-model2_x-none");
 }
 
+// Over 2 slices of 2 x 2 (8 chips), data_parallel x spmd: each mesh whose data axis is a multiple of 2 puts it over the
+// slices, one candidate each; a model axis never spans them (model 8 has no candidate: no data axis to span them).
+TEST(SearchEnumerate, SeveralSlicesPutADataFsdpOrPipeAxisOverThem) {
+  const std::string hw = "hardware: {preset: tpu-v5e, pod: {dims: [2, 2]}, slices: 2}\n"
+                         "workload: {preset: llm-tiny, batch: 8}\n";
+  Experiment e = load_experiment_text(hw + "search: {strategies: [data_parallel, spmd], remat: none, "
+                                           "placements: auto, sequence_parallel: [false]}\n",
+                                      "s.yaml");
+  std::vector<Candidate> c = enumerate_candidates(search_space(e), e);
+  // data 8; data 2 x model 4; data 4 x model 2.
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].name(), "data8.dcn-none");
+  EXPECT_EQ(c[1].name(), "data2.dcn-model4-none");
+  EXPECT_EQ(c[2].name(), "data4.dcn-model2-none");
+  EXPECT_EQ(c[1].mesh_text(), "data 2 (DCN) x model 4");
+  const std::vector<std::string> o = c[1].overrides();
+  EXPECT_NE(std::find(o.begin(), o.end(), "mesh.dcn_axes=[data]"), o.end());
+  // Each is a valid experiment, its data axis over the slices; the DCN's part shows in the estimate.
+  Evaluation ev = evaluate_candidate(hw, "s.yaml", c[1].overrides());
+  ASSERT_TRUE(ev.ok) << ev.problem;
+  Evaluation one = evaluate_candidate("hardware: {preset: tpu-v5e, pod: {dims: [2, 2]}}\n"
+                                      "workload: {preset: llm-tiny, batch: 4}\n",
+                                      "s.yaml", {"strategy.name=[spmd]", "mesh.axes=[model]", "mesh.shape=[4]",
+                                                 "workload.remat=none", "strategy.sequence_parallel=false"});
+  ASSERT_TRUE(one.ok) << one.problem;
+  EXPECT_GE(ev.estimate_s, one.estimate_s);
+}
+
 TEST(SearchEnumerate, NamesAreFolderNames) {
   Candidate c;
   c.strategies = {"fsdp", "spmd"};

@@ -49,12 +49,16 @@ TEST(PlanFiguresTest, VocabularyParallelHeadMovesOneFloatPerRow) {
       for (OpId id : p.order) {
         const Op& op = p.graph.op(id);
         EXPECT_NE(op.kind, OpKind::AllGather) << op.name;
-        if (op.kind == OpKind::AllReduce) EXPECT_EQ(op.attrs.reduce_max, op.name.rfind("loss.max/", 0) == 0) << op.name;
+        if (op.kind == OpKind::AllReduce) {
+          EXPECT_EQ(op.attrs.reduce_max, op.name.rfind("loss.max/", 0) == 0) << op.name;
+        }
       }
       ASSERT_NE(local_tensor(p, "logits"), nullptr);
       EXPECT_EQ(local_tensor(p, "logits")->shape, (std::vector<int64_t>{batch, S, local_v}));
       EXPECT_EQ(local_tensor(p, "embedding")->bytes(), local_v * D * F32);
-      if (!tied) EXPECT_EQ(local_tensor(p, "unembed")->bytes(), D * local_v * F32);
+      if (!tied) {
+        EXPECT_EQ(local_tensor(p, "unembed")->bytes(), D * local_v * F32);
+      }
       EXPECT_EQ(local_tensor(p, "unembed") == nullptr, tied);
       expect_reproduces_the_step(s);
       // Every chip's reduced max is each row's max over all the (real) classes: a max, not a sum of the chips'

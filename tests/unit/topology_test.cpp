@@ -95,7 +95,9 @@ TEST(MeshTest, ContiguousAxisTakesNeighbouringChips) {
   // Consecutive stages are one hop apart, for every chip.
   for (int64_t c = 0; c < t.chips(); ++c) {
     MeshGroup g = m.group(c, {"pipe"});
-    if (g.rank + 1 < g.shape.size()) EXPECT_EQ(t.hops(c, g.chip_of(g.rank + 1, t)), 1) << c;
+    if (g.rank + 1 < g.shape.size()) {
+      EXPECT_EQ(t.hops(c, g.chip_of(g.rank + 1, t)), 1) << c;
+    }
   }
   // An explicit placement anywhere leaves the layout to the user.
   Mesh placed = Mesh::layout({"pipe", "data", "model"}, {8, 16, 8}, t, {"", "", "x:8"}, {"pipe"});

@@ -43,8 +43,8 @@ TEST(ConfigTransformerTest, GatedFfnIsForDenseLayersOnly) {
   expect_at(load_failure(two_layers(transformer("  ffn: swiglu\n  moe: {experts: 2}\n"))), Err::BadChoice, 12,
             "workload.moe.experts");
   expect_at(load_failure(transformer("  ffn: geglu\n")), Err::BadChoice, 12, "did you mean 'gelu'");
-  for (const std::string ok : {transformer("  ffn: swiglu\n"), transformer("  ffn: relu\n"),
-                               two_layers(transformer("  ffn: gelu\n  moe: {experts: 2}\n"))})
+  for (const std::string& ok : {transformer("  ffn: swiglu\n"), transformer("  ffn: relu\n"),
+                                two_layers(transformer("  ffn: gelu\n  moe: {experts: 2}\n"))})
     EXPECT_NO_THROW(load_experiment_text(ok, "exp.yaml", {})) << ok;
 }
 

@@ -45,6 +45,7 @@ const char* unit_name(Unit u) {
     case Unit::Mxu: return "MXU";
     case Unit::Vpu: return "VPU";
     case Unit::Ici: return "ICI";
+    case Unit::Host: return "host";
   }
   return "?";
 }
