@@ -3,8 +3,9 @@
 before XLA's optimizations: dense layers with bias and ReLU, a softmax cross-entropy averaged over the batch, the
 backward pass and the SGD update, one device or data parallel over D devices (the gradients all-reduced).
 With --fused, the module after optimizations instead (one device): its fusions are the kernels podsim's own fusion
-pass makes of the built-in MLP step (a matmul with its bias and ReLU, the loss with its gradient, a ReLU's gradient
-with the bias gradient, the first layer's weight gradient with its update), in the order podsim issues them.
+pass makes of the built-in MLP step (a matmul with its bias and ReLU, the loss with its gradient, an input gradient
+with the gradient of the ReLU below it, a bias gradient alone, the first layer's weight gradient with its update), in
+the order podsim issues them.
 
     python3 tools/hlo/mlp_module.py --batch 512 --input 1024 --hidden 2048 --layers 2 --classes 1024 \\
         [--devices 4 | --fused] [--lr 0.01] > mlp.hlo
@@ -169,15 +170,17 @@ def fused(a):
     c("  %%sb = f32[%d,%d] broadcast(%%s), dimensions={0}\n  %%p = f32[%d,%d] divide(%%e, %%sb)" % (B, C, B, C))
     c("  %%d = f32[%d,%d] subtract(%%p, %%ohf)\n  %%ib = f32[%d,%d] broadcast(%%invb), dimensions={}" % (B, C, B, C))
     c("  %%g = f32[%d,%d] multiply(%%d, %%ib)\n  ROOT %%r = (f32[], f32[%d,%d]) tuple(%%loss, %%g)\n}\n" % (B, C, B, C))
-    c("%%colsum (d: f32[%d,%d]) -> f32[%d] {\n  %%d = f32[%d,%d] parameter(0)\n  %%zero = f32[] constant(0)" % (B, C, C, B, C))
-    c("  ROOT %%s = f32[%d] reduce(%%d, %%zero), dimensions={0}, to_apply=%%add\n}\n" % C)
-    # A ReLU's gradient and the bias gradient.
-    c("%%relu_grad (dy: f32[%d,%d], z: f32[%d,%d]) -> (f32[%d,%d], f32[%d]) {" % (B, H, B, H, B, H, H))
-    c("  %%dy = f32[%d,%d] parameter(0)\n  %%z = f32[%d,%d] parameter(1)\n  %%zero = f32[] constant(0)" % (B, H, B, H))
-    c("  %%zb = f32[%d,%d] broadcast(%%zero), dimensions={}\n  %%pos = pred[%d,%d] compare(%%z, %%zb), direction=GT" % (B, H, B, H))
-    c("  %%dz = f32[%d,%d] select(%%pos, %%dy, %%zb)" % (B, H))
-    c("  %%db = f32[%d] reduce(%%dz, %%zero), dimensions={0}, to_apply=%%add" % H)
-    c("  ROOT %%t = (f32[%d,%d], f32[%d]) tuple(%%dz, %%db)\n}\n" % (B, H, H))
+    # A bias gradient: the column sums of the gradient of its layer's output.
+    for n in sorted({C, H}):
+        c("%%colsum_%d (d: f32[%d,%d]) -> f32[%d] {\n  %%d = f32[%d,%d] parameter(0)\n  %%zero = f32[] constant(0)" % (n, B, n, n, B, n))
+        c("  ROOT %%s = f32[%d] reduce(%%d, %%zero), dimensions={0}, to_apply=%%add\n}\n" % n)
+    # An input gradient with the gradient of the ReLU before it as its epilogue.
+    for n in sorted({C, H}):
+        c("%%dgrad_relu_%d (dy: f32[%d,%d], w: f32[%d,%d], z: f32[%d,%d]) -> f32[%d,%d] {" % (n, B, n, H, n, B, H, B, H))
+        c("  %%dy = f32[%d,%d] parameter(0)\n  %%w = f32[%d,%d] parameter(1)\n  %%z = f32[%d,%d] parameter(2)" % (B, n, H, n, B, H))
+        c("  %%da = f32[%d,%d] dot(%%dy, %%w), lhs_contracting_dims={1}, rhs_contracting_dims={1}" % (B, H))
+        c("  %%zero = f32[] constant(0)\n  %%zb = f32[%d,%d] broadcast(%%zero), dimensions={}" % (B, H))
+        c("  %%pos = pred[%d,%d] compare(%%z, %%zb), direction=GT\n  ROOT %%dz = f32[%d,%d] select(%%pos, %%da, %%zb)\n}\n" % (B, H, B, H))
     # The first layer's weight gradient and its update; the others' updates.
     c("%%first_update (x: f32[%d,%d], dz: f32[%d,%d], w: f32[%d,%d]) -> f32[%d,%d] {" % (B, I, B, H, I, H, I, H))
     c("  %%x = f32[%d,%d] parameter(0)\n  %%dz = f32[%d,%d] parameter(1)\n  %%w = f32[%d,%d] parameter(2)" % (B, I, B, H, I, H))
@@ -216,29 +219,38 @@ def fused(a):
     e("  %%out = f32[%d,%d] fusion(%%%s, %%wo, %%bo), kind=kOutput, calls=%%logits" % (B, C, act))
     e("  %%ce = (f32[], f32[%d,%d]) fusion(%%out, %%labels), kind=kInput, calls=%%loss" % (B, C))
     e("  %%lossv = f32[] get-tuple-element(%%ce), index=0\n  %%dlogits = f32[%d,%d] get-tuple-element(%%ce), index=1" % (B, C))
-    e("  %%gbo = f32[%d] fusion(%%dlogits), kind=kInput, calls=%%colsum" % C)
-    grads = {"wo": "gwo", "bo": "gbo"}
+    new = {}
+
+    def update(p):
+        s = dict(params)[p]
+        if p == "w0":
+            e("  %%w0.new = f32[%d,%d] fusion(%%x, %%dz0, %%w0), kind=kOutput, calls=%%first_update" % (I, H))
+        else:
+            e("  %%%s.new = %s fusion(%%%s, %%%s), kind=kLoop, calls=%%sgd_%s" % (p, ty(s), p, grads[p], "_".join(map(str, s))))
+        new[p] = p + ".new"
+
+    # The backward pass and the updates in the order podsim issues its kernels: each layer's bias gradient, its input
+    # gradient with the ReLU's gradient below it, the update of the layer above, its weight gradient and its bias update.
     top = L - 1
-    e("  %%da%d = f32[%d,%d] dot(%%dlogits, %%wo), lhs_contracting_dims={1}, rhs_contracting_dims={1}" % (top, B, H))
+    e("  %%gbo = f32[%d] fusion(%%dlogits), kind=kInput, calls=%%colsum_%d" % (C, C))
+    e("  %%dz%d = f32[%d,%d] fusion(%%dlogits, %%wo, %%z%d), kind=kOutput, calls=%%dgrad_relu_%d" % (top, B, H, top, C))
+    grads = {"wo": "gwo", "bo": "gbo"}
+    update("bo")
     e("  %%gwo = f32[%d,%d] dot(%%a%d, %%dlogits), lhs_contracting_dims={0}, rhs_contracting_dims={0}" % (H, C, top))
+    above = lambda l: "wo" if l == top else "w%d" % (l + 1)
     for l in reversed(range(L)):
-        e("  %%rg%d = (f32[%d,%d], f32[%d]) fusion(%%da%d, %%z%d), kind=kInput, calls=%%relu_grad" % (l, B, H, H, l, l))
-        e("  %%dz%d = f32[%d,%d] get-tuple-element(%%rg%d), index=0" % (l, B, H, l))
-        e("  %%gb%d = f32[%d] get-tuple-element(%%rg%d), index=1" % (l, H, l))
+        e("  %%gb%d = f32[%d] fusion(%%dz%d), kind=kInput, calls=%%colsum_%d" % (l, H, l, H))
         grads["b%d" % l] = "gb%d" % l
-        if l > 0:  # the layer's input gradient, then its weight gradient, as podsim issues them
-            e("  %%da%d = f32[%d,%d] dot(%%dz%d, %%w%d), lhs_contracting_dims={1}, rhs_contracting_dims={1}" % (l - 1, B, H, l, l))
+        if l > 0:
+            e("  %%dz%d = f32[%d,%d] fusion(%%dz%d, %%w%d, %%z%d), kind=kOutput, calls=%%dgrad_relu_%d" % (l - 1, B, H, l, l, l - 1, H))
+            update(above(l))
             e("  %%gw%d = f32[%d,%d] dot(%%a%d, %%dz%d), lhs_contracting_dims={0}, rhs_contracting_dims={0}" % (l, H, H, l - 1, l))
             grads["w%d" % l] = "gw%d" % l
-    new = {}
-    e("  %%w0.new = f32[%d,%d] fusion(%%x, %%dz0, %%w0), kind=kOutput, calls=%%first_update" % (I, H))
-    new["w0"] = "w0.new"
-    for p, s in params:
-        if p == "w0":
-            continue
-        g = grads[p]
-        e("  %%%s.new = %s fusion(%%%s, %%%s), kind=kLoop, calls=%%sgd_%s" % (p, ty(s), p, g, "_".join(map(str, s))))
-        new[p] = p + ".new"
+            update("b%d" % l)
+        else:
+            update("w0")
+            update(above(0))
+            update("b0")
     e("  ROOT %%o = (%s) tuple(%s, %%lossv)" % (res, ", ".join("%" + new[p] for p, _ in params)))
     e("}")
     print("HloModule jit_train_step, input_output_alias={ %s }\n" % alias)
