@@ -1548,6 +1548,15 @@ class Importer {
       const OpCost c = op_cost(g, op);
       return c.unit == Unit::Vpu && (c.fusible || c.reduction);
     };
+    // An expander (a broadcast of a small value, a one-hot comparison: it writes at least 8 times what it reads) is
+    // not pulled up to its producer: the importer emitted it right before its reader, whose kernel recomputes it.
+    auto expander = [&](OpId id) {
+      const Op& op = g.op(id);
+      double in = 0, out = 0;
+      for (TensorId t : op.inputs) in += g.tensor(t).bytes();
+      for (TensorId t : op.outputs) out += g.tensor(t).bytes();
+      return out > 0 && in * 8 <= out;
+    };
     std::function<void(OpId)> issue = [&](OpId id) {
       for (OpId p : preds[id])
         if (sourceless[p] && !done[p]) issue(p);
@@ -1562,7 +1571,7 @@ class Importer {
       OpId next = -1;
       if (last >= 0)
         for (OpId c : succs[last])
-          if (ready.count(c) && fusible(c) && (next < 0 || c < next)) next = c;
+          if (ready.count(c) && fusible(c) && !expander(c) && (next < 0 || c < next)) next = c;
       if (next < 0) {
         if (ready.empty()) {  // only sourceless ops nobody reads are left
           for (size_t i = 0; i < n; ++i)
