@@ -209,8 +209,9 @@ std::unique_ptr<Prepared> prepare(const Experiment& exp) {
     LowerOptions lo = lower_options(p->exp.run);
     lo.kernels = &prog.kernels;
     // An imported module's cheap producers are recomputed at each reader by the importer (hlo/import.cpp), the one
-    // mechanism for them there; the compiler's producer duplication is left out (it also rescans every group for
-    // each group it dissolves, more than an unrolled module's tens of thousands of kernels allow).
+    // mechanism for them there. The compiler's producer duplication would also recompute elementwise groups that
+    // read large operands, keeping those operands live longer: XLA's 405B module plans at 63.12 GiB with it and
+    // 57.89 GiB without, for the same planning time.
     if (!prog.sources.empty()) lo.fusion.duplicate = false;
     lo.devices_per_chip = p->plan.devices_per_chip;
     ctx.programs.push_back(lower(prog.graph, prog.order, p->exp.hardware.chip, lo));
