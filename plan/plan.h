@@ -24,12 +24,24 @@ struct TensorBinding {
   ShardSpec spec;         // how each device's local tensor holds the logical one (never partial)
 };
 
+// Where an op of a program comes from in its source, when the program was imported rather than partitioned (an
+// XLA HLO module, hlo/): the instruction's name, its opcode and its category in a TPU profile's "HLO op stats".
+struct OpSource {
+  std::string name, opcode, category;
+};
+
 struct Program {
   std::string role;
   ModelGraph graph;         // the per-device step: local shapes and communication ops
   std::vector<OpId> order;  // issue order, a topological order of `graph`
   std::vector<TensorBinding> inputs;   // step inputs of `graph` and the logical tensors they come from
   std::vector<TensorBinding> results;  // local tensors that hold logical step results
+  // Kernels the program's source fused itself (an HLO module after XLA's optimizations), each a run of consecutive
+  // ops of `order`: lowering keeps them as they are instead of fusing the program itself. Empty: podsim fuses.
+  std::vector<std::vector<OpId>> kernels;
+  // An imported program's instructions (hlo_op_stats.csv): sources[source_of_op[op]] for each op; empty otherwise.
+  std::vector<int32_t> source_of_op;
+  std::vector<OpSource> sources;
 };
 
 // A pipeline stage's work on one micro-batch, as its schedule orders it: the micro-batch's forward pass, its
@@ -67,6 +79,12 @@ struct Plan {
   int32_t result_chip = 0;
   std::vector<std::string> notes;  // what the user should know about the plan (padding, placement)
   PlanPipeline pipeline;
+  // How many times the logical step's model FLOPs count: 1 for a logical step any strategy partitions; for an
+  // imported per-device module, whose logical graph is one device's program, the number of devices running it.
+  int64_t logical_copies = 1;
+  // Devices per chip: 1, or 2 on TPU v2 and v3 where XLA runs one device per TensorCore (an imported module's):
+  // each core then runs the whole program on its own device's data instead of sharing each op with the other.
+  int64_t devices_per_chip = 1;
 };
 
 // Checks a strategy's plan against the contract (one role per chip or idle, valid issue orders, communication over

@@ -107,6 +107,36 @@ enum class OpKind : uint8_t {
   LarsNorms,       // inputs (w, g) -> [sum w^2, sum g^2] (fp32 [2]): the squared norms LARS's trust ratio needs
   LarsUpdate,      // inputs (w, g, u, norms) -> (w', u'); attrs: alpha = lr, beta1 = momentum, eta, weight_decay
   RmsPropUpdate,   // inputs (w, g, ms, u) -> (w', ms', u'); attrs: alpha = lr, beta2 = decay, beta1 = momentum, eps
+  // Array ops: the instructions of an imported XLA HLO module (hlo/, docs/hlo.md) that no kind above expresses.
+  // Fields of attrs as each says (OpAttrs: dims, lo, hi, stride, fn, values); kernels in workloads/ops/array.cpp
+  // unless noted.
+  Elementwise,         // attrs.fn element by element on inputs of the output's shape (an input of one element
+                       // broadcasts): arithmetic, comparisons, select, math functions
+  BroadcastInDim,      // input dimension i is output dimension attrs.dims[i]; the output repeats it along the others
+  Transpose,           // output dimension i is input dimension attrs.dims[i] (the identity: a copy to another layout)
+  Bitcast,             // the input's elements under the output's shape, transposed by attrs.dims when given, with no
+                       // data moved (XLA's bitcast: the layouts make the reshape or transpose free); a view of its
+                       // input's buffer
+  Reduce,              // inputs (x, init) -> x combined by attrs.fn over dimensions attrs.dims, starting from init
+  Iota,                // no inputs; each element its index along dimension attrs.dims[0]
+  Constant,            // no inputs; attrs.values (a single value fills the tensor)
+  StridedSlice,        // per dimension, input elements attrs.lo, lo + stride, ... below attrs.hi
+  Pad,                 // inputs (x, value): attrs.lo, attrs.hi (negative: cut) and attrs.stride (interior) per dimension
+  Concatenate,         // the inputs side by side along dimension attrs.dims[0]
+  DynamicSlice,        // inputs (x, offset per dimension): a window of the output's shape, offsets clamped into x
+  DynamicUpdateSlice,  // inputs (x, update, offset per dimension): x with update written there; in place
+  Gather,              // inputs (x, indices): rows of x picked by indices (cost only: workloads/ops/array_cost.cpp)
+  Scatter,             // inputs (x, indices, updates): x with updates combined into rows; in place (cost only)
+  Sort,                // inputs sorted along dimension attrs.dims[0], all of them by the first (cost only)
+  ReduceWindow,        // inputs (x, init): attrs.fn over windows (attrs.window's sizes in attrs.dims, strides in
+                       // attrs.stride) (cost only)
+  Convolution,         // inputs (x, w): an N-D convolution as dim_labels say, on the MXU (cost only; its GEMM:
+                       // attrs.dims = batch, m, k, n)
+  FusedAttention,      // inputs (q[B, S, H, D], k[B, T, G, D], v[B, T, G, D], ...) -> (o[B, S, H, D], stats, ...):
+                       // flash attention in one kernel, causal when attrs.causal (cost only)
+  FusedAttentionGrad,  // inputs (q, k, v, ..., o, do, ...) -> (dq, dk, dv, ...): its backward pass (cost only)
+  CustomCost,          // a kernel known only by its cost: attrs.flops and attrs.bytes (workload.custom_calls)
+  DeviceId,            // no inputs; this device's index over mesh axes attrs.axes (partition-id, replica-id)
   // Communication between chips (executed by the chip's DMA engines over ICI).
   AllReduce, ReduceScatter, AllGather, AllToAll, CollectivePermute, Broadcast,
   Send, Recv,
@@ -116,6 +146,22 @@ enum class OpKind : uint8_t {
 
 const char* op_kind_name(OpKind k);  // "matmul", "layer_norm_grad", "all_reduce", ...
 bool is_communication(OpKind k);     // AllReduce .. Recv, Traffic
+
+// What an Elementwise op computes, and how a Reduce or ReduceWindow combines (workloads/ops/array.cpp).
+enum class ArrayFn : uint8_t {
+  // two inputs
+  Add, Subtract, Multiply, Divide, Maximum, Minimum, Power, Remainder, Atan2, And, Or, Xor, ShiftLeft,
+  ShiftRightArithmetic, ShiftRightLogical, CompareEq, CompareNe, CompareLt, CompareLe, CompareGt, CompareGe,
+  // three inputs
+  Select, Clamp,
+  // one input
+  Copy, Negate, Abs, Exp, Expm1, Log, Log1p, Sqrt, Rsqrt, Cbrt, Tanh, Logistic, Sine, Cosine, Tan, Floor, Ceil,
+  RoundAwayFromZero, RoundNearestEven, Sign, Not, IsFinite, Erf, PopulationCount, ReducePrecision,
+  // a combiner podsim cannot compute (a reduction of tuples: argmax): cost only
+  Other,
+};
+const char* array_fn_name(ArrayFn f);  // "add", "compare_lt", "select", ...
+int array_fn_arity(ArrayFn f);         // inputs it takes (0 for Other)
 
 enum class Phase : uint8_t { Forward, Loss, Backward, Optimizer, Communication };
 const char* phase_name(Phase p);
@@ -158,6 +204,9 @@ struct OpAttrs {
   // AllReduce: combine by maximum instead of sum (a cross-entropy over split classes needs each row's global max).
   bool reduce_max = false;
   int64_t tag = 0;
+  // Communication on a chip that holds several devices of an imported module (TPU v2/v3: one per TensorCore): the
+  // chip moves this many copies of the tensor, its devices' (1: one device per chip).
+  int64_t chip_copies = 1;
   // Means over rows (cross-entropy): the global row count to divide by (0: the rows the op sees), and the
   // dimensions of the first input a partitioned op holds padded shards of (rows at or past `global` are padding).
   struct Padded {
@@ -182,6 +231,12 @@ struct OpAttrs {
     int64_t kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pb = 0, pl = 0, pr = 0;
   };
   Window window;
+  // Array ops (the kinds after Elementwise): a list of dimensions and per-dimension bounds as each kind says, the
+  // function applied or combined, a constant's values, a custom kernel's cost.
+  std::vector<int64_t> dims, lo, hi, stride;
+  ArrayFn fn = ArrayFn::Copy;
+  std::vector<float> values;
+  double flops = 0, bytes = 0;
 };
 
 struct Op {

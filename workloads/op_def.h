@@ -62,6 +62,13 @@ struct OpCost {
   // The part of the model FLOPs over a causal mask's (query, key) square, which the PaLM convention counts whole and
   // MaxText's half (workloads/graph.h, FlopsConvention).
   double causal_flops = 0;
+  // A view (a bitcast): the output is its input's buffer under another shape. It moves nothing and costs nothing
+  // alone; inside a fusion it passes its input through (bytes_read says what the fusion reads for it); the memory
+  // plan counts the buffer once, live until the view's last use.
+  bool view = false;
+  // Writes its result over its first input when that input dies with it (XLA's in-place dynamic-update-slice and
+  // scatter; the memory plan's in_place rule).
+  bool in_place = false;
   // A whole-tensor reduction followed by an elementwise pass over the same inputs that needs its result (a batch-norm
   // gradient: the sums of dy and dy * xhat, then dx). `first_pass` is the reduction's share of `vector`; its outputs
   // after the first are the reduction's (small) results, the first the elementwise pass's. Multi-output fusion runs

@@ -105,7 +105,7 @@ void init_step_inputs(const ModelGraph& g, TensorStore& store, uint64_t seed) {
       }
       case TensorRole::OptimizerState: break;  // zeros
       default: {
-        if (info.dtype == DType::I32) {
+        if (dtype_is_integer(info.dtype)) {
           int64_t range = id_range(g, id);
           for (float& x : t.data) x = static_cast<float>(std::min<int64_t>(range - 1, static_cast<int64_t>(rng.uniform() * range)));
         } else {

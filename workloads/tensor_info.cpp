@@ -13,6 +13,13 @@ const char* dtype_name(DType t) {
     case DType::F32: return "fp32";
     case DType::BF16: return "bf16";
     case DType::I32: return "int32";
+    case DType::Pred: return "pred";
+    case DType::I8: return "int8";
+    case DType::I16: return "int16";
+    case DType::I64: return "int64";
+    case DType::F16: return "fp16";
+    case DType::F64: return "fp64";
+    case DType::F8: return "fp8";
   }
   return "?";
 }
@@ -24,7 +31,19 @@ std::string tensor_file_stem(const std::string& name) {
   return out;
 }
 
-int dtype_bytes(DType t) { return t == DType::BF16 ? 2 : 4; }
+int dtype_bytes(DType t) {
+  switch (t) {
+    case DType::Pred: case DType::I8: case DType::F8: return 1;
+    case DType::BF16: case DType::I16: case DType::F16: return 2;
+    case DType::F32: case DType::I32: return 4;
+    case DType::I64: case DType::F64: return 8;
+  }
+  return 4;
+}
+
+bool dtype_is_integer(DType t) {
+  return t == DType::I32 || t == DType::Pred || t == DType::I8 || t == DType::I16 || t == DType::I64;
+}
 
 const char* role_name(TensorRole r) {
   switch (r) {

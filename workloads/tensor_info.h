@@ -10,9 +10,12 @@ namespace podsim {
 using TensorId = int32_t;
 using OpId = int32_t;
 
-enum class DType : uint8_t { F32, BF16, I32 };
-const char* dtype_name(DType t);  // "fp32", "bf16", "int32"
+// The element types of built-in workloads (F32, BF16, I32) and the others an imported HLO module may hold (hlo/):
+// predicates, narrower and wider integers and floats. Numeric mode stores every value as fp32 (tensor.h).
+enum class DType : uint8_t { F32, BF16, I32, Pred, I8, I16, I64, F16, F64, F8 };
+const char* dtype_name(DType t);  // "fp32", "bf16", "int32", "pred", "int8", "int16", "int64", "fp16", "fp64", "fp8"
 int dtype_bytes(DType t);
+bool dtype_is_integer(DType t);   // integers and predicates
 
 enum class TensorRole : uint8_t {
   Parameter,       // weights; live for the whole step

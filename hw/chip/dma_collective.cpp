@@ -17,7 +17,7 @@ void Dma::start_collective(Running& r, const Op& op) {
   r.group = m_ctx.group(m_chip, op.attrs.axes, op.attrs.group_block);
   r.req.kind = collective_of(op.kind);
   r.req.group = r.group.shape;
-  r.req.elements = in.elements();
+  r.req.elements = in.elements() * std::max<int64_t>(1, op.attrs.chip_copies);
   if (op.inputs.size() > 1) {
     // A combined collective (partition/combine.h) moves its tensors as one buffer, each tensor's elements in the
     // blocks and pieces the algorithm would give them on their own.

@@ -55,6 +55,25 @@ bool operand_convert(const ModelGraph& g, const std::vector<FusionMember>& membe
   return true;
 }
 
+// An expander (a broadcast, an iota: it writes far more than it reads) that feeds the open fusion: a chain of the
+// ops right after it, each reading the one before, reaches an op that reads the fusion within a few steps. XLA
+// fuses such a producer into its consumer's kernel (it is recomputed there, never written); in issue order it
+// stands between the fusion and that consumer, reading nothing of the fusion, so it joins the fusion it feeds
+// (and the chain after it joins by reading it).
+bool feeds_open_fusion(const ModelGraph& g, const std::vector<OpId>& order, size_t pos,
+                       const std::set<TensorId>& produced) {
+  const OpCost c = op_cost(g, g.op(order[pos]));
+  if (!c.fusible || c.bytes_written <= 0 || c.bytes_read * 8 > c.bytes_written) return false;
+  std::set<TensorId> chain(g.op(order[pos]).outputs.begin(), g.op(order[pos]).outputs.end());
+  for (size_t k = pos + 1; k < order.size() && k <= pos + 4; ++k) {
+    const Op& next = g.op(order[k]);
+    if (!consumes(next, chain)) return false;
+    if (consumes(next, produced)) return true;
+    chain.insert(next.outputs.begin(), next.outputs.end());
+  }
+  return false;
+}
+
 // The outputs an occurrence of an op makes: a two-pass op's reduction makes its outputs after the first, its
 // elementwise pass the first.
 std::vector<TensorId> made_by(const Op& op, MemberPass pass) {
@@ -88,12 +107,14 @@ std::vector<FusionGroup> adjacent_fusions(const ModelGraph& g, const std::vector
     if (o.reduction && t.whole) o.reduced.insert(g.op(id).inputs.begin(), g.op(id).inputs.end());
   };
   // Whether `op` may join group `gi` as its next member, and in which pass.
-  auto joins = [&](size_t gi, OpId id, MemberPass& pass) {
+  // `feeds`: the op is an expander that feeds the group through the ops right after it (feeds_open_fusion).
+  auto joins = [&](size_t gi, OpId id, MemberPass& pass, bool feeds = false) {
     const Open& o = groups[gi];
     const Op& op = g.op(id);
     const Traits& t = tr[id];
     pass = MemberPass::All;
-    if (o.closed || o.group.members.size() >= kMaxFusionMembers || !consumes(op, o.produced)) return false;
+    if (o.closed || o.group.members.size() >= kMaxFusionMembers) return false;
+    if (!consumes(op, o.produced) && !(feeds && t.role == Role::Elementwise)) return false;
     if (t.role == Role::Matmul) return !o.matmul && !o.reduction && operand_convert(g, o.group.members, id);
     if (t.role == Role::Elementwise) {
       // loop fusion, a matmul's epilogue, or a reduction's producers/consumers; but a consumer of a whole-tensor
@@ -123,11 +144,14 @@ std::vector<FusionGroup> adjacent_fusions(const ModelGraph& g, const std::vector
     if (g.op(fg.members.front().op).phase != g.op(id).phase) return -1;
     return latest;
   };
-  for (OpId id : order) {
+  for (size_t pos = 0; pos < order.size(); ++pos) {
+    const OpId id = order[pos];
     const Traits& t = tr[id];
     MemberPass pass = MemberPass::All;
     int32_t into = -1;
-    if (!groups.empty() && joins(groups.size() - 1, id, pass)) {
+    const bool feeds = !groups.empty() && t.role == Role::Elementwise && !groups.back().closed &&
+                       feeds_open_fusion(g, order, pos, groups.back().produced);
+    if (!groups.empty() && joins(groups.size() - 1, id, pass, feeds)) {
       into = static_cast<int32_t>(groups.size() - 1);
     } else if (opts.enabled && (t.role == Role::Elementwise || t.role == Role::Reduction)) {
       const int32_t e = epilogue_of(id);

@@ -10,6 +10,8 @@
 //     the first pass of a batch-norm gradient) joins too and comes out beside the result;
 //   - reduction fusion: at most one reduction (softmax, layer norm, cross-entropy, bias gradient) with the
 //     elementwise ops that feed it (input fusion) and those that consume it.
+// An expander (a broadcast or an iota: it reads an eighth of what it writes, or less) joins the open fusion when the
+// ops right after it carry its output into a member's consumer: XLA recomputes it inside that kernel.
 // Then, with producer duplication, a materialized group of elementwise ops is recomputed inside the kernels that
 // read it instead of being written to HBM, as XLA's instruction fusion duplicates cheap producers into their
 // consumers (docs/model.md, "Fusion"): a group that reads at most one tensor as large as what it writes (batch-norm

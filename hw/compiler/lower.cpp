@@ -97,6 +97,13 @@ MemberTraffic member_traffic(const ModelGraph& g, const FusionGroup& fg, const s
     const FusionMember& fm = fg.members[i];
     const Op& op = g.op(fm.op);
     OpCost c = member_cost(g, fm);
+    if (c.unit == Unit::Mxu) {  // a kernel on the MXU with vector work of its own (fused attention's softmax)
+      simple += c.vector.simple * c.vector.elements;
+      trans += c.vector.transcendental * c.vector.elements;
+      div += c.vector.divide * c.vector.elements;
+      red += c.vector.reduce * c.vector.elements;
+      m.vector.elements = std::max(m.vector.elements, c.vector.elements);
+    }
     if (c.unit == Unit::Vpu) {
       // Reads: what the op's cost says it reads, less the inputs already on chip (made or read by a member).
       double skip = 0;
@@ -281,6 +288,35 @@ void lower_vector(const ChipConfig& chip, const MemberTraffic& mt, ExecOp& e) {
   e.groups = clamp_groups(std::ceil((e.core_hbm_read + e.core_hbm_write) / kVpuGroupBytes));
 }
 
+// The kernels a program came with, in issue order; every other op alone. A kernel's kind follows its members: with
+// a matmul an output fusion, with a reduction a reduction fusion, else a loop fusion.
+std::vector<FusionGroup> given_kernels(const ModelGraph& g, const std::vector<OpId>& order,
+                                       const std::vector<std::vector<OpId>>& kernels) {
+  std::vector<int32_t> kernel_of(g.num_ops(), -1);
+  for (size_t k = 0; k < kernels.size(); ++k)
+    for (OpId id : kernels[k]) kernel_of[id] = static_cast<int32_t>(k);
+  std::vector<FusionGroup> out;
+  int32_t open = -1;
+  for (OpId id : order) {
+    const int32_t k = kernel_of[id];
+    if (k < 0 || k != open) {
+      out.emplace_back();
+      open = k;
+    }
+    FusionGroup& fg = out.back();
+    fg.members.push_back({id, MemberPass::All, false});
+    if (fg.members.size() < 2) continue;
+    bool mm = false, red = false;
+    for (const FusionMember& m : fg.members) {
+      const OpCost c = op_cost(g, g.op(m.op));
+      mm = mm || c.unit == Unit::Mxu;
+      red = red || c.reduction;
+    }
+    fg.kind = mm ? FusionKind::Output : red ? FusionKind::Reduction : FusionKind::Loop;
+  }
+  return out;
+}
+
 }  // namespace
 
 LowerOptions lower_options(const RunConfig& run) {
@@ -293,10 +329,16 @@ LowerOptions lower_options(const RunConfig& run) {
   return o;
 }
 
-ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const ChipConfig& chip,
+ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const ChipConfig& chip_in,
                   const LowerOptions& opts) {
   ExecProgram ep;
-  const std::vector<FusionGroup> groups = fuse(g, order, opts.fusion);
+  // One device per TensorCore: each op is lowered for one core, and every core runs it.
+  const int64_t per_chip = std::max<int64_t>(1, opts.devices_per_chip);
+  ChipConfig chip = chip_in;
+  if (per_chip > 1) chip.tensorcores = 1;
+  const std::vector<FusionGroup> groups = opts.kernels && !opts.kernels->empty()
+                                              ? given_kernels(g, order, *opts.kernels)
+                                              : fuse(g, order, opts.fusion);
   // Each op's home exec op (where it is not a recomputation), and the tensors some exec op reads from HBM: a
   // tensor is materialized by its home exec op when another exec op reads it without making it itself, or when
   // nobody reads it (a step result).
@@ -357,6 +399,10 @@ ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const Chi
       else
         lower_gemm(g, *mm, chip, opts, mt, e);
     } else if (e.unit == Unit::Vpu) {
+      // Views alone (bitcasts) move nothing: no kernel runs, and their buffer is their source's (memory_plan.cpp).
+      bool views = true;
+      for (const FusionMember& m : fg.members) views = views && op_cost(g, g.op(m.op)).view;
+      if (views) mt = MemberTraffic{};
       lower_vector(chip, mt, e);
     } else if (e.unit == Unit::Host) {  // the host link reads (to_host) or writes (from_host) the tensor in HBM
       const double bytes = g.tensor(f.inputs.front()).stored_bytes();
@@ -389,6 +435,22 @@ ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const Chi
     ep.ops.push_back(std::move(e));
   }
   ep.memory = plan_memory(g, ep);
+  if (per_chip > 1) {
+    const double k = static_cast<double>(per_chip);
+    for (ExecOp& e : ep.ops) {
+      if (e.unit == Unit::Ici) continue;
+      e.cores = static_cast<int>(std::min<int64_t>(per_chip, chip_in.tensorcores));
+      e.flops *= k;
+      e.mxu_flops *= k;
+      e.logical_bytes *= k;
+    }
+    MemoryPlan& m = ep.memory;
+    m.peak_bytes *= k;
+    for (double* b : {&m.at_peak.weights, &m.at_peak.gradients, &m.at_peak.optimizer_state, &m.at_peak.activations,
+                      &m.at_peak.temporaries, &m.at_peak.weight_copies})
+      *b *= k;
+    for (double& b : m.live_after_op) b *= k;
+  }
   return ep;
 }
 

@@ -25,6 +25,12 @@ struct LowerOptions {
   FusionOptions fusion;            // run.fusion, run.fusion_multi_output, run.fusion_duplicate
   bool conv_taps_per_tap = true;   // run.conv_taps: per_tap (true) | packed (false)
   bool conv_overlap = true;        // run.conv_overlap: a convolution's fused vector work beside the MXU
+  // Kernels the program came with (Program::kernels): kept as given, and nothing else fused.
+  const std::vector<std::vector<OpId>>* kernels = nullptr;
+  // Devices of the program per chip (Plan::devices_per_chip): with more than one, each TensorCore runs every op
+  // whole on its own device's data (XLA on TPU v2/v3) instead of sharing it with the others, and the chip's HBM
+  // holds each device's buffers.
+  int64_t devices_per_chip = 1;
 };
 LowerOptions lower_options(const RunConfig& run);
 

@@ -25,7 +25,10 @@ bool persistent(TensorRole r) {
 // Ops that write their result over an operand that dies with them: an all-reduce reduces in place (a ring
 // all-reduce and DDP/ZeRO's buckets do), and an addition, a gradient accumulation among them, writes its sum over
 // the running sum (XLA's buffer assignment lets an elementwise op share an operand's buffer).
-bool in_place(OpKind k) { return k == OpKind::AllReduce || k == OpKind::Add; }
+// Kinds may say so in their cost (OpCost::in_place: a dynamic update and a scatter write into their operand).
+bool in_place(const ModelGraph& g, const Op& op) {
+  return op.kind == OpKind::AllReduce || op.kind == OpKind::Add || op_cost(g, op).in_place;
+}
 
 bool in_host_memory(const ModelGraph& g, TensorId t) {
   const OpId p = g.producer(t);
@@ -41,6 +44,24 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
   std::vector<int32_t> last_use(nt, -1);
   for (size_t i = 0; i < ep.ops.size(); ++i)
     for (TensorId t : ep.ops[i].hbm_reads) last_use[t] = std::max(last_use[t], static_cast<int32_t>(i));
+  // Views (bitcasts) hold no buffer of their own: their source's buffer lives until the last use of any view of it.
+  std::vector<int32_t> home(g.num_ops(), -1);
+  for (size_t i = 0; i < ep.ops.size(); ++i)
+    for (size_t k = 0; k < ep.ops[i].members.size(); ++k)
+      if (!ep.ops[i].recomputed[k]) home[ep.ops[i].members[k]] = static_cast<int32_t>(i);
+  std::vector<bool> view(nt, false);
+  for (OpId id = static_cast<OpId>(g.num_ops()); id-- > 0;) {  // consumers after producers: a view of a view first
+    const Op& op = g.op(id);
+    if (op.outputs.size() != 1 || op.inputs.empty() || !op_cost(g, op).view) continue;
+    const TensorId out = op.outputs[0], src = op.inputs[0];
+    view[out] = true;
+    int32_t until = last_use[out];
+    if (g.consumers(out).empty() && home[id] >= 0) until = std::max(until, home[id]);
+    last_use[src] = std::max(last_use[src], until);
+  }
+  std::vector<std::vector<TensorId>> dies_at(ep.ops.size());
+  for (size_t t = 0; t < nt; ++t)
+    if (last_use[t] >= 0) dies_at[last_use[t]].push_back(static_cast<TensorId>(t));
 
   std::vector<bool> live(nt, false);
   MemoryBreakdown now;
@@ -48,7 +69,7 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
     const TensorInfo& info = g.tensor(t);
     // An updated value overwrites the tensor it updates: no new space. A value moved to the host (to_host) is
     // held in the host's memory.
-    if (info.role == TensorRole::Updated || live[t] || in_host_memory(g, t)) return;
+    if (info.role == TensorRole::Updated || live[t] || view[t] || in_host_memory(g, t)) return;
     live[t] = true;
     bucket(now, info.role) += info.stored_bytes();
   };
@@ -79,7 +100,7 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
     // over the buffer of an operand of the same size that it reads last.
     for (size_t k = 0; k < e.members.size(); ++k) {
       const Op& op = g.op(e.members[k]);
-      if (e.recomputed[k] || !in_place(op.kind) || op.outputs.size() != 1) continue;
+      if (e.recomputed[k] || !in_place(g, op) || op.outputs.size() != 1) continue;
       const TensorId out = op.outputs[0];
       if (!writes.count(out) || g.tensor(out).role == TensorRole::Updated) continue;
       for (TensorId t : op.inputs)
@@ -91,9 +112,9 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
     }
     for (TensorId t : e.hbm_writes) add(t);
     record_peak(static_cast<int32_t>(i));
-    // Free what this op read last, and outputs nobody reads that are not step results.
-    for (TensorId t : e.hbm_reads)
-      if (last_use[t] == static_cast<int32_t>(i) && !persistent(g.tensor(t).role)) remove(t);
+    // Free what this op read last (itself or through a view), and outputs nobody reads that are not step results.
+    for (TensorId t : dies_at[i])
+      if (!persistent(g.tensor(t).role)) remove(t);
     for (TensorId t : e.hbm_writes) {
       const TensorRole r = g.tensor(t).role;
       if (g.consumers(t).empty() && r != TensorRole::Loss && r != TensorRole::Updated) remove(t);

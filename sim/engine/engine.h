@@ -50,6 +50,10 @@ Simulation simulate(Prepared& p, bool progress = false);
 
 // summary.json text (deterministic: same experiment and seed give the same bytes).
 std::string summary_json(const Prepared& p, const Simulation& s);
+// hlo_op_stats.csv for an imported program (Program::sources), "" otherwise: per HLO instruction of the result
+// chip's program, as a TPU profile's "HLO Op Stats" table has it (docs/hlo.md): its category, occurrences, total
+// (span) and self (busy) time, FLOP/s, HBM bandwidth, operational intensity and what bound it.
+std::string hlo_op_stats_csv(const Prepared& p, const Simulation& s);
 
 struct RunOptions {
   std::string out_dir;  // "" -> results/<run.name>

@@ -46,7 +46,8 @@ bool microbenchmark(const Prepared& p) {
 }
 
 std::optional<int64_t> trainable_parameters(const Prepared& p) {
-  if (microbenchmark(p)) return std::nullopt;
+  // An imported module's parameters are weights and optimizer state alike: nothing tells them apart.
+  if (microbenchmark(p) || p.plan.logical_copies > 1 || p.exp.workload == "hlo") return std::nullopt;
   double n = 0;
   for (const TensorInfo& t : p.graph.tensors())
     if (t.role == TensorRole::Parameter) n += static_cast<double>(t.elements());

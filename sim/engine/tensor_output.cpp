@@ -96,7 +96,7 @@ void write_tensors(const Prepared& p, const Simulation& s, const std::string& di
     if (!result_tensor(p.graph, id, activations) || !logical.has(id)) continue;
     const TensorInfo& info = p.graph.tensor(id);
     write_npy(dir + "/" + tensor_file_stem(info.name) + ".npy", info.shape, logical.get(id).data,
-              info.dtype == DType::I32);
+              dtype_is_integer(info.dtype));
   }
   if (!p.exp.params.b("run.dump_shards")) return;
   // Each chip's local tensors (its shards), under tensors/chip<N>/.
@@ -111,7 +111,7 @@ void write_tensors(const Prepared& p, const Simulation& s, const std::string& di
         if (!result_tensor(p.graph, b.logical, activations) || !st->has(b.local)) continue;
         const TensorInfo& info = prog.graph.tensor(b.local);
         write_npy(sub + "/" + tensor_file_stem(p.graph.tensor(b.logical).name) + ".npy", info.shape,
-                  st->get(b.local).data, info.dtype == DType::I32);
+                  st->get(b.local).data, dtype_is_integer(info.dtype));
       }
   }
 }

@@ -132,7 +132,7 @@ TEST(ErrorsTest, CFG012_UnknownStrategy) {
   EXPECT_NE(r.err.find("valid:"), std::string::npos) << r.err;
   // Nothing close (the nearest, 'moe', is two edits from 'foo'; three letters allow one): the valid names, no guess.
   r = expect_error(kHw + kMm + "strategy:\n  name: foo\n", "PODSIM-CFG-012", 9, 9);
-  EXPECT_NE(r.err.find("unknown strategy 'foo' (valid: auto, data_parallel, fsdp, moe, "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown strategy 'foo' (valid: auto, data_parallel, fsdp, hlo, moe, "), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
   r = expect_error(kHw + kMm + "strategy:\n  name: pipline\n", "PODSIM-CFG-012", 9, 9);
   EXPECT_NE(r.err.find("did you mean 'pipeline'?"), std::string::npos) << r.err;
@@ -301,6 +301,120 @@ TEST(ErrorsTest, PLN004_SpatialSplit) {
                        "workload.bn_batch to at least 4"),
             std::string::npos)
       << b.err;
+}
+
+// An HLO module next to an experiment that runs it on `dims` (tpu-v4); `podsim validate` (or run) on it.
+CliResult hlo_error(const std::string& module, const std::string& id, const std::string& where,
+                    const std::string& dims = "[1, 1, 1]", const std::string& extra = "", bool run = false) {
+  write_file("m.hlo", module);
+  const std::string exp = write_file("exp.yaml", "hardware:\n  preset: tpu-v4\n  pod: {dims: " + dims +
+                                                     "}\nworkload:\n  model: hlo\n  module: m.hlo\n" + extra);
+  std::vector<std::string> args = {run ? "run" : "validate", exp};
+  if (run) args.insert(args.end(), {"--out", test_dir() + "/out"});
+  CliResult r = run_podsim(args);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(where + ": error " + id + ":"), std::string::npos) << "expected " << where << " " << id << " in "
+                                                                          << r.err;
+  return r;
+}
+
+const std::string kLoop = R"(HloModule m
+%cond (p: (s32[], f32[8])) -> pred[] {
+  %p = (s32[], f32[8]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] negate(%i)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+%body (p: (s32[], f32[8])) -> (s32[], f32[8]) {
+  %p = (s32[], f32[8]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = f32[8] get-tuple-element(%p), index=1
+  %y = f32[8] exponential(%x)
+  ROOT %t = (s32[], f32[8]) tuple(%i, %y)
+}
+ENTRY %main (x: f32[8]) -> f32[8] {
+  %x = f32[8] parameter(0)
+  %zero = s32[] constant(0)
+  %t = (s32[], f32[8]) tuple(%zero, %x)
+  %w = (s32[], f32[8]) while(%t), condition=%cond, body=%body
+  ROOT %r = f32[8] get-tuple-element(%w), index=1
+}
+)";
+
+TEST(ErrorsTest, HLO001_HloSyntax) {
+  auto r = hlo_error("ENTRY e {\n  a = f33[2] parameter(0)\n}\n", "PODSIM-HLO-001", test_dir() + "/m.hlo:2:7");
+  EXPECT_NE(r.err.find("unknown element type 'f33' (valid: pred, s8, s32"), std::string::npos) << r.err;
+  auto u = hlo_error("ENTRY e {\n  a = f32[2]{0} parameter(0), sharding={devices=[2]0,1\n", "PODSIM-HLO-001",
+                     test_dir() + "/m.hlo:2:40");
+  EXPECT_NE(u.err.find("a '{' that is never closed"), std::string::npos) << u.err;
+}
+
+TEST(ErrorsTest, HLO002_HloInvalid) {
+  auto r = hlo_error("ENTRY e {\n  a = f32[2] parameter(0)\n  b = f32[2] negate(c)\n}\n", "PODSIM-HLO-002",
+                     test_dir() + "/m.hlo:3:21");
+  EXPECT_NE(r.err.find("instruction 'b' reads 'c', which computation 'e' does not define"), std::string::npos) << r.err;
+  auto d = hlo_error("ENTRY e {\n  a = f32[2,3] parameter(0)\n  ROOT b = f32[2,2] dot(a, a), lhs_contracting_dims={1}, "
+                     "rhs_contracting_dims={0}\n}\n",
+                     "PODSIM-HLO-002", test_dir() + "/m.hlo:3:8");
+  EXPECT_NE(d.err.find("contracting dimensions of different sizes"), std::string::npos) << d.err;
+}
+
+TEST(ErrorsTest, HLO003_HloUnsupported) {
+  auto r = hlo_error("ENTRY e {\n  a = c64[8] parameter(0)\n  ROOT b = c64[8] fft(a), fft_type=FFT, fft_length={8}\n}\n",
+                     "PODSIM-HLO-003", test_dir() + "/m.hlo:3:8");
+  EXPECT_NE(r.err.find("podsim has no model for 'fft' (docs/hlo.md lists what it runs)"), std::string::npos) << r.err;
+  // Groups that are not a mesh's axes.
+  auto g = hlo_error("HloModule m, num_partitions=4\n%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n"
+                     "  %b = f32[] parameter(1)\n  ROOT %s = f32[] add(%a, %b)\n}\nENTRY e {\n  x = f32[8] parameter(0)\n"
+                     "  ROOT y = f32[8] all-reduce(x), replica_groups={{0},{1,2},{3}}, to_apply=%add\n}\n",
+                     "PODSIM-HLO-003", test_dir() + "/m.hlo:9:8", "[2, 2, 1]");
+  EXPECT_NE(g.err.find("its groups are not the axes of a device mesh: its groups have different sizes (1 and 2)"),
+            std::string::npos)
+      << g.err;
+}
+
+TEST(ErrorsTest, HLO004_HloTripCount) {
+  auto r = hlo_error(kLoop, "PODSIM-HLO-004", test_dir() + "/m.hlo:19:3");
+  EXPECT_NE(r.err.find("give it in workload.trip_counts: {w: N}"), std::string::npos) << r.err;
+  // workload.trip_counts supplies it.
+  write_file("m.hlo", kLoop);
+  const std::string exp = write_file("ok.yaml", "hardware:\n  preset: tpu-v4\n  pod: {dims: [1, 1, 1]}\nworkload:\n"
+                                                "  model: hlo\n  module: m.hlo\n  trip_counts: [w=3]\n");
+  EXPECT_EQ(run_podsim({"validate", exp}).code, 0);
+}
+
+TEST(ErrorsTest, HLO005_HloCustomCall) {
+  const std::string module = "ENTRY e {\n  a = f32[8] parameter(0)\n  ROOT b = f32[8] custom-call(a), "
+                             "custom_call_target=\"my_kernel\"\n}\n";
+  auto r = hlo_error(module, "PODSIM-HLO-005", test_dir() + "/m.hlo:3:8");
+  EXPECT_NE(r.err.find("give its cost in workload.custom_calls"), std::string::npos) << r.err;
+  write_file("m.hlo", module);
+  const std::string exp = write_file("ok.yaml", "hardware:\n  preset: tpu-v4\n  pod: {dims: [1, 1, 1]}\nworkload:\n"
+                                                "  model: hlo\n  module: m.hlo\n"
+                                                "  custom_calls: [\"my_kernel=flops:1e9,bytes:64\"]\n");
+  EXPECT_EQ(run_podsim({"validate", exp}).code, 0);
+}
+
+TEST(ErrorsTest, HLO006_HloDevices) {
+  // Four devices (from the header; the all-reduce says the module is partitioned) on a pod of two chips: the error
+  // points at the pod and says what would do.
+  auto r = hlo_error("HloModule m, num_partitions=4\n%add (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n"
+                     "  %b = f32[] parameter(1)\n  ROOT %s = f32[] add(%a, %b)\n}\nENTRY e {\n  a = f32[8] parameter(0)\n"
+                     "  ROOT b = f32[8] all-reduce(a), replica_groups=[1,4]<=[4], to_apply=%add\n}\n",
+                     "PODSIM-HLO-006",
+                     test_dir() + "/exp.yaml:3:15", "[2, 1, 1]");
+  EXPECT_NE(r.err.find("the module runs on 4 devices (from its header and collectives) but the pod has 2 chips; set "
+                       "hardware.pod.dims to 4 chips"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(ErrorsTest, HLO007_HloNumeric) {
+  auto r = hlo_error("ENTRY e {\n  a = f32[8,4] parameter(0)\n  i = s32[3,1] parameter(1)\n  ROOT g = f32[3,4] gather(a, "
+                     "i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, "
+                     "slice_sizes={1,4}\n}\n",
+                     "PODSIM-HLO-007", test_dir() + "/m.hlo:4:8", "[1, 1, 1]", "run: {numeric: true}\n");
+  EXPECT_NE(r.err.find("podsim has no numeric kernel for gather; run without run.numeric"), std::string::npos) << r.err;
 }
 
 TEST(ErrorsTest, MEM001_OutOfMemory) {

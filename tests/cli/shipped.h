@@ -2,11 +2,13 @@
 // expecting exit 0, a summary.json and a trace. Used by shipped_test.cpp (quick tier) and shipped_slow_test.cpp
 // (long tier).
 //
-// Which files: configs/quickstart.yaml and every *.yaml under configs/examples/, configs/papers/ and configs/models/,
+// Which files: configs/quickstart.yaml and every *.yaml under configs/examples/, configs/papers/, configs/models/ and
+// configs/hlo/,
 // found when the tests are listed, so a file dropped into those folders is tested without touching this code. In the
 // quick tier a file runs as is if it fits the quick budget (below); one that does not fails and says so, and then
 // needs an entry in reduced_sizes(): `--set` overrides that shrink it for the quick tier (the long tier runs it at
-// full size).
+// full size), or, when nothing shrinks it without changing what it is, in planned_in_quick_tier(): the quick tier
+// plans it as shipped (--memory-only) and the long tier runs it.
 //
 // configs/search/: every search runs in the quick tier with the overrides of search_reduced_sizes() (a narrow model,
 // a small budget) and its best.yaml runs; the long tier runs each as shipped (`podsim search FILE`).
@@ -24,6 +26,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -100,11 +103,26 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       {"configs/papers/gpipe/transformer_l_memory.yaml", kSmallPipelinedTransformer},
       // The same 8 stages and re-materialization over a tiny AmoebaNet-D (3 normal cells: 9 units, 16 filters,
       // 32x32 images) and 8 micro-batches of 2 (at full size 128 images of 224x224 in 32 micro-batches).
+      // MaxText's decoder module (configs/hlo/) on its pod as shipped, 2 iterations of each while loop instead of 8
+      // (workload.trip_counts). XLA's Llama and Mixtral modules are planned only in the quick tier
+      // (planned_in_quick_tier() below).
+      {"configs/hlo/maxtext_decoder.yaml", {"workload.trip_counts=[while.569=2,while.1401=2]"}},
       {"configs/papers/gpipe/amoebanet_d_18_256.yaml",
        {"workload.cells=3", "workload.filters=16", "workload.image_size=32", "workload.batch=16",
         "strategy.micro_batches=8"}},
   };
   return table;
+}
+
+// Shipped experiments the quick tier only plans (`podsim run FILE --memory-only`, as shipped: the step lowered and
+// its memory planned, which must fit) because no override shrinks their run within the budget without changing what
+// they are: XLA's benchmark modules of Llama 3.1 and Mixtral, each one step of tens of thousands of kernels (the
+// unrolled 8B and Mixtral modules as a whole; the scanned 70B and 405B ones even with 2 iterations of each while
+// loop) on pods of 8 to 512 chips. The long tier runs them as shipped.
+inline const std::set<std::string>& planned_in_quick_tier() {
+  static const std::set<std::string> paths = {"configs/hlo/llama31_8b.yaml", "configs/hlo/mixtral_8x7b.yaml",
+                                              "configs/hlo/llama31_70b.yaml", "configs/hlo/llama31_405b.yaml"};
+  return paths;
 }
 
 // Overrides for each search under configs/search/ in the quick tier: the pod, batch, precision and search section as
@@ -191,7 +209,8 @@ inline std::vector<Shipped> yaml_files_under(const std::vector<std::string>& roo
 
 // Every shipped experiment (not the sweeps), sorted by path.
 inline std::vector<Shipped> shipped_experiments() {
-  return detail::yaml_files_under({"configs/quickstart.yaml", "configs/examples", "configs/papers", "configs/models"});
+  return detail::yaml_files_under(
+      {"configs/quickstart.yaml", "configs/examples", "configs/papers", "configs/models", "configs/hlo"});
 }
 
 // Every file under configs/search/, sorted.

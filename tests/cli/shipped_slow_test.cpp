@@ -1,6 +1,6 @@
-// Long tier: the shipped experiments that the quick tier runs reduced (tests/cli/shipped.h) run at full size, as
-// shipped (default settings, trace on), and every shipped sweep runs as shipped (`podsim sweep FILE`): every run
-// done, each with its summary.json.
+// Long tier: the shipped experiments that the quick tier runs reduced or only plans (tests/cli/shipped.h) run at full
+// size, as shipped (default settings, trace on), and every shipped sweep runs as shipped (`podsim sweep FILE`):
+// every run done, each with its summary.json.
 #include <filesystem>
 
 #include "tests/cli/shipped.h"
@@ -14,7 +14,7 @@ class ShippedFullSizeTest : public ::testing::TestWithParam<Shipped> {};
 std::vector<Shipped> reduced_in_quick_tier() {
   std::vector<Shipped> out;
   for (const Shipped& s : shipped_experiments())
-    if (reduced_sizes().count(s.path)) out.push_back(s);
+    if (reduced_sizes().count(s.path) || planned_in_quick_tier().count(s.path)) out.push_back(s);
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/fuzz/fuzz_check.h"
+#include "tests/fuzz/fuzz_hlo_check.h"
 
 namespace fs = std::filesystem;
 
@@ -97,6 +98,25 @@ TEST(FuzzRegression, RepoConfigsLoadAndRoundTrip) {
     EXPECT_TRUE(r.loaded) << f << " was rejected: " << r.error_id;
     EXPECT_TRUE(r.problem.empty()) << f << ": " << r.problem;
   }
+}
+
+// The HLO fuzzer's seeds and reproducers: each module is imported or rejected with a podsim::Error, nothing else.
+TEST(FuzzRegression, HloSeedsAndReproducersImportOrAreRejectedCleanly) {
+  size_t files = 0, imported = 0;
+  for (const char* dir : {"corpus-hlo", "crashes-hlo"})
+    for (const auto& f : inputs(kFuzzDir / dir)) {
+      SCOPED_TRACE(f.string());
+      ++files;
+      try {
+        imported += podsim::fuzz::check_hlo(read_bytes(f)).imported;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << f << ": exception other than podsim::Error: " << e.what();
+      }
+    }
+  EXPECT_GE(files, 8u) << "the HLO seed corpus tests/fuzz/corpus-hlo/ looks missing";
+  EXPECT_GE(imported, 5u);
+  EXPECT_TRUE(fs::exists(kFuzzDir / "crashes-hlo" / "README.md"));
+  EXPECT_FALSE(podsim::fuzz::check_hlo("ENTRY e {\n  a = f32[2 parameter(0)\n}\n").imported);
 }
 
 // The check itself: bad input is reported as a rejection with the error's id, not as a problem.

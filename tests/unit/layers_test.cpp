@@ -18,7 +18,7 @@ namespace {
 const std::vector<std::string> kFolders = {
     "sim/cli",     "sim/report",  "sim/sweep",   "sim/search",  "sim/engine", "sim/trace",  "sim/config",
     "base/params", "base",        "hw/chip",     "hw/ici",      "hw/pod",     "hw/dcn",     "hw/compiler", "hw/timing",
-    "strategies",  "partition",   "plan",        "workloads",   "collectives", "topology"};
+    "strategies",  "partition",   "hlo",         "plan",        "workloads",   "collectives", "topology"};
 
 std::string folder_of(const std::string& path) {
   for (const auto& f : kFolders)
@@ -59,6 +59,7 @@ const std::map<std::string, std::set<std::string>>& allowed() {
       {"workloads", ir},
       {"partition", ir},
       {"strategies", planning},
+      {"hlo", planning},  // the HLO importer: a workload and a strategy of its own, beside strategies/
       {"hw/timing", hw},
       {"hw/compiler", hw},
       {"hw/chip", models},
@@ -113,12 +114,13 @@ TEST(LayersTest, EveryIncludeStaysWithinItsLayer) {
 
 // The rule the split of topology/ out of hw/ was made for, by name.
 TEST(LayersTest, PlanAndHardwareMeetOnlyInTopology) {
-  for (const char* from : {"plan", "workloads", "partition", "strategies", "collectives"}) {
+  for (const char* from : {"plan", "workloads", "partition", "strategies", "hlo", "collectives"}) {
     for (const auto& to : allowed().at(from)) EXPECT_NE(to.rfind("hw/", 0), 0u) << from << " may include " << to;
   }
   for (const char* from : {"hw/chip", "hw/ici", "hw/pod", "hw/dcn", "hw/compiler", "hw/timing"}) {
     EXPECT_FALSE(allowed().at(from).count("strategies")) << from;
     EXPECT_FALSE(allowed().at(from).count("partition")) << from;
+    EXPECT_FALSE(allowed().at(from).count("hlo")) << from;
   }
 }
 
@@ -130,4 +132,23 @@ TEST(LayersTest, NoLowerLayerIncludesSim) {
   }
   EXPECT_TRUE(allowed().at("base").empty());
   EXPECT_EQ(allowed().at("base/params"), std::set<std::string>{"base"});
+}
+
+// The HLO text parser and its attribute readers are the ground's too: they include nothing of the project but base/
+// (the importer beside them, hlo/import.cpp and hlo/workload.cpp, is what reaches up to workloads/ and plan/).
+TEST(LayersTest, TheHloParserStandsOnTheGroundAlone) {
+  const fs::path root = PODSIM_SOURCE_DIR;
+  const std::regex include_re("^\\s*#\\s*include\\s*\"([^\"]+)\"");
+  for (const char* f : {"hlo/module.h", "hlo/module.cpp", "hlo/parser.h", "hlo/parser.cpp", "hlo/attributes.h",
+                        "hlo/attributes.cpp", "hlo/devices.h", "hlo/devices.cpp"}) {
+    std::ifstream in(root / f);
+    ASSERT_TRUE(in) << f;
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      std::smatch m;
+      if (!std::regex_search(line, m, include_re)) continue;
+      const std::string target = m[1];
+      EXPECT_TRUE(target.rfind("base/", 0) == 0 || target.rfind("hlo/", 0) == 0) << f << ":" << n << " includes " << target;
+    }
+  }
 }

@@ -283,6 +283,7 @@ OpSharding partition(const OpShardingQuery& q) {
 GemmDims gemm_dims(const ModelGraph& g, const Op& op) {
   if (op.kind == OpKind::Conv2d || op.kind == OpKind::Conv2dInputGrad || op.kind == OpKind::Conv2dFilterGrad)
     return conv_gemm_dims(g, op);
+  if (const OpKindDef* def = find_op_kind(op.kind); def && def->gemm) return def->gemm(g, op);
   if (op.kind != OpKind::MatMul) throw Error(Err::Internal, "gemm_dims of non-matmul op '" + op.name + "'");
   const Einsum e = Einsum::parse(op.attrs.equation);
   const std::vector<int64_t> sz = e.sizes(g.tensor(op.inputs[0]).shape, g.tensor(op.inputs[1]).shape);

@@ -27,6 +27,9 @@ struct OpKindDef {
   PartitionRule partition = nullptr;
   // A kernel with GEMMs of several shapes (workloads/op_def.h kernel_gemms); nullptr for the others.
   std::vector<GemmPass> (*gemms)(const ModelGraph& g, const Op& op) = nullptr;
+  // The GEMM an MXU kind performs (gemm_dims), when it is neither a matmul nor a 2-D convolution: an imported
+  // module's convolutions and fused attention (workloads/ops/array_cost.cpp). nullptr: none.
+  GemmDims (*gemm)(const ModelGraph& g, const Op& op) = nullptr;
 };
 
 bool register_op_kind(const OpKindDef& def);

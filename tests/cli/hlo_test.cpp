@@ -1,0 +1,207 @@
+// workload.model: hlo end to end, as a user runs it: a hand-written data-parallel step counted by hand (FLOPs, ICI
+// bytes, groups, peak memory, hlo_op_stats.csv), a module equal to podsim's own MLP step against that step's time,
+// a JAX-style MLP in numeric mode against a reference computed here, and XLA's benchmark modules' memory.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "base/npy.h"
+#include "tests/cli/cli_util.h"
+
+using namespace podsim;
+using namespace podsim::test;
+using json = nlohmann::json;
+
+namespace {
+
+std::string data(const std::string& f) { return source_dir() + "/tests/data/hlo/" + f; }
+
+const char* kDataParallel = R"(HloModule dp_step, num_partitions=4
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %main (x: f32[256,1024], w: f32[1024,1024]) -> f32[1024,1024] {
+  %x = f32[256,1024]{1,0} parameter(0), sharding={devices=[4,1]<=[4]}
+  %w = f32[1024,1024]{1,0} parameter(1), sharding={replicated}
+  %h = f32[256,1024]{1,0} dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %zero = f32[] constant(0)
+  %zeros = f32[256,1024]{1,0} broadcast(%zero), dimensions={}
+  %r = f32[256,1024]{1,0} maximum(%h, %zeros)
+  %g = f32[1024,1024]{1,0} dot(%x, %r), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  %gs = f32[1024,1024]{1,0} all-reduce(%g), channel_id=1, replica_groups=[1,4]<=[4], use_global_device_ids=true, to_apply=%add
+  %lr = f32[] constant(0.01)
+  %lrb = f32[1024,1024]{1,0} broadcast(%lr), dimensions={}
+  %step = f32[1024,1024]{1,0} multiply(%gs, %lrb)
+  ROOT %w2 = f32[1024,1024]{1,0} subtract(%w, %step)
+}
+)";
+
+json run_json(const std::vector<std::string>& args, const std::string& out) {
+  std::vector<std::string> a = args;
+  a.insert(a.end(), {"--out", out});
+  CliResult r = run_podsim(a);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return json::parse(read_file(out + "/summary.json"));
+}
+
+std::vector<std::vector<std::string>> csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> row;
+    std::string cell;
+    std::istringstream ls(line);
+    while (std::getline(ls, cell, ',')) row.push_back(cell);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::vector<float> npy(const std::string& path, std::vector<int64_t>* shape = nullptr) {
+  std::vector<int64_t> s;
+  std::vector<float> d;
+  read_npy(path, s, d);
+  if (shape) *shape = s;
+  return d;
+}
+
+}  // namespace
+
+TEST(HloTest, ADataParallelStepCountedByHand) {
+  write_file("dp.hlo", kDataParallel);
+  const std::string exp = write_file("dp.yaml", "hardware:\n  preset: tpu-v4\n  pod: {dims: [2, 2, 1]}\n"
+                                                "workload:\n  model: hlo\n  module: dp.hlo\n");
+  json s = run_json({"run", exp}, test_dir() + "/out");
+  // Two dots of 2 * 256 * 1024 * 1024 FLOPs on each of the 4 devices.
+  EXPECT_DOUBLE_EQ(s["model_flops"].get<double>(), 4 * 2 * 2.0 * 256 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(s["hardware_flops"].get<double>(), s["model_flops"].get<double>());
+  // The gradient's all-reduce: a ring of 4 chips, each sending 2 * 3/4 of its 4 MiB.
+  EXPECT_DOUBLE_EQ(s["ici"]["bytes"].get<double>(), 4 * 2 * 0.75 * 4 * (1 << 20));
+  // x (1 MiB) and w (4 MiB), then the gradient (4 MiB, reduced in place) and the new weights (4 MiB).
+  EXPECT_DOUBLE_EQ(s["peak_memory_bytes"].get<double>(), 13.0 * (1 << 20));
+  bool ring4 = false;
+  for (const auto& c : s["collectives"])
+    ring4 = ring4 || (c["name"] == "gs" && c["group_size"] == 4 && c["bytes_per_chip"] == 4.0 * (1 << 20));
+  EXPECT_TRUE(ring4) << s["collectives"].dump();
+  // hlo_op_stats.csv: one row per instruction that ran, the profile's columns, the collective bound by ICI.
+  auto rows = csv(read_file(test_dir() + "/out/hlo_op_stats.csv"));
+  ASSERT_GE(rows.size(), 2u);
+  EXPECT_EQ(rows[0][2], "HLO op category");
+  EXPECT_EQ(rows[0][3], "HLO op name");
+  EXPECT_EQ(rows[0][5], "#Occurrences");
+  EXPECT_EQ(rows[0][8], "Total self time (us)");
+  EXPECT_EQ(rows[0].back(), "Bound by");
+  std::map<std::string, std::vector<std::string>> by_name;
+  for (size_t i = 1; i < rows.size(); ++i) by_name[rows[i][3]] = rows[i];
+  ASSERT_TRUE(by_name.count("gs"));
+  EXPECT_EQ(by_name["gs"][2], "all-reduce");
+  EXPECT_EQ(by_name["gs"][5], "1");
+  EXPECT_EQ(by_name["gs"].back(), "ICI");
+  ASSERT_TRUE(by_name.count("g"));
+  EXPECT_EQ(by_name["g"][2], "convolution");
+  EXPECT_EQ(rows[1][0], "1");  // ranked by self time: the all-reduce first
+  EXPECT_EQ(rows[1][3], "gs");
+  EXPECT_EQ(rows.back()[11], "100.000");  // the cumulative share ends at all of it
+}
+
+TEST(HloTest, AModuleEqualToPodsimsMlpTakesItsTime) {
+  // tools/hlo/mlp_module.py --fused: podsim's MLP step (batch 512, 1024 -> 2048 -> 2048 -> 1024, fp32, SGD) after
+  // XLA's optimizations, its fusions the kernels podsim makes of the built-in step.
+  const std::string hw = "hardware:\n  preset: tpu-v4\n  pod: {dims: [1, 1, 1]}\nrun: {trace: {format: \"off\"}}\n";
+  const std::string mlp = write_file("mlp.yaml", hw + "workload:\n  model: mlp\n  batch: 512\n  input: 1024\n"
+                                                      "  hidden: 2048\n  layers: 2\n  classes: 1024\n  optimizer: sgd\n"
+                                                      "  dtype: fp32\n  weight_dtype: fp32\n");
+  const std::string hlo = write_file("hlo.yaml", hw + "workload:\n  model: hlo\n  module: " + data("mlp_fused.hlo") + "\n");
+  json a = run_json({"run", mlp}, test_dir() + "/mlp");
+  json b = run_json({"run", hlo}, test_dir() + "/hlo");
+  EXPECT_DOUBLE_EQ(b["model_flops"].get<double>(), a["model_flops"].get<double>());
+  const double ta = a["step_time_s"].get<double>(), tb = b["step_time_s"].get<double>();
+  EXPECT_NEAR(tb / ta, 1.0, 0.02) << "podsim's MLP " << ta << " s, its HLO module " << tb << " s";
+}
+
+TEST(HloTest, NumericMlpMatchesAReference) {
+  // tools/hlo/mlp_module.py --devices 2 --batch 8 --input 6 --hidden 5 --layers 1 --classes 4: a data-parallel MLP
+  // step as JAX lowers it, on 2 chips in numeric mode. The reference here: the same step on the whole batch.
+  const std::string exp = write_file(
+      "n.yaml", "hardware:\n  preset: tpu-v4\n  pod: {dims: [2, 1, 1]}\nworkload:\n  model: hlo\n  module: " +
+                    data("mlp_dp2_numeric.hlo") + "\nrun: {numeric: true, seed: 7}\n");
+  run_json({"run", exp}, test_dir() + "/out");
+  const std::string t = test_dir() + "/out/tensors/";
+  const int B = 8, I = 6, H = 5, C = 4;
+  std::vector<int64_t> shape;
+  const std::vector<float> x = npy(t + "x.npy", &shape);
+  ASSERT_EQ(shape, (std::vector<int64_t>{B, I}));  // the global batch, each device's tile assembled
+  const std::vector<float> labels = npy(t + "labels.npy"), w0 = npy(t + "w0.npy"), b0 = npy(t + "b0.npy"),
+                           wo = npy(t + "wo.npy"), bo = npy(t + "bo.npy");
+  // Forward, softmax cross-entropy averaged over the batch, backward, SGD with learning rate 0.01 (in double).
+  std::vector<double> z(B * H), a(B * H), logits(B * C), dlogits(B * C);
+  double loss = 0;
+  for (int r = 0; r < B; ++r) {
+    for (int j = 0; j < H; ++j) {
+      double v = b0[j];
+      for (int k = 0; k < I; ++k) v += static_cast<double>(x[r * I + k]) * w0[k * H + j];
+      z[r * H + j] = v;
+      a[r * H + j] = std::max(v, 0.0);
+    }
+    double m = -1e300;
+    for (int c = 0; c < C; ++c) {
+      double v = bo[c];
+      for (int j = 0; j < H; ++j) v += a[r * H + j] * wo[j * C + c];
+      logits[r * C + c] = v;
+      m = std::max(m, v);
+    }
+    double sum = 0;
+    for (int c = 0; c < C; ++c) sum += std::exp(logits[r * C + c] - m);
+    const int label = static_cast<int>(labels[r]);
+    loss += (std::log(sum) + m - logits[r * C + label]) / B;
+    for (int c = 0; c < C; ++c) dlogits[r * C + c] = (std::exp(logits[r * C + c] - m) / sum - (c == label)) / B;
+  }
+  std::vector<double> gwo(H * C, 0), gbo(C, 0), gw0(I * H, 0), gb0(H, 0);
+  for (int r = 0; r < B; ++r) {
+    std::vector<double> da(H, 0);
+    for (int c = 0; c < C; ++c) {
+      gbo[c] += dlogits[r * C + c];
+      for (int j = 0; j < H; ++j) {
+        gwo[j * C + c] += a[r * H + j] * dlogits[r * C + c];
+        da[j] += dlogits[r * C + c] * wo[j * C + c];
+      }
+    }
+    for (int j = 0; j < H; ++j) {
+      const double dz = z[r * H + j] > 0 ? da[j] : 0;
+      gb0[j] += dz;
+      for (int k = 0; k < I; ++k) gw0[k * H + j] += x[r * I + k] * dz;
+    }
+  }
+  auto check = [&](const std::string& name, const std::vector<float>& before, const std::vector<double>& grad) {
+    const std::vector<float> after = npy(t + name + ".new.npy");
+    ASSERT_EQ(after.size(), before.size()) << name;
+    for (size_t i = 0; i < after.size(); ++i)
+      EXPECT_NEAR(after[i], before[i] - 0.01 * grad[i], 1e-6) << name << "[" << i << "]";
+  };
+  check("w0", w0, gw0);
+  check("b0", b0, gb0);
+  check("wo", wo, gwo);
+  check("bo", bo, gbo);
+  EXPECT_NEAR(npy(t + "loss.npy").at(0), loss, 1e-5 * std::fabs(loss));
+}
+
+TEST(HloTest, XlasBenchmarkModulesFitAsShipped) {
+  // The shipped experiments' memory, as --memory-only plans it (the long tier simulates them as shipped): each
+  // module on its pod of TPU v5p chips fits in HBM.
+  for (const char* f : {"llama31_8b", "mixtral_8x7b", "llama31_70b", "llama31_405b", "maxtext_decoder"}) {
+    const std::string out = test_dir() + "/" + f;
+    CliResult r = run_podsim({"run", source_dir() + "/configs/hlo/" + f + ".yaml", "--memory-only", "--out", out});
+    ASSERT_EQ(r.code, 0) << f << "\n" << r.err;
+    json s = json::parse(read_file(out + "/summary.json"));
+    // Known gap (configs/hlo/llama31_8b.yaml, docs/hlo.md): podsim's kernels for the 8B module's softmax and its
+    // late loss metric hold more than XLA's did; it ships with run.allow_oom. When that is fixed, this flips.
+    EXPECT_EQ(s["memory"]["fits"].get<bool>(), std::string(f) != "llama31_8b") << f;
+  }
+}

@@ -1,0 +1,355 @@
+// The HLO importer (hlo/import.h, hlo/devices.h): the device mesh behind a module's groups, what each instruction
+// becomes, trip counts, custom calls, and whole steps counted by hand (FLOPs, HBM bytes, groups, peak memory) on
+// small hand-written modules; XLA's benchmark modules' collectives after unrolling against a text scan's counts.
+#include <gtest/gtest.h>
+#include "tests/test_paths.h"
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "base/error.h"
+#include "hlo/attributes.h"
+#include "hlo/devices.h"
+#include "hlo/import.h"
+#include "hlo/parser.h"
+#include "hw/compiler/lower.h"
+
+using namespace podsim;
+using namespace podsim::hlo;
+
+namespace {
+
+std::string data(const std::string& f) { return std::string(PODSIM_SOURCE_DIR) + "/tests/data/hlo/" + f; }
+
+Imported import_text(const std::string& text, ImportOptions o = {}) { return import_module(parse_module(text, "t.hlo"), o); }
+
+std::map<std::string, int> kinds(const Imported& im) {
+  std::map<std::string, int> n;
+  for (const Op& op : im.graph.ops()) ++n[op_kind_name(op.kind)];
+  return n;
+}
+
+const Op& op_named(const Imported& im, const std::string& name) {
+  for (const Op& op : im.graph.ops())
+    if (op.name == name) return op;
+  throw std::runtime_error("no op " + name);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.where().str() + " " + std::string(e.id()) + " " + e.message();
+  }
+  return "no error";
+}
+
+Groups iota(std::vector<int64_t> tile, std::vector<int64_t> reshape, std::vector<int64_t> perm = {}) {
+  if (perm.empty())
+    for (size_t i = 0; i < reshape.size(); ++i) perm.push_back(static_cast<int64_t>(i));
+  std::vector<int64_t> ids = iota_devices(reshape, perm);
+  Groups g;
+  for (int64_t i = 0; i < tile[0]; ++i) g.emplace_back(ids.begin() + i * tile[1], ids.begin() + (i + 1) * tile[1]);
+  return g;
+}
+
+// A TPU v4 chip as the hand counts below take it.
+ChipConfig v4() {
+  ChipConfig c;
+  c.clock = 1.05e9;
+  c.tensorcores = 2;
+  c.mxu.count = 4;
+  c.vmem = 16 << 20;
+  c.cmem = 128 << 20;
+  c.hbm.capacity = 32.0 * (1 << 30);
+  c.hbm.bandwidth = 1.2e12;
+  return c;
+}
+
+// Data parallel over 4 devices: a layer's forward, its weight gradient all-reduced, the SGD update.
+const char* kDataParallel = R"(HloModule dp_step, num_partitions=4
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %main (x: f32[256,1024], w: f32[1024,1024]) -> f32[1024,1024] {
+  %x = f32[256,1024]{1,0} parameter(0), sharding={devices=[4,1]<=[4]}
+  %w = f32[1024,1024]{1,0} parameter(1), sharding={replicated}
+  %h = f32[256,1024]{1,0} dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %zero = f32[] constant(0)
+  %zeros = f32[256,1024]{1,0} broadcast(%zero), dimensions={}
+  %r = f32[256,1024]{1,0} maximum(%h, %zeros)
+  %g = f32[1024,1024]{1,0} dot(%x, %r), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  %gs = f32[1024,1024]{1,0} all-reduce(%g), channel_id=1, replica_groups=[1,4]<=[4], use_global_device_ids=true, to_apply=%add
+  %lr = f32[] constant(0.01)
+  %lrb = f32[1024,1024]{1,0} broadcast(%lr), dimensions={}
+  %step = f32[1024,1024]{1,0} multiply(%gs, %lrb)
+  ROOT %w2 = f32[1024,1024]{1,0} subtract(%w, %step)
+}
+)";
+
+}  // namespace
+
+TEST(HloDeviceMeshTest, AxesFromTheGroupsOfTheLlama70bModule) {
+  // 256 devices as a 2 x 128 mesh: [2,128]<=[256] spans the inner axis, [128,2]<=[2,128]T(1,0) the outer one.
+  DeviceMesh dm(256);
+  const Groups inner = iota({2, 128}, {256}), outer = iota({128, 2}, {2, 128}, {1, 0}), all = iota({1, 256}, {256});
+  ASSERT_EQ(outer[0], (std::vector<int64_t>{0, 128}));
+  EXPECT_EQ(dm.add(inner), "");
+  EXPECT_EQ(dm.add(outer), "");
+  EXPECT_EQ(dm.add(all), "");
+  EXPECT_EQ(dm.build(), "");
+  EXPECT_EQ(dm.sizes(), (std::vector<int64_t>{2, 128}));
+  EXPECT_EQ(dm.axes_of(inner), (std::vector<int>{1}));
+  EXPECT_EQ(dm.axes_of(outer), (std::vector<int>{0}));
+  EXPECT_EQ(dm.axes_of(all), (std::vector<int>{0, 1}));
+  EXPECT_EQ(dm.axes_of({}), (std::vector<int>{0, 1}));
+}
+
+TEST(HloDeviceMeshTest, ATransposedGroupOrderIsTheAxesInAnotherOrder) {
+  // [1,8]<=[2,4]T(1,0): one group 0,4,1,5,2,6,3,7; its fastest digit is the axis of stride 4.
+  DeviceMesh dm(8);
+  const Groups g = iota({1, 8}, {2, 4}, {1, 0});
+  ASSERT_EQ(g[0], (std::vector<int64_t>{0, 4, 1, 5, 2, 6, 3, 7}));
+  EXPECT_EQ(dm.add(g), "");
+  EXPECT_EQ(dm.build(), "");
+  EXPECT_EQ(dm.sizes(), (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(dm.axes_of(g), (std::vector<int>{1, 0}));  // axis 0 (stride 4) varies fastest
+}
+
+TEST(HloDeviceMeshTest, GroupsThatAreNoMeshAxesAreRefusedWithTheReason) {
+  DeviceMesh dm(4);
+  EXPECT_EQ(dm.add({{0}, {1, 2}, {3}}), "its groups have different sizes (1 and 2)");
+  EXPECT_EQ(dm.add({{0, 1}}), "its groups hold 2 of the module's 4 devices");
+  EXPECT_EQ(dm.add({{0, 1}, {3, 2}}), "group {3,2} is not group {0,1} moved to another place");
+  EXPECT_EQ(dm.add({{0, 1}, {1, 2}}), "device 1 is in two of its groups, or twice in one");
+  DeviceMesh six(6);  // thirds and halves of six devices do not nest
+  EXPECT_EQ(six.add({{0, 1, 2}, {3, 4, 5}}), "");
+  EXPECT_EQ(six.add({{0, 1}, {2, 3}, {4, 5}}), "");
+  EXPECT_EQ(six.build(), "the groups of two collectives cut the device ids at strides 2 and 3, which do not nest (no "
+                         "mesh has both as axes)");
+}
+
+TEST(HloImportTest, ADataParallelStepOpByOp) {
+  Imported im = import_text(kDataParallel);
+  EXPECT_EQ(im.devices, 4);
+  EXPECT_EQ(im.mesh_sizes, (std::vector<int64_t>{4}));
+  const Op& h = op_named(im, "h");
+  EXPECT_EQ(h.kind, OpKind::MatMul);
+  EXPECT_EQ(h.attrs.equation, "ba,ac->bc");
+  EXPECT_EQ(op_named(im, "g").attrs.equation, "ab,ac->bc");
+  const Op& gs = op_named(im, "gs");
+  EXPECT_EQ(gs.kind, OpKind::AllReduce);
+  EXPECT_EQ(gs.attrs.axes, (std::vector<std::string>{"d0"}));
+  // The broadcast scalars are read as scalars: no broadcast op at all.
+  EXPECT_EQ(kinds(im)["broadcast_in_dim"], 0);
+  EXPECT_EQ(im.graph.tensor(op_named(im, "r").inputs[1]).elements(), 1);
+  // x is a tile of a [1024, 1024] array split over the mesh's axis; w the same everywhere.
+  ASSERT_EQ(im.inputs.size(), 2u);
+  EXPECT_EQ(im.inputs[0].global_shape, (std::vector<int64_t>{1024, 1024}));
+  EXPECT_EQ(im.inputs[0].axes, (std::vector<std::vector<int>>{{0}, {}}));
+  EXPECT_TRUE(im.inputs[1].replicated);
+  // The matmul fuses its ReLU epilogue (the constant joins it); the update is one loop fusion.
+  LowerOptions lo;
+  lo.kernels = &im.fusions;
+  ExecProgram ep = lower(im.graph, im.order, v4(), lo);
+  ASSERT_EQ(ep.ops.size(), 4u);
+  EXPECT_EQ(ep.ops[0].fusion, FusionKind::Output);
+  EXPECT_EQ(ep.ops[3].fusion, FusionKind::Loop);
+  // Hand counts: each dot 2 * 256 * 1024 * 1024 FLOPs; the ReLU one operation per element of h, the update two per
+  // element of w, the two constants one each.
+  double mxu = 0, all = 0;
+  for (const ExecOp& e : ep.ops) {
+    mxu += e.mxu_flops;
+    all += e.flops;
+  }
+  EXPECT_DOUBLE_EQ(mxu, 2 * 2.0 * 256 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(all, mxu + 256 * 1024 + 2.0 * 1024 * 1024 + 2);
+  // The update reads the reduced gradient and w (4 MiB each; the learning rate is a constant of its own kernel)
+  // and writes w2 (4 MiB), through both cores.
+  EXPECT_DOUBLE_EQ(ep.ops[3].core_hbm_read * ep.ops[3].cores, 8.0 * (1 << 20));
+  EXPECT_DOUBLE_EQ(ep.ops[3].core_hbm_write * ep.ops[3].cores, 4.0 * (1 << 20));
+  // Peak memory: x (1 MiB) and w (4 MiB) throughout; r (1 MiB) dies with g (4 MiB); the all-reduce reduces in place;
+  // w2 (4 MiB, a step result) is written while the reduced gradient is still read: 5 + 4 + 4 MiB.
+  EXPECT_DOUBLE_EQ(ep.memory.peak_bytes, 13.0 * (1 << 20));
+  EXPECT_EQ(ep.memory.peak_op, 3);
+}
+
+TEST(HloImportTest, WhileLoopsRunTheirTripCount) {
+  // known_trip_count in the backend config.
+  Imported k = import_module(read_module(data("small/while_with_known_trip_count.hlo")), {});
+  int adds = 0;
+  for (const Op& op : k.graph.ops()) adds += op.kind == OpKind::Elementwise && op.attrs.fn == ArrayFn::Add;
+  EXPECT_EQ(adds, 7);
+  // The condition's constant, from the counter's start (a constant 2) by the body's step (3): 2, 5, 8 < 10.
+  const std::string loop = R"(HloModule m
+%cond (p: (s32[], f32[8])) -> pred[] {
+  %p = (s32[], f32[8]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %n = s32[] constant(10)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}
+%body (p: (s32[], f32[8])) -> (s32[], f32[8]) {
+  %p = (s32[], f32[8]) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %x = f32[8] get-tuple-element(%p), index=1
+  %three = s32[] constant(3)
+  %j = s32[] add(%i, %three)
+  %y = f32[8] exponential(%x)
+  ROOT %t = (s32[], f32[8]) tuple(%j, %y)
+}
+ENTRY %main (x: f32[8]) -> f32[8] {
+  %x = f32[8] parameter(0)
+  %two = s32[] constant(2)
+  %t = (s32[], f32[8]) tuple(%two, %x)
+  %w = (s32[], f32[8]) while(%t), condition=%cond, body=%body
+  ROOT %r = f32[8] get-tuple-element(%w), index=1
+}
+)";
+  auto exps = [](const Imported& im) {
+    int n = 0;
+    for (const Op& op : im.graph.ops()) n += op.kind == OpKind::Elementwise && op.attrs.fn == ArrayFn::Exp;
+    return n;
+  };
+  EXPECT_EQ(exps(import_text(loop)), 3);
+  EXPECT_EQ(op_named(import_text(loop), "w[2]/y").kind, OpKind::Elementwise);
+  ImportOptions o;
+  o.trip_counts["w"] = 5;
+  EXPECT_EQ(exps(import_text(loop, o)), 5);
+  // A condition that compares nothing with a constant: the loop says what to do.
+  std::string opaque = loop;
+  opaque.replace(opaque.find("%n = s32[] constant(10)"), 23, "%n = s32[] negate(%i)  ");
+  EXPECT_EQ(error_of([&] { import_text(opaque); }),
+            "t.hlo:21:3 PODSIM-HLO-004 instruction 'w' (while): has no known_trip_count and its condition 'cond' does not "
+            "compare a loop counter with a constant; give it in workload.trip_counts: {w: N}");
+}
+
+TEST(HloImportTest, LayoutsMakeTransposesAndReshapesFree) {
+  const std::string text = R"(HloModule m
+ENTRY %e (p: f32[32,126,64]) -> (f32[126,32,64], f32[126,32,64], f32[32,8064], f32[32,126,64]) {
+  %p = f32[32,126,64]{2,1,0} parameter(0)
+  %view = f32[126,32,64]{2,0,1} transpose(%p), dimensions={1,0,2}
+  %move = f32[126,32,64]{2,1,0} transpose(%p), dimensions={1,0,2}
+  %flat = f32[32,8064]{1,0} reshape(%p)
+  %relaid = f32[32,126,64]{1,2,0} copy(%p)
+  ROOT %t = (f32[126,32,64], f32[126,32,64], f32[32,8064], f32[32,126,64]) tuple(%view, %move, %flat, %relaid)
+}
+)";
+  Imported im = import_text(text);
+  EXPECT_EQ(op_named(im, "view").kind, OpKind::Bitcast);
+  EXPECT_EQ(op_named(im, "move").kind, OpKind::Transpose);
+  EXPECT_EQ(op_named(im, "flat").kind, OpKind::Bitcast);
+  EXPECT_EQ(op_named(im, "relaid").kind, OpKind::Transpose);
+  // A view costs nothing alone, and its buffer is its input's.
+  LowerOptions alone;
+  alone.fusion.enabled = false;
+  ExecProgram ep = lower(im.graph, im.order, v4(), alone);
+  for (const ExecOp& e : ep.ops)
+    if (e.kind == OpKind::Bitcast) EXPECT_EQ(e.core_hbm_read + e.core_hbm_write, 0.0) << e.name;
+}
+
+TEST(HloImportTest, CustomCallsKnownGivenOrRefused) {
+  const std::string text = R"(HloModule m
+ENTRY %e (q: bf16[2,1024,8,128], k: bf16[2,1024,2,128], v: bf16[2,1024,2,128]) -> bf16[2,1024,8,128] {
+  %q = bf16[2,1024,8,128] parameter(0)
+  %k = bf16[2,1024,2,128] parameter(1)
+  %v = bf16[2,1024,2,128] parameter(2)
+  %o = (bf16[2,1024,8,128], f32[2,8,1024,1], u8[48]) custom-call(%q, %k, %v), custom_call_target="te_fused_attn_forward_ffi", backend_config={attn_heads = 8 : i64, mask_type = 3 : i64}
+  %x = bf16[2,1024,8,128] get-tuple-element(%o), index=0
+  ROOT %y = bf16[2,1024,8,128] custom-call(%x), custom_call_target="my_kernel"
+}
+)";
+  EXPECT_EQ(error_of([&] { import_text(text); }),
+            "t.hlo:8:8 PODSIM-HLO-005 instruction 'y' (custom-call): custom call 'my_kernel' is no kernel podsim knows; "
+            "give its cost in workload.custom_calls: {\"my_kernel\": {flops: F, bytes: B}}");
+  ImportOptions o;
+  o.custom_calls["my_kernel"] = {1e9, 4e6, false};
+  Imported im = import_text(text, o);
+  const Op& y = op_named(im, "y");
+  EXPECT_EQ(y.kind, OpKind::CustomCost);
+  EXPECT_DOUBLE_EQ(op_cost(im.graph, y).flops, 1e9);
+  // Causal flash attention (Transformer Engine's mask_type 3): QK^T and PV over the lower triangle, 4 B H S T D
+  // (T + 1) / (2 T) FLOPs; its results the output and the statistics (the u8 scratch is no traffic).
+  const Op& attn = op_named(im, "o");
+  EXPECT_EQ(attn.kind, OpKind::FusedAttention);
+  EXPECT_TRUE(attn.attrs.causal);
+  const OpCost c = op_cost(im.graph, attn);
+  EXPECT_DOUBLE_EQ(c.flops, 4.0 * 2 * 8 * 1024 * 1024 * 128 * (1025.0 / 2048));
+  EXPECT_DOUBLE_EQ(c.bytes_written, 2.0 * 1024 * 8 * 128 * 2 + 2.0 * 8 * 1024 * 4);
+  EXPECT_EQ(c.unit, Unit::Mxu);
+}
+
+TEST(HloImportTest, ConditionalsTakeBranchZeroOrTheNamedOne) {
+  const std::string text = R"(HloModule m
+%a (x: f32[4]) -> f32[4] {
+  %x = f32[4] parameter(0)
+  ROOT %y = f32[4] exponential(%x)
+}
+%b (x: f32[4]) -> f32[4] {
+  %x = f32[4] parameter(0)
+  ROOT %y = f32[4] log(%x)
+}
+ENTRY %e (i: s32[], x: f32[4]) -> f32[4] {
+  %i = s32[] parameter(0)
+  %x = f32[4] parameter(1)
+  ROOT %c = f32[4] conditional(%i, %x, %x), branch_computations={%a, %b}
+}
+)";
+  Imported zero = import_text(text);
+  EXPECT_EQ(op_named(zero, "c/y").attrs.fn, ArrayFn::Exp);
+  ASSERT_EQ(zero.notes.size(), 1u);
+  EXPECT_EQ(zero.notes[0], "conditional 'c' runs branch 0 (a) of 2; workload.branches picks another");
+  ImportOptions o;
+  o.branches["c"] = 1;
+  EXPECT_EQ(op_named(import_text(text, o), "c/y").attrs.fn, ArrayFn::Log);
+}
+
+TEST(HloImportTest, XlasBenchmarkModulesCollectivesAfterUnrolling) {
+  // facts.py: the 405B module has 7 all-gathers in its first while body, 7 all-gathers and 9 all-reduces in its
+  // second, 2 all-gathers and 41 all-reduces in the entry, all over one group of the 512 devices. Two iterations
+  // of each loop here (the shipped experiments run 126).
+  ImportOptions o;
+  o.trip_counts = {{"while", 2}, {"while.1", 2}};
+  Imported b405 = import_module(read_module(data("hlo_llama31_405b_bf16_64x8.hlo.gz")), o);
+  EXPECT_EQ(b405.devices, 512);
+  EXPECT_EQ(b405.mesh_sizes, (std::vector<int64_t>{512}));
+  auto n = kinds(b405);
+  EXPECT_EQ(n["all_gather"], 7 * 2 + 7 * 2 + 2);
+  EXPECT_EQ(n["all_reduce"], 9 * 2 + 41);
+  EXPECT_EQ(n["fused_attention"], 2 * 2);  // one forward per iteration of each loop (the second recomputes it)
+  EXPECT_EQ(n["fused_attention_grad"], 2);
+  // The 70B module: 256 devices as 2 x 128; its loops run 80 times as their conditions say.
+  Imported b70 = import_module(read_module(data("hlo_llama31_70b_bf16_32x8.hlo.gz")), {});
+  EXPECT_EQ(b70.devices, 256);
+  EXPECT_EQ(b70.mesh_sizes, (std::vector<int64_t>{2, 128}));
+  n = kinds(b70);
+  EXPECT_EQ(n["all_gather"], 7 * 80 + 7 * 80 + 2);
+  EXPECT_EQ(n["all_reduce"], 16 * 80 + 43);
+  std::map<std::vector<std::string>, int> groups;
+  for (const Op& op : b70.graph.ops())
+    if (op.kind == OpKind::AllReduce && op.name.find('/') == std::string::npos) ++groups[op.attrs.axes];
+  // In the entry (a text scan): [2,128]<=[256] (the inner axis) 38 times, [128,2]<=[2,128]T(1,0) (the outer) 2,
+  // [1,256]<=[256] (both) 3.
+  EXPECT_EQ(groups[std::vector<std::string>{"d1"}], 38);
+  EXPECT_EQ(groups[std::vector<std::string>{"d0"}], 2);
+  EXPECT_EQ(groups[(std::vector<std::string>{"d0", "d1"})], 3);
+  // Mixtral's experts exchange tokens: 192 all-to-alls over the 8 devices.
+  Imported mix = import_module(read_module(data("hlo_mixtral_8x7b_bf16_1x8.hlo.gz")), {});
+  EXPECT_EQ(mix.devices, 8);
+  n = kinds(mix);
+  EXPECT_EQ(n["all_to_all"], 192);
+  EXPECT_EQ(n["all_gather"], 450);
+  EXPECT_EQ(n["all_reduce"], 1261);
+  EXPECT_EQ(n["fused_attention"], 64);
+}
+
+TEST(HloImportTest, ModulesBeforePartitioningRunAsOneDevice) {
+  Imported im = import_module(read_module(data("nv_maxtext_1n1g_jit_train_step_before_optimization.hlo.gz")), {});
+  EXPECT_EQ(im.devices, 1);
+  ASSERT_FALSE(im.notes.empty());
+  EXPECT_NE(im.notes[0].find("not SPMD-partitioned"), std::string::npos);
+}
