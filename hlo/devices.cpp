@@ -7,7 +7,10 @@ namespace {
 
 std::string text(const std::vector<int64_t>& g) {
   std::string s = "{";
-  for (size_t i = 0; i < g.size() && i < 8; ++i) s += (i ? "," : "") + std::to_string(g[i]);
+  for (size_t i = 0; i < g.size() && i < 8; ++i) {
+    if (i) s += ',';
+    s += std::to_string(g[i]);
+  }
   return s + (g.size() > 8 ? ",...}" : "}");
 }
 

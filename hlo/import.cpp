@@ -353,7 +353,11 @@ class Importer {
     std::string why = m_mesh.build();
     if (!why.empty()) throw Error(Err::HloUnsupported, SourceLocation{m_m.file, 1, 1, ""}, "the module's " + why);
     m_out.mesh_sizes = m_mesh.sizes();
-    for (size_t a = 0; a < m_out.mesh_sizes.size(); ++a) m_out.mesh_names.push_back("d" + std::to_string(a));
+    for (size_t a = 0; a < m_out.mesh_sizes.size(); ++a) {
+      std::string name = "d";
+      name += std::to_string(a);
+      m_out.mesh_names.push_back(name);
+    }
     // The devices of one chip: the innermost axis, when it is exactly them.
     if (m_o.devices_per_chip > 1 && !m_out.mesh_sizes.empty() && m_out.mesh_sizes.back() == m_o.devices_per_chip)
       m_core_axis = m_out.mesh_names.back();

@@ -113,11 +113,17 @@ std::string Shape::text() const {
     return s + ")";
   }
   std::string s = std::string(type_name(type)) + "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(dims[i]);
+  }
   s += "]";
   if (!minor_to_major.empty()) {
     s += "{";
-    for (size_t i = 0; i < minor_to_major.size(); ++i) s += (i ? "," : "") + std::to_string(minor_to_major[i]);
+    for (size_t i = 0; i < minor_to_major.size(); ++i) {
+      if (i) s += ',';
+      s += std::to_string(minor_to_major[i]);
+    }
     s += "}";
   }
   return s;

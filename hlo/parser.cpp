@@ -215,7 +215,9 @@ class Parser {
     a.value = value();
     if (a.name == "literal") {  // a custom call's literal: a shape, then its value (`literal=s32[] 1`)
       skip();
-      a.value += " " + value();
+      const std::string literal = value();
+      a.value += ' ';
+      a.value += literal;
     }
     return a;
   }

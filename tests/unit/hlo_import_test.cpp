@@ -248,8 +248,11 @@ ENTRY %e (p: f32[32,126,64]) -> (f32[126,32,64], f32[126,32,64], f32[32,8064], f
   LowerOptions alone;
   alone.fusion.enabled = false;
   ExecProgram ep = lower(im.graph, im.order, v4(), alone);
-  for (const ExecOp& e : ep.ops)
-    if (e.kind == OpKind::Bitcast) EXPECT_EQ(e.core_hbm_read + e.core_hbm_write, 0.0) << e.name;
+  for (const ExecOp& e : ep.ops) {
+    if (e.kind == OpKind::Bitcast) {
+      EXPECT_EQ(e.core_hbm_read + e.core_hbm_write, 0.0) << e.name;
+    }
+  }
 }
 
 TEST(HloImportTest, CustomCallsKnownGivenOrRefused) {
