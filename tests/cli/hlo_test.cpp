@@ -18,30 +18,6 @@ namespace {
 
 std::string data(const std::string& f) { return source_dir() + "/tests/data/hlo/" + f; }
 
-const char* kDataParallel = R"(HloModule dp_step, num_partitions=4
-
-%add (a: f32[], b: f32[]) -> f32[] {
-  %a = f32[] parameter(0)
-  %b = f32[] parameter(1)
-  ROOT %s = f32[] add(%a, %b)
-}
-
-ENTRY %main (x: f32[256,1024], w: f32[1024,1024]) -> f32[1024,1024] {
-  %x = f32[256,1024]{1,0} parameter(0), sharding={devices=[4,1]<=[4]}
-  %w = f32[1024,1024]{1,0} parameter(1), sharding={replicated}
-  %h = f32[256,1024]{1,0} dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  %zero = f32[] constant(0)
-  %zeros = f32[256,1024]{1,0} broadcast(%zero), dimensions={}
-  %r = f32[256,1024]{1,0} maximum(%h, %zeros)
-  %g = f32[1024,1024]{1,0} dot(%x, %r), lhs_contracting_dims={0}, rhs_contracting_dims={0}
-  %gs = f32[1024,1024]{1,0} all-reduce(%g), channel_id=1, replica_groups=[1,4]<=[4], use_global_device_ids=true, to_apply=%add
-  %lr = f32[] constant(0.01)
-  %lrb = f32[1024,1024]{1,0} broadcast(%lr), dimensions={}
-  %step = f32[1024,1024]{1,0} multiply(%gs, %lrb)
-  ROOT %w2 = f32[1024,1024]{1,0} subtract(%w, %step)
-}
-)";
-
 json run_json(const std::vector<std::string>& args, const std::string& out) {
   std::vector<std::string> a = args;
   a.insert(a.end(), {"--out", out});
@@ -75,9 +51,8 @@ std::vector<float> npy(const std::string& path, std::vector<int64_t>* shape = nu
 }  // namespace
 
 TEST(HloTest, ADataParallelStepCountedByHand) {
-  write_file("dp.hlo", kDataParallel);
   const std::string exp = write_file("dp.yaml", "hardware:\n  preset: tpu-v4\n  pod: {dims: [2, 2, 1]}\n"
-                                                "workload:\n  model: hlo\n  module: dp.hlo\n");
+                                                "workload:\n  model: hlo\n  module: " + data("dp_step.hlo") + "\n");
   json s = run_json({"run", exp}, test_dir() + "/out");
   // Two dots of 2 * 256 * 1024 * 1024 FLOPs on each of the 4 devices.
   EXPECT_DOUBLE_EQ(s["model_flops"].get<double>(), 4 * 2 * 2.0 * 256 * 1024 * 1024);

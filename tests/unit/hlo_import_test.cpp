@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include "tests/test_paths.h"
 
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <map>
 #include <string>
 
@@ -68,29 +70,13 @@ ChipConfig v4() {
 }
 
 // Data parallel over 4 devices: a layer's forward, its weight gradient all-reduced, the SGD update.
-const char* kDataParallel = R"(HloModule dp_step, num_partitions=4
-
-%add (a: f32[], b: f32[]) -> f32[] {
-  %a = f32[] parameter(0)
-  %b = f32[] parameter(1)
-  ROOT %s = f32[] add(%a, %b)
+// Read from tests/data/hlo/dp_step.hlo (the CLI test runs the same module end to end).
+std::string data_parallel_module() {
+  std::ifstream f(std::string(PODSIM_SOURCE_DIR) + "/tests/data/hlo/dp_step.hlo");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
-
-ENTRY %main (x: f32[256,1024], w: f32[1024,1024]) -> f32[1024,1024] {
-  %x = f32[256,1024]{1,0} parameter(0), sharding={devices=[4,1]<=[4]}
-  %w = f32[1024,1024]{1,0} parameter(1), sharding={replicated}
-  %h = f32[256,1024]{1,0} dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  %zero = f32[] constant(0)
-  %zeros = f32[256,1024]{1,0} broadcast(%zero), dimensions={}
-  %r = f32[256,1024]{1,0} maximum(%h, %zeros)
-  %g = f32[1024,1024]{1,0} dot(%x, %r), lhs_contracting_dims={0}, rhs_contracting_dims={0}
-  %gs = f32[1024,1024]{1,0} all-reduce(%g), channel_id=1, replica_groups=[1,4]<=[4], use_global_device_ids=true, to_apply=%add
-  %lr = f32[] constant(0.01)
-  %lrb = f32[1024,1024]{1,0} broadcast(%lr), dimensions={}
-  %step = f32[1024,1024]{1,0} multiply(%gs, %lrb)
-  ROOT %w2 = f32[1024,1024]{1,0} subtract(%w, %step)
-}
-)";
 
 }  // namespace
 
@@ -135,7 +121,7 @@ TEST(HloDeviceMeshTest, GroupsThatAreNoMeshAxesAreRefusedWithTheReason) {
 }
 
 TEST(HloImportTest, ADataParallelStepOpByOp) {
-  Imported im = import_text(kDataParallel);
+  Imported im = import_text(data_parallel_module());
   EXPECT_EQ(im.devices, 4);
   EXPECT_EQ(im.mesh_sizes, (std::vector<int64_t>{4}));
   const Op& h = op_named(im, "h");
