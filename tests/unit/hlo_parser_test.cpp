@@ -16,7 +16,12 @@ using namespace podsim::hlo;
 
 namespace {
 
-std::string data(const std::string& f) { return std::string(PODSIM_SOURCE_DIR) + "/tests/data/hlo/" + f; }
+std::string data(const std::string& f) {
+  std::string path = PODSIM_SOURCE_DIR;
+  path += "/tests/data/hlo/";
+  path += f;
+  return path;
+}
 
 std::map<std::string, int> opcodes(const Module& m) {
   std::map<std::string, int> n;
