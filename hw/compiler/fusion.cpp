@@ -35,6 +35,9 @@ struct Open {
   std::set<TensorId> produced;  // outputs of the members
   bool matmul = false, reduction = false, closed = true;
   std::set<TensorId> reduced;  // what the fusion's whole-tensor reduction read (a second pass must read it again)
+  OpId rows = -1;              // the fusion's row reduction: another over the same rows may join (same_rows)
+  size_t work = 0;             // members that count towards kMaxFusionMembers (light_member)
+  std::set<TensorId> light;    // outputs of the members that do not
 };
 
 bool consumes(const Op& op, const std::set<TensorId>& produced) {
@@ -55,20 +58,56 @@ bool operand_convert(const ModelGraph& g, const std::vector<FusionMember>& membe
   return true;
 }
 
+// A member that does no work of its own on the kernel's data, and so does not count towards kMaxFusionMembers: a
+// view, an expander (a broadcast, an iota, a constant: it writes at least 8 times what it reads), or an op that
+// reads only such members' outputs (a one-hot mask compared from a broadcast and an iota).
+bool light_member(const ModelGraph& g, const Op& op, const std::set<TensorId>& light) {
+  const OpCost c = op_cost(g, op);
+  if (c.unit != Unit::Vpu || !(c.fusible || c.view)) return false;
+  if (c.view || (c.bytes_written > 0 && c.bytes_read * 8 <= c.bytes_written)) return true;
+  if (op.inputs.empty()) return false;
+  for (TensorId t : op.inputs)
+    if (!light.count(t)) return false;
+  return true;
+}
+
+// Whether reduction `b` reduces the same rows as reduction `a`: inputs of one shape, results of one shape (smaller
+// than the input: a reduction, not a normalization that writes its input's shape), the same reduced dimensions. A
+// softmax's sum of exponentials after its maximum, a loss's sum after them: each row is on chip once for all of
+// them, as the normalization kernels of the built-in workloads (softmax, layer norm) compute both their row
+// reductions in one kernel.
+bool same_rows(const ModelGraph& g, OpId a, OpId b) {
+  const Op& x = g.op(a);
+  const Op& y = g.op(b);
+  if (x.inputs.empty() || y.inputs.empty() || x.outputs.empty() || y.outputs.empty()) return false;
+  const TensorInfo& xi = g.tensor(x.inputs[0]);
+  const TensorInfo& xo = g.tensor(x.outputs[0]);
+  return xi.shape == g.tensor(y.inputs[0]).shape && xo.shape == g.tensor(y.outputs[0]).shape &&
+         xo.elements() < xi.elements() && x.attrs.dims == y.attrs.dims;
+}
+
 // An expander (a broadcast, an iota: it writes far more than it reads) that feeds the open fusion: a chain of the
 // ops right after it, each reading the one before, reaches an op that reads the fusion within a few steps. XLA
 // fuses such a producer into its consumer's kernel (it is recomputed there, never written); in issue order it
 // stands between the fusion and that consumer, reading nothing of the fusion, so it joins the fusion it feeds
 // (and the chain after it joins by reading it).
+// An op that joins the fusion its result feeds rather than its producer's: an expander (it writes at least 8 times
+// what it reads: a broadcast, an iota, a constant) or a view (a bitcast moves nothing).
+bool expander(const ModelGraph& g, const Op& op) {
+  if (is_communication(op.kind)) return false;
+  const OpCost c = op_cost(g, op);
+  return c.view || (c.fusible && c.bytes_written > 0 && c.bytes_read * 8 <= c.bytes_written);
+}
+
 bool feeds_open_fusion(const ModelGraph& g, const std::vector<OpId>& order, size_t pos,
                        const std::set<TensorId>& produced) {
-  const OpCost c = op_cost(g, g.op(order[pos]));
-  if (!c.fusible || c.bytes_written <= 0 || c.bytes_read * 8 > c.bytes_written) return false;
+  if (!expander(g, g.op(order[pos]))) return false;
   std::set<TensorId> chain(g.op(order[pos]).outputs.begin(), g.op(order[pos]).outputs.end());
   for (size_t k = pos + 1; k < order.size() && k <= pos + 4; ++k) {
     const Op& next = g.op(order[k]);
-    if (!consumes(next, chain)) return false;
-    if (consumes(next, produced)) return true;
+    // Another expander beside it (the iota a one-hot mask compares a broadcast with) joins the chain.
+    if (!consumes(next, chain) && !expander(g, next)) return false;
+    if (consumes(next, chain) && consumes(next, produced)) return true;
     chain.insert(next.outputs.begin(), next.outputs.end());
   }
   return false;
@@ -94,6 +133,11 @@ std::vector<FusionGroup> adjacent_fusions(const ModelGraph& g, const std::vector
     Open& o = groups[gi];
     o.group.members.push_back({id, pass, false});
     for (TensorId t : made_by(g.op(id), pass)) o.produced.insert(t);
+    if (pass == MemberPass::All && light_member(g, g.op(id), o.light)) {
+      o.light.insert(g.op(id).outputs.begin(), g.op(id).outputs.end());
+    } else {
+      ++o.work;
+    }
     group_of[id] = static_cast<int32_t>(gi);
   };
   auto start = [&](OpId id, const Traits& t, MemberPass pass) {
@@ -105,6 +149,7 @@ std::vector<FusionGroup> adjacent_fusions(const ModelGraph& g, const std::vector
     o.reduction = t.role == Role::Reduction && pass != MemberPass::Apply;
     o.closed = !opts.enabled || t.role == Role::Opaque || t.role == Role::Window || pass == MemberPass::Apply;
     if (o.reduction && t.whole) o.reduced.insert(g.op(id).inputs.begin(), g.op(id).inputs.end());
+    if (o.reduction && !t.whole && !t.two_pass) o.rows = id;
   };
   // Whether `op` may join group `gi` as its next member, and in which pass.
   // `feeds`: the op is an expander that feeds the group through the ops right after it (feeds_open_fusion).
@@ -113,7 +158,7 @@ std::vector<FusionGroup> adjacent_fusions(const ModelGraph& g, const std::vector
     const Op& op = g.op(id);
     const Traits& t = tr[id];
     pass = MemberPass::All;
-    if (o.closed || o.group.members.size() >= kMaxFusionMembers) return false;
+    if (o.closed || (o.work >= kMaxFusionMembers && !light_member(g, op, o.light))) return false;
     if (!consumes(op, o.produced) && !(feeds && t.role == Role::Elementwise)) return false;
     if (t.role == Role::Matmul) return !o.matmul && !o.reduction && operand_convert(g, o.group.members, id);
     if (t.role == Role::Elementwise) {
@@ -125,7 +170,9 @@ std::vector<FusionGroup> adjacent_fusions(const ModelGraph& g, const std::vector
       return true;
     }
     if (t.role == Role::Reduction) {
-      if (!o.matmul) return !o.reduction;  // one reduction per fusion
+      // One reduction per fusion, or several over the same rows, each reading what the kernel computes (a row
+      // reduction's results are ready row by row, so its consumers and the next reduction of the row run on chip).
+      if (!o.matmul) return !o.reduction || (o.rows >= 0 && !t.whole && !t.two_pass && same_rows(g, o.rows, id));
       // Multi-output fusion: a whole-tensor reduction of the MXU op's result comes out beside it; a two-pass op's
       // reduction does, and its elementwise pass becomes a kernel of its own.
       if (!opts.multi_output || !t.whole || o.reduction) return false;
@@ -164,6 +211,7 @@ std::vector<FusionGroup> adjacent_fusions(const ModelGraph& g, const std::vector
     add(static_cast<size_t>(into), id, pass);
     Open& o = groups[static_cast<size_t>(into)];
     if (t.role == Role::Reduction && t.whole) o.reduced.insert(g.op(id).inputs.begin(), g.op(id).inputs.end());
+    if (t.role == Role::Reduction && !o.matmul && !t.whole && !t.two_pass && o.rows < 0) o.rows = id;
     o.reduction = o.reduction || t.role == Role::Reduction;
     if (pass == MemberPass::Reduce) start(id, t, MemberPass::Apply);  // the elementwise pass, in issue order
   }

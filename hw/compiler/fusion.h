@@ -8,10 +8,12 @@
 //     the epilogue runs on the VPU as the MXU's tiles come out, and the result never goes to HBM unless someone
 //     outside reads it; with multi-output fusion, a whole-tensor reduction of the result (batch-norm statistics,
 //     the first pass of a batch-norm gradient) joins too and comes out beside the result;
-//   - reduction fusion: at most one reduction (softmax, layer norm, cross-entropy, bias gradient) with the
-//     elementwise ops that feed it (input fusion) and those that consume it.
-// An expander (a broadcast or an iota: it reads an eighth of what it writes, or less) joins the open fusion when the
-// ops right after it carry its output into a member's consumer: XLA recomputes it inside that kernel.
+//   - reduction fusion: one reduction (softmax, layer norm, cross-entropy, bias gradient) with the elementwise ops
+//     that feed it (input fusion) and those that consume it, and any later reduction over the same rows that reads
+//     what the kernel computes (a softmax's sum of exponentials after its maximum: a row's reductions finish with
+//     the row, on chip).
+// An expander (a broadcast or an iota: it reads an eighth of what it writes, or less) or a view joins the open
+// fusion when the ops right after it carry its output into a member's consumer: XLA recomputes it inside that kernel.
 // Then, with producer duplication, a materialized group of elementwise ops is recomputed inside the kernels that
 // read it instead of being written to HBM, as XLA's instruction fusion duplicates cheap producers into their
 // consumers (docs/model.md, "Fusion"): a group that reads at most one tensor as large as what it writes (batch-norm
@@ -63,8 +65,8 @@ struct FusionOptions {
 // Groups `order` into fusions.
 std::vector<FusionGroup> fuse(const ModelGraph& g, const std::vector<OpId>& order, const FusionOptions& opts);
 
-// Most members one fusion takes in issue order (a longer chain starts a new fusion); recomputed producers come on
-// top.
+// Most members one fusion takes in issue order (a longer chain starts a new fusion), not counting members that do
+// no work on the kernel's data (expanders, views, a mask made of them); recomputed producers come on top.
 constexpr size_t kMaxFusionMembers = 16;
 
 }  // namespace podsim
