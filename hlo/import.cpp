@@ -560,9 +560,10 @@ class Importer {
     m_prefix = m_pending[id].prefix;
     m_cur_comp = comp;
     m_cur_idx = idx;
+    const std::string saved_suffix = m_copy_suffix;
     m_copy_suffix = copy > 0 ? "~" + std::to_string(copy + 1) : "";
     Value made = instruction(c, in, operands, {});
-    m_copy_suffix.clear();
+    m_copy_suffix = saved_suffix;
     m_prefix = saved_prefix;
     m_cur_comp = saved_comp;
     m_cur_idx = saved_idx;
@@ -755,8 +756,9 @@ class Importer {
         fail(in, Err::HloInvalid, "index " + std::to_string(k) + " of an operand that is not a tuple that long");
       return t.elems[k];
     }
-    if (op == "opt-barrier" || op == "domain" || op == "add-dependency" || op == "async-update" ||
-        op == "all-reduce-done" || op == "copy-done" || op == "optimization-barrier") {
+    if (op == "opt-barrier" || op == "optimization-barrier") return barrier(in, vals);
+    if (op == "domain" || op == "add-dependency" || op == "async-update" || op == "all-reduce-done" ||
+        op == "copy-done") {
       if (in.operands.empty()) return Value{};
       const Value& v = vals[0];
       if (op == "copy-done" && v.tuple && !v.elems.empty()) return v.elems[0];
@@ -1126,6 +1128,48 @@ class Importer {
     std::vector<int64_t> po = physical(in.shape), pi = physical(from);
     for (int64_t& d : po) d = a.dims[d];
     return make(in, po == pi ? OpKind::Bitcast : OpKind::Transpose, {x}, a);
+  }
+
+  // An optimization barrier: its results are its operands, available only once every operand is computed (XLA's
+  // semantics: nothing that reads a result runs before all of the barrier's operands are evaluated). JAX's
+  // re-materialization puts the backward pass's cotangent into the barrier beside the saved residuals, so that the
+  // forward's recomputation runs in the backward pass rather than where its inputs are first ready. Each array
+  // operand comes out as a view (no buffer of its own, no work) ordered after the producers of all of them; a
+  // pending cheap producer passes through (its readers recompute it).
+  Value barrier(const Instruction& in, const std::vector<Value>& vals) {
+    if (in.operands.empty()) return Value{};
+    std::vector<TensorId> ts;
+    std::function<void(const Value&)> collect = [&](const Value& v) {
+      if (v.tuple)
+        for (const Value& e : v.elems) collect(e);
+      else if (v.t >= 0)
+        ts.push_back(v.t);
+    };
+    collect(vals.at(0));
+    std::set<OpId> after;
+    for (TensorId t : ts)
+      if (const OpId p = m_out.graph.producer(t); p >= 0) after.insert(p);
+    size_t k = 0;
+    std::function<Value(const Value&)> gate = [&](const Value& v) -> Value {
+      if (v.tuple) {
+        Value out = v;
+        for (Value& e : out.elems) e = gate(e);
+        return out;
+      }
+      if (v.t < 0) return v;
+      const TensorInfo& src = m_out.graph.tensor(v.t);
+      std::string index = ".";
+      index += std::to_string(k++);
+      TensorInfo t;
+      t.name = m_prefix + in.name + m_copy_suffix + index;
+      t.shape = src.shape;
+      t.dtype = src.dtype;
+      const TensorId out = m_out.graph.add_tensor(t);
+      const OpId view = add(in, OpKind::Bitcast, {v.t}, {out}, {}, index);
+      for (OpId p : after) m_out.graph.add_control(p, view);
+      return value_of(out);
+    };
+    return gate(vals[0]);
   }
 
   // A copy: nothing to move when the layouts agree (a view), else a transpose to the new layout.

@@ -342,3 +342,80 @@ TEST(HloImportTest, ModulesBeforePartitioningRunAsOneDevice) {
   ASSERT_FALSE(im.notes.empty());
   EXPECT_NE(im.notes[0].find("not SPMD-partitioned"), std::string::npos);
 }
+
+namespace {
+
+// The exec op a graph op runs in (not as a recomputation).
+int exec_of(const ExecProgram& ep, const Imported& im, const std::string& name) {
+  const OpId id = [&] {
+    for (size_t i = 0; i < im.graph.num_ops(); ++i)
+      if (im.graph.op(static_cast<OpId>(i)).name == name) return static_cast<OpId>(i);
+    throw std::runtime_error("no op " + name);
+  }();
+  for (size_t i = 0; i < ep.ops.size(); ++i)
+    for (size_t k = 0; k < ep.ops[i].members.size(); ++k)
+      if (ep.ops[i].members[k] == id && !ep.ops[i].recomputed[k]) return static_cast<int>(i);
+  return -1;
+}
+
+size_t position(const Imported& im, const std::string& name) {
+  for (size_t i = 0; i < im.order.size(); ++i)
+    if (im.graph.op(im.order[i]).name == name) return i;
+  throw std::runtime_error("no op " + name);
+}
+
+}  // namespace
+
+TEST(HloImportTest, AnOptimizationBarrierHoldsItsReadersUntilAllItsOperandsAreDone) {
+  // JAX's re-materialization: the forward's tanh of h is recomputed in the backward pass from the barrier's copy of
+  // h, which the barrier releases only with the cotangent gy.
+  const std::string text = R"(HloModule remat
+%sum (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %r = f32[] add(%a, %b)
+}
+ENTRY %e (x: f32[512,512], w: f32[512,512]) -> (f32[512,512], f32[512,512]) {
+  %x = f32[512,512] parameter(0)
+  %w = f32[512,512] parameter(1)
+  %h = f32[512,512] dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %y = f32[512,512] dot(%h, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %zero = f32[] constant(0)
+  %l = f32[512] reduce(%y, %zero), dimensions={1}, to_apply=%sum
+  %g = f32[512,512] broadcast(%l), dimensions={0}
+  %gy = f32[512,512] multiply(%g, %y)
+  %t = (f32[512,512], f32[512,512]) tuple(%h, %gy)
+  %b = (f32[512,512], f32[512,512]) opt-barrier(%t)
+  %hh = f32[512,512] get-tuple-element(%b), index=0
+  %gg = f32[512,512] get-tuple-element(%b), index=1
+  %r = f32[512,512] tanh(%hh)
+  %dr = f32[512,512] multiply(%r, %gg)
+  %dw = f32[512,512] dot(%x, %dr), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  ROOT %out = (f32[512,512], f32[512,512]) tuple(%dw, %y)
+}
+)";
+  Imported im = import_text(text);
+  // The barrier's results are views of its operands, each ordered after the producers of both.
+  const Op& v0 = op_named(im, "b.0");
+  EXPECT_EQ(v0.kind, OpKind::Bitcast);
+  EXPECT_EQ(im.graph.predecessors(im.graph.producer(v0.outputs[0])),
+            (std::vector<OpId>{im.graph.producer(op_named(im, "h").outputs[0]),
+                               im.graph.producer(op_named(im, "gy").outputs[0])}));
+  // The recomputation runs after the cotangent, not right after h (its input's producer), where it would be ready
+  // without the barrier.
+  EXPECT_GT(position(im, "r"), position(im, "gy"));
+  LowerOptions lo;
+  lo.kernels = &im.fusions;
+  lo.fusion.duplicate = false;  // as podsim runs an imported module
+  ExecProgram ep = lower(im.graph, im.order, v4(), lo);
+  // Kernels: h; y; the sum, the broadcast and gy; the recomputation with its product (the views join it); dw.
+  ASSERT_EQ(ep.ops.size(), 5u);
+  EXPECT_EQ(exec_of(ep, im, "dr"), exec_of(ep, im, "r"));
+  // x and w (1 MiB each) throughout; h (1 MiB) until the recomputation reads it through the view; y (1 MiB, a step
+  // result) until gy reads it; gy (1 MiB) until dr; the sum's initial value (4 B) until the sum. The peak is gy's
+  // kernel: x, w, h, y, gy and the constant (dr's kernel holds x, w, h, gy and dr: 5 MiB). Recomputed right after
+  // h, r (1 MiB) would be live from there to dr: 6 MiB and more.
+  EXPECT_DOUBLE_EQ(ep.memory.peak_bytes, 5.0 * (1 << 20) + 4);
+  EXPECT_EQ(ep.memory.peak_op, exec_of(ep, im, "gy"));
+  EXPECT_DOUBLE_EQ(ep.memory.live_after_op[exec_of(ep, im, "dr")], 3.0 * (1 << 20));  // x, w and dr after it
+}
