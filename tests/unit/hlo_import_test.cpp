@@ -366,6 +366,83 @@ size_t position(const Imported& im, const std::string& name) {
 
 }  // namespace
 
+TEST(HloImportTest, ASoftmaxAndItsLateLossMetricAreOneKernel) {
+  // A cross-entropy step as JAX writes it before optimizations: the softmax's maximum and sum of exponentials, the
+  // log-probabilities, the gradient, the two dots of the backward pass, and at the end the loss metric read from the
+  // log-probabilities at the labels. f32 throughout: logits, log-probabilities and their gradient 1 MiB each.
+  const std::string text = R"(HloModule ce
+%max (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %r = f32[] maximum(%a, %b)
+}
+%sum (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %r = f32[] add(%a, %b)
+}
+ENTRY %e (h: f32[256,512], w: f32[512,1024], labels: s32[256]) -> (f32[512,1024], f32[256,512], f32[]) {
+  %h = f32[256,512] parameter(0)
+  %w = f32[512,1024] parameter(1)
+  %labels = s32[256] parameter(2)
+  %logits = f32[256,1024] dot(%h, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %ninf = f32[] constant(-inf)
+  %m = f32[256] reduce(%logits, %ninf), dimensions={1}, to_apply=%max
+  %mb = f32[256,1024] broadcast(%m), dimensions={0}
+  %z = f32[256,1024] subtract(%logits, %mb)
+  %ez = f32[256,1024] exponential(%z)
+  %zero = f32[] constant(0)
+  %s = f32[256] reduce(%ez, %zero), dimensions={1}, to_apply=%sum
+  %logs = f32[256] log(%s)
+  %lsb = f32[256,1024] broadcast(%logs), dimensions={0}
+  %lp = f32[256,1024] subtract(%z, %lsb)
+  %p = f32[256,1024] exponential(%lp)
+  %lb = s32[256,1024] broadcast(%labels), dimensions={0}
+  %iota = s32[256,1024] iota(), iota_dimension=1
+  %hot = pred[256,1024] compare(%lb, %iota), direction=EQ
+  %onehot = f32[256,1024] convert(%hot)
+  %dlogits = f32[256,1024] subtract(%p, %onehot)
+  %dh = f32[256,512] dot(%dlogits, %w), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  %dh2 = f32[256,512] multiply(%dh, %dh)
+  %dw = f32[512,1024] dot(%h, %dlogits), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  %zb = f32[256,1024] broadcast(%zero), dimensions={}
+  %sel = f32[256,1024] select(%hot, %lp, %zb)
+  %nll = f32[256] reduce(%sel, %zero), dimensions={1}, to_apply=%sum
+  %loss = f32[] reduce(%nll, %zero), dimensions={0}, to_apply=%sum
+  ROOT %t = (f32[512,1024], f32[256,512], f32[]) tuple(%dw, %dh2, %loss)
+}
+)";
+  Imported im = import_text(text);
+  // The metric is issued once the log-probabilities' other reader is done (it frees them), not where the text puts
+  // it, after the dots.
+  EXPECT_LT(position(im, "nll"), position(im, "dh"));
+  LowerOptions lo;
+  lo.kernels = &im.fusions;
+  lo.fusion.duplicate = false;  // as podsim runs an imported module
+  ExecProgram ep = lower(im.graph, im.order, v4(), lo);
+  // Five kernels: the logits' dot; the softmax with its three row reductions (maximum, sum of exponentials, the
+  // metric's sum), the gradient and the metric's select; the loss's sum over rows; the input gradient's dot with its
+  // square; the weight gradient's dot.
+  ASSERT_EQ(ep.ops.size(), 5u);
+  const int softmax = exec_of(ep, im, "m");
+  for (const char* op : {"z", "ez", "s", "logs", "lp", "p", "dlogits", "sel", "nll"})
+    EXPECT_EQ(exec_of(ep, im, op), softmax) << op;
+  EXPECT_EQ(ep.ops[softmax].fusion, FusionKind::Reduction);
+  EXPECT_EQ(exec_of(ep, im, "dh2"), exec_of(ep, im, "dh"));
+  // It reads the logits and writes only the gradient and the per-row losses: no exponentials, no log-probabilities.
+  // (A scalar constant it holds, the loss's initial value, comes out beside them.)
+  std::vector<std::string> written;
+  for (TensorId t : ep.ops[softmax].hbm_writes)
+    if (im.graph.tensor(t).elements() > 1) written.push_back(im.graph.tensor(t).name);
+  std::sort(written.begin(), written.end());
+  EXPECT_EQ(written, (std::vector<std::string>{"dlogits", "nll"}));
+  // Peak memory at the weight gradient: h (512 KiB), w (2 MiB) and the labels (1 KiB) throughout; the gradient of
+  // the logits (1 MiB) it reads last; dh2 (512 KiB) and the loss (4 B), step results; dw (2 MiB). (Were the
+  // log-probabilities kept for the metric after the dots, they would add 1 MiB here.)
+  EXPECT_DOUBLE_EQ(ep.memory.peak_bytes, 6.0 * (1 << 20) + 1024 + 4);
+  EXPECT_EQ(ep.memory.peak_op, exec_of(ep, im, "dw"));
+}
+
 TEST(HloImportTest, AnOptimizationBarrierHoldsItsReadersUntilAllItsOperandsAreDone) {
   // JAX's re-materialization: the forward's tanh of h is recomputed in the backward pass from the barrier's copy of
   // h, which the barrier releases only with the cotangent gy.
