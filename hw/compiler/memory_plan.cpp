@@ -45,16 +45,25 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
   for (size_t i = 0; i < ep.ops.size(); ++i)
     for (TensorId t : ep.ops[i].hbm_reads) last_use[t] = std::max(last_use[t], static_cast<int32_t>(i));
   // Views (bitcasts) hold no buffer of their own: their source's buffer lives until the last use of any view of it.
+  // A view of a value its kernel keeps on chip (a fusion's last member is a bitcast of its result) is the buffer the
+  // kernel writes.
   std::vector<int32_t> home(g.num_ops(), -1);
   for (size_t i = 0; i < ep.ops.size(); ++i)
     for (size_t k = 0; k < ep.ops[i].members.size(); ++k)
       if (!ep.ops[i].recomputed[k]) home[ep.ops[i].members[k]] = static_cast<int32_t>(i);
-  std::vector<bool> view(nt, false);
+  std::vector<bool> in_hbm(nt, false), view(nt, false);
+  for (size_t t = 0; t < nt; ++t) in_hbm[t] = g.producer(static_cast<TensorId>(t)) < 0;
+  for (const ExecOp& e : ep.ops)
+    for (TensorId t : e.hbm_writes) in_hbm[t] = true;
+  for (size_t id = 0; id < g.num_ops(); ++id) {  // producers before consumers: a view of a view after it
+    const Op& op = g.op(static_cast<OpId>(id));
+    if (op.outputs.size() != 1 || op.inputs.empty() || !op_cost(g, op).view || !in_hbm[op.inputs[0]]) continue;
+    view[op.outputs[0]] = in_hbm[op.outputs[0]] = true;
+  }
   for (OpId id = static_cast<OpId>(g.num_ops()); id-- > 0;) {  // consumers after producers: a view of a view first
     const Op& op = g.op(id);
-    if (op.outputs.size() != 1 || op.inputs.empty() || !op_cost(g, op).view) continue;
+    if (op.outputs.size() != 1 || op.inputs.empty() || !view[op.outputs[0]]) continue;
     const TensorId out = op.outputs[0], src = op.inputs[0];
-    view[out] = true;
     int32_t until = last_use[out];
     if (g.consumers(out).empty() && home[id] >= 0) until = std::max(until, home[id]);
     last_use[src] = std::max(last_use[src], until);

@@ -496,3 +496,27 @@ ENTRY %e (x: f32[512,512], w: f32[512,512]) -> (f32[512,512], f32[512,512]) {
   EXPECT_EQ(ep.memory.peak_op, exec_of(ep, im, "gy"));
   EXPECT_DOUBLE_EQ(ep.memory.live_after_op[exec_of(ep, im, "dr")], 3.0 * (1 << 20));  // x, w and dr after it
 }
+
+TEST(HloImportTest, AViewAtAKernelsEdgeIsTheBufferItWrites) {
+  // exp(x) and its copy (the same layout: a view) are one loop fusion; the dot reads the view, so the fusion writes
+  // it, and its source never leaves the chip: the view is the buffer.
+  const std::string text = R"(HloModule v
+ENTRY %e (x: f32[512,512], w: f32[512,512]) -> f32[512,512] {
+  %x = f32[512,512] parameter(0)
+  %w = f32[512,512] parameter(1)
+  %ex = f32[512,512] exponential(%x)
+  %v = f32[512,512] copy(%ex)
+  ROOT %y = f32[512,512] dot(%v, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)";
+  Imported im = import_text(text);
+  EXPECT_EQ(op_named(im, "v").kind, OpKind::Bitcast);
+  LowerOptions lo;
+  lo.fusion.duplicate = false;
+  ExecProgram ep = lower(im.graph, im.order, v4(), lo);
+  ASSERT_EQ(ep.ops.size(), 2u);
+  EXPECT_EQ(exec_of(ep, im, "v"), exec_of(ep, im, "ex"));
+  // x and w (1 MiB each), v (1 MiB) until the dot, y (1 MiB).
+  EXPECT_DOUBLE_EQ(ep.memory.peak_bytes, 4.0 * (1 << 20));
+  EXPECT_DOUBLE_EQ(ep.memory.live_after_op[0], 3.0 * (1 << 20));
+}
