@@ -166,6 +166,7 @@ Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(Op
     return std::make_pair(id, y);
   };
   std::set<int64_t> placed;
+  std::set<TensorId> cast_copies;  // outputs of recomputed parameter casts
   OpId last_backward = -1;
   for (OpId o : order) {
     const Op& op = g.op(o);
@@ -187,10 +188,12 @@ Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(Op
         Op c = g.op(f);
         c.name += "/remat";
         c.recompute = true;
+        // An entry op reads nothing the segment recomputes before it, except the bf16 copies of its parameters:
+        // those casts wait for nothing (below), so the ops reading them must still wait for the backward pass.
         bool entry = true;
         for (TensorId& t : c.inputs) {
           const TensorId x = read(t, s);
-          entry = entry && x == t;
+          entry = entry && (x == t || cast_copies.count(x));
           t = x;
         }
         for (TensorId& t : c.outputs) {
@@ -206,6 +209,7 @@ Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(Op
         // A mixed-precision cast of a parameter reads nothing the pass makes: it waits for no backward op (a fully
         // sharded step issues it with its gather, one layer ahead).
         const bool cast = c.kind == OpKind::Convert && g.tensor(g.op(f).inputs[0]).role == TensorRole::Parameter;
+        if (cast) cast_copies.insert(c.outputs.begin(), c.outputs.end());
         if (gate && entry && !cast && last_backward >= 0) r.add_control(last_backward, id);
       }
     }

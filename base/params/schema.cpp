@@ -40,7 +40,7 @@ std::vector<ParamSpec> hardware_param_specs() {
           .def("2048"),
       P::integer("hardware.chip.mxu.weight_push",
                  "Cycles each weight fold's push occupies the MXU's input port when weights and left-operand rows "
-                 "enter through one port from the vector registers (TPU v3: R = 128, one weight row per cycle; a fold "
+                 "enter through one port from the vector registers (TPU presets: R, one weight row per cycle; a fold "
                  "holding fewer rows, K < R, pushes push x rows / R); "
                  "weight double buffering hides the shift inside the array but not the push, so every fold after "
                  "the first takes max(M + push, R) cycles instead of max(M, R). 0: weights arrive on a path of their own.")
@@ -50,8 +50,8 @@ std::vector<ParamSpec> hardware_param_specs() {
                  "Cycles the vector unit spends on each vector (sublanes x lanes) of MXU results it pops from the "
                  "result buffer, converts and stores to VMEM. > 0: results leave through the vector unit that also "
                  "pushes the MXU's operands, so each output tile's pops and its fused epilogue run between the MXU's "
-                 "streams (serially) instead of beside them (TPU v3: 2, fitted on tools/calibrate). 0: results leave "
-                 "on a path of their own and the epilogue overlaps the next tile group.")
+                 "streams (serially) instead of beside them (TPU presets: 2, fitted on tools/calibrate's v3 table). 0: "
+                 "results leave on a path of their own and the epilogue overlaps the next tile group.")
           .range(0, 1 << 20)
           .def("0"),
       P::integer("hardware.chip.vpu.lanes", "Vector unit lanes.").range(1, 65536).def("128"),

@@ -157,6 +157,32 @@ TEST(ChipTest, ResultsLeaveThroughTheVectorUnit) {
   EXPECT_EQ(v3["ops"][0]["mxu"]["result_pop_cycles"].get<int64_t>(), 512);
 }
 
+TEST(ChipTest, EveryTpuPresetFeedsItsMxusThroughTheVectorRegisters) {
+  // Every TPU since v2 pushes an MXU's weights through the port its rows use (one weight row per cycle: P = R) and
+  // pops its results through the vector unit (2 cycles per 8 x 128 vector), the values fitted on v3 (above). On one
+  // MXU with an HBM that takes no time, by hand:
+  //   128 x 128 arrays, 2048 x 1024 x 128: 8 folds of 2048 rows, 128 + 2048 + 7 x (2048 + 128) + 254 = 17,662
+  //     MXU cycles, then 2048 / 8 x 128 / 128 = 256 result vectors: 512 pop cycles, 18,174 in all;
+  //   v6e's 256 x 256 arrays, 2048 x 1024 x 256: 4 folds, 256 + 2048 + 3 x (2048 + 256) + 510 = 9,726 MXU cycles,
+  //     2048 / 8 x 256 / 128 = 512 vectors: 1,024 pop cycles, 10,750 in all.
+  // (Without the data path these would be 16,766 and 9,294: the array alone.) The op's time is that within a few
+  // cycles: each tile group's load and write end on a clock edge.
+  for (auto [preset, n, mxu, pops] : std::vector<std::tuple<std::string, int64_t, int64_t, int64_t>>{
+           {"tpu-v2", 128, 17662, 512}, {"tpu-v3", 128, 17662, 512}, {"tpu-v4", 128, 17662, 512},
+           {"tpu-v5e", 128, 17662, 512}, {"tpu-v5p", 128, 17662, 512}, {"tpu-v6e", 256, 9726, 1024}}) {
+    std::vector<std::string> sets = mxu_only();
+    sets.resize(sets.size() - 2);  // keep the preset's weight_push and result_pop
+    auto s = simulate_in_child(matmul(2048, 1024, n, "bf16", preset), sets);
+    ASSERT_FALSE(s.contains("error")) << preset << s.dump();
+    const auto& op = s["ops"][0];
+    EXPECT_EQ(op["cycles"].get<int64_t>(), mxu) << preset;
+    EXPECT_EQ(op["mxu"]["result_pop_cycles"].get<int64_t>(), pops) << preset;
+    const double cycles = op_time(op) * s["clock_hz"].get<double>();
+    EXPECT_GE(cycles, static_cast<double>(mxu + pops) - 1e-3) << preset;
+    EXPECT_LE(cycles, static_cast<double>(mxu + pops) + 6.001) << preset;
+  }
+}
+
 TEST(ChipTest, FoldsShareTheChipsMxus) {
   // tpu-v3: 2 cores x 2 MXUs; 1024^3 splits N over the cores, 32 folds per core, 16 per MXU, each 2R + C + M - 2.
   auto s = simulate_in_child(matmul(1024, 1024, 1024),

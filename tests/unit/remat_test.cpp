@@ -166,6 +166,39 @@ TEST(RematTest, RecomputationRunsJustBeforeTheLayersBackward) {
   EXPECT_LT(at(o, "out.dB"), at(o, "fc1/remat"));
 }
 
+// With fp32 master weights the recomputed matmuls read the recomputed bf16 copies of their weights. Those casts
+// wait for no backward op (a fully sharded step gathers them one layer ahead), but the matmuls reading them still
+// wait for the backward op before the layer's recomputation, as without mixed precision: else the recomputation of
+// layer l would run during the backward of layer l + 1 (as a scanned layer's iteration cannot) and take its MXU.
+TEST(RematTest, MixedPrecisionRecomputationStillWaitsForTheBackward) {
+  const std::string yaml =
+      "hardware: {preset: tpu-v3, pod: {dims: [1, 1]}}\nworkload: {model: mlp, batch: 16, input: 8, hidden: 32, "
+      "layers: 2, classes: 4, dtype: bf16, weight_dtype: fp32, optimizer: sgd, remat: full}\n"
+      "strategy: {name: single_device}\nrun: {fusion: none}\n";
+  const Step s = plan_step(yaml);
+  const Program& p = s.plan.programs.at(0);
+  auto is_cast = [&](const Op& op) {
+    return op.kind == OpKind::Convert && p.graph.tensor(op.inputs[0]).role == TensorRole::Parameter;
+  };
+  int entries = 0;
+  for (size_t i = 0; i < p.graph.num_ops(); ++i) {
+    const Op& op = p.graph.op(static_cast<OpId>(i));
+    if (!op.recompute || is_cast(op)) continue;
+    bool reads_recomputed = false, after_backward = false;
+    std::vector<std::string> preds;
+    for (OpId q : p.graph.predecessors(static_cast<OpId>(i))) {
+      const Op& pred = p.graph.op(q);
+      preds.push_back(pred.name);
+      reads_recomputed = reads_recomputed || (pred.recompute && !is_cast(pred));
+      after_backward = after_backward || pred.phase == Phase::Backward;
+    }
+    if (reads_recomputed) continue;
+    ++entries;
+    EXPECT_TRUE(after_backward) << op.name << " waits only for: " << testing::PrintToString(preds);
+  }
+  EXPECT_EQ(entries, 2);  // fc1/remat and fc0/remat, the first recomputed product of each layer
+}
+
 // Activations live at the peak, by hand (fp32; the batch x [B, I] and labels [B] are always held: 576 B; the loss
 // 4 B, the logits and probabilities [B, C] 256 B each; B H = 2048 B):
 //   none: at the cross-entropy, both layers' biased values and ReLU outputs (4 B H) + x, labels + logits, loss,
