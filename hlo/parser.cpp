@@ -124,6 +124,14 @@ class Parser {
     if (m_s.compare(m_at, w.size(), w) != 0) return false;
     return m_at + w.size() >= m_s.size() || !name_char(m_s[m_at + w.size()]);
   }
+  // An optional leading keyword (ROOT before an instruction, ENTRY before a computation): taken with the space
+  // after it when it is there.
+  bool keyword(std::string_view w) {
+    if (!word_ahead(w)) return false;
+    take_word();
+    skip();
+    return true;
+  }
   std::string_view take_word() {
     size_t b = m_at;
     while (!at_end() && name_char(m_s[m_at])) ++m_at;
@@ -339,11 +347,7 @@ class Parser {
   Instruction instruction(std::vector<std::vector<std::string>>& operand_names) {
     Instruction in;
     skip();
-    if (word_ahead("ROOT")) {
-      take_word();
-      in.root = true;
-      skip();
-    }
+    in.root = keyword("ROOT");
     in.pos = pos();
     if (peek() == '%') advance();
     in.name = name("an instruction name or '}'");
@@ -406,11 +410,7 @@ class Parser {
   Computation computation() {
     Computation c;
     skip();
-    if (word_ahead("ENTRY")) {
-      take_word();
-      c.entry = true;
-      skip();
-    }
+    c.entry = keyword("ENTRY");
     c.pos = pos();
     if (peek() == '%') advance();
     c.name = name("a computation name (or ENTRY)");
