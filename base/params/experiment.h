@@ -174,6 +174,7 @@ struct RunConfig {
   bool fusion_multi_output = true;  // whole-tensor reductions join the MXU op whose result they read
   bool fusion_duplicate = true;     // elementwise producers recomputed in the kernels that read them
   std::string conv_taps = "per_tap";  // per_tap | packed: how a convolution's taps feed the MXU
+  std::string core_split = "traffic";  // traffic | order: which dimension of an MXU op a chip's cores split
   bool conv_overlap = true;  // a convolution's fused vector work runs beside the MXU
   std::string symmetry = "auto";  // auto | off (hw/pod/symmetry.h)
   // Gradient reductions are combined into collectives of up to this many bytes (partition/combine.h); 0: never.

@@ -370,6 +370,12 @@ std::vector<ParamSpec> run_param_specs() {
                 "are laid out on (64 features use half of a 128-row fold); packed: the taps' features packed "
                 "together along the contraction.")
           .def("per_tap"),
+      P::choice("run.core_split", {"traffic", "order"},
+                "How an MXU op's work is split over a chip's TensorCores (docs/model.md, \"A chip\"): traffic "
+                "along the dimension whose shares move the fewest HBM bytes (the batch of an image model's "
+                "convolutions, the contraction of a weight gradient, as per-core replicas split them); order: the "
+                "first of the batch, the output columns (N) and the rows (M) with a share for every core.")
+          .def("traffic"),
       P::boolean("run.conv_overlap",
                  "A convolution fusion's vector work (the batch norm, ReLU and their gradients fused into it) runs "
                  "beside the MXU, as TPU profiles show (docs/model.md, \"Convolutions on the MXU\"); false: between "

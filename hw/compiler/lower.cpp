@@ -184,27 +184,8 @@ void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, const
   MxuShape shape{chip.mxu.rows, chip.mxu.cols, chip.mxu.weight_double_buffer};
   const int64_t cores = chip.tensorcores;
   int64_t batch = a.batch, m = a.m, k = a.k, n = a.n;
-  int64_t n_blocks = ceil_div(n, shape.cols);
-  const char* split = "none";
-  int used = 1;
-  if (cores > 1 && batch >= cores) {
-    split = "batch";
-    batch = ceil_div(batch, cores);
-    used = static_cast<int>(cores);
-  } else if (cores > 1 && n_blocks >= cores) {
-    split = "n";
-    n = std::min(ceil_div(n_blocks, cores) * shape.cols, a.n);
-    used = static_cast<int>(cores);
-  } else if (cores > 1 && m >= 8 * cores) {
-    split = "m";
-    m = ceil_div(m, cores);
-    used = static_cast<int>(cores);
-  }
+  const int64_t n_blocks = ceil_div(a.n, shape.cols);
   TilingInput ti;
-  ti.batch = batch;
-  ti.m = m;
-  ti.k = k;
-  ti.n = n;
   // Bytes per element of the GEMM's matrices (of the whole op's: a split keeps the per-element figure).
   ti.a_elem = a_bytes / (static_cast<double>(a.m * a.k) * (a.a_shared ? 1 : static_cast<double>(a.batch)));
   ti.b_elem = b_bytes / (static_cast<double>(a.k * a.n) * (a.b_shared ? 1 : static_cast<double>(a.batch)));
@@ -214,7 +195,56 @@ void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, const
   ti.vmem = chip.vmem;
   ti.cmem = chip.cmem;
   ti.mxu_cols = shape.cols;
-  GemmTiling t = tile_gemm(ti);
+  // The op's work splits over the chip's TensorCores (run.core_split): with `traffic` along the dimension whose
+  // shares move the fewest HBM bytes, each core reading what its share needs (ties go to the earlier below); with
+  // `order` along the first of batch, N, M with a share for every core. Splitting N, every core reads all of A;
+  // splitting M, all of B; splitting K (a weight gradient's contraction over the batch), each reads half of both
+  // and the cores add their partial results. Per-core replicas on TPU v2/v3, each with half the batch, split an
+  // image model's convolutions so: the rows of the forward and input-gradient ones, the contraction of the filter
+  // gradients.
+  struct Split { const char* name; int64_t batch, m, k, n; };
+  std::vector<Split> splits;
+  if (cores > 1 && a.batch >= cores) splits.push_back({"batch", ceil_div(a.batch, cores), a.m, a.k, a.n});
+  if (cores > 1 && n_blocks >= cores)
+    splits.push_back({"n", a.batch, a.m, a.k, std::min(ceil_div(n_blocks, cores) * shape.cols, a.n)});
+  if (cores > 1 && a.m >= 8 * cores) splits.push_back({"m", a.batch, ceil_div(a.m, cores), a.k, a.n});
+  const int64_t k_blocks = ceil_div(a.k, shape.rows);
+  if (opts.core_split_traffic && cores > 1 && k_blocks >= cores)
+    splits.push_back({"k", a.batch, a.m, std::min(ceil_div(k_blocks, cores) * shape.rows, a.k), a.n});
+  const char* split = "none";
+  int used = 1;
+  GemmTiling t;
+  double best = -1;
+  auto consider = [&](const char* name, int64_t b, int64_t mm, int64_t kk, int64_t nn, int u) {
+    TilingInput x = ti;
+    x.batch = b;
+    x.m = mm;
+    x.k = kk;
+    x.n = nn;
+    GemmTiling tt = tile_gemm(x);
+    // Split along K, each core sums its part of the contraction into a partial result of the whole output; the
+    // cores then add them, each reading the other's partial of its half of the output.
+    if (kk < a.k) tt.hbm_read += tt.hbm_write / 2;
+    const double traffic = u * (tt.hbm_read + tt.hbm_write);
+    if (best >= 0 && !(tt.tiles && (!t.tiles || traffic < best))) return;
+    best = traffic;
+    t = tt;
+    split = name;
+    used = u;
+    batch = b;
+    m = mm;
+    k = kk;
+    n = nn;
+  };
+  if (splits.empty()) consider("none", a.batch, a.m, a.k, a.n, 1);
+  for (const Split& sp : splits) {
+    consider(sp.name, sp.batch, sp.m, sp.k, sp.n, static_cast<int>(cores));
+    if (!opts.core_split_traffic) break;
+  }
+  ti.batch = batch;
+  ti.m = m;
+  ti.k = k;
+  ti.n = n;
   if (!t.tiles)
     throw Error(Err::OutOfRange,
                 strprintf("hardware.chip.vmem.capacity = %s is too small for matmul '%s': its smallest tile (%lld x "
@@ -325,6 +355,7 @@ LowerOptions lower_options(const RunConfig& run) {
   o.fusion.multi_output = run.fusion_multi_output;
   o.fusion.duplicate = run.fusion_duplicate;
   o.conv_taps_per_tap = run.conv_taps == "per_tap";
+  o.core_split_traffic = run.core_split == "traffic";
   o.conv_overlap = run.conv_overlap;
   return o;
 }

@@ -64,3 +64,53 @@ TEST(ConvMechanismsTest, VectorWorkRunsBesideTheMxuPasses) {
   EXPECT_GE(on["busy_s"].get<double>(), mxu + pops);
   EXPECT_EQ(on["cycles"], off["cycles"]);  // the MXU's own work is the same
 }
+
+namespace {
+
+// A 1 x 1 convolution of 16 images of 32 x 32 from 128 to 256 features on both TensorCores of a v3 chip.
+nlohmann::json two_core_conv(const std::string& direction, const std::string& split) {
+  const std::string yaml =
+      "hardware: {preset: tpu-v3}\n"
+      "workload: {model: conv, batch: 16, height: 32, width: 32, in_features: 128, out_features: 256,\n"
+      "           kernel: [1, 1], stride: 1, padding: same, direction: " + direction + ", dtype: bf16}\n"
+      "run: {trace: {format: \"off\"}, core_split: " + split + "}\n";
+  auto s = simulate_in_child(yaml);
+  EXPECT_FALSE(s.contains("error")) << s.dump();
+  EXPECT_EQ(s["ops"].size(), 1u);
+  return s["ops"][0];
+}
+
+constexpr double kX = 16.0 * 32 * 32 * 128 * 2;   // the input, bf16
+constexpr double kY = 16.0 * 32 * 32 * 256 * 2;   // the result (or its gradient)
+constexpr double kW = 128.0 * 256 * 2;            // the filter
+
+}  // namespace
+
+// run.core_split: the forward's rows (the batch) split over the two cores, each reads half the input and the whole
+// filter; split by output columns (the first that fills both cores), each reads the whole input.
+TEST(ConvMechanismsTest, TwoCoresSplitTheRowsOfAForwardConvolution) {
+  const auto traffic = two_core_conv("forward", "traffic");
+  const auto order = two_core_conv("forward", "order");
+  EXPECT_EQ(traffic["mxu"]["split"], "m");
+  EXPECT_EQ(order["mxu"]["split"], "n");
+  EXPECT_DOUBLE_EQ(traffic["hbm_read"].get<double>(), kX + 2 * kW);
+  EXPECT_DOUBLE_EQ(order["hbm_read"].get<double>(), 2 * kX + kW);
+  EXPECT_DOUBLE_EQ(traffic["hbm_write"].get<double>(), kY);
+  EXPECT_DOUBLE_EQ(order["hbm_write"].get<double>(), kY);
+  EXPECT_LT(traffic["busy_s"].get<double>(), order["busy_s"].get<double>());  // HBM-bound: the bytes decide
+}
+
+// The filter gradient contracts over the batch: each core sums half of it (half of x and of dy) into a partial
+// gradient of the whole filter, writes it, and the cores add them (each reads the other's half).
+TEST(ConvMechanismsTest, TwoCoresSplitTheContractionOfAFilterGradient) {
+  const auto traffic = two_core_conv("filter_grad", "traffic");
+  const auto order = two_core_conv("filter_grad", "order");
+  EXPECT_EQ(traffic["mxu"]["split"], "k");
+  EXPECT_EQ(order["mxu"]["split"], "n");
+  EXPECT_DOUBLE_EQ(traffic["hbm_read"].get<double>(), kX + kY + kW);
+  EXPECT_DOUBLE_EQ(traffic["hbm_write"].get<double>(), 2 * kW);
+  EXPECT_DOUBLE_EQ(order["hbm_read"].get<double>(), 2 * kX + kY);
+  EXPECT_DOUBLE_EQ(order["hbm_write"].get<double>(), kW);
+  // Half the contraction per core: the same folds per MXU as splitting the columns.
+  EXPECT_EQ(traffic["mxu"]["folds_per_mxu"], order["mxu"]["folds_per_mxu"]);
+}
