@@ -172,10 +172,17 @@ std::vector<FusionGroup> adjacent_fusions(const ModelGraph& g, const std::vector
     if (t.role == Role::Reduction) {
       // One reduction per fusion, or several over the same rows, each reading what the kernel computes (a row
       // reduction's results are ready row by row, so its consumers and the next reduction of the row run on chip).
-      if (!o.matmul) return !o.reduction || (o.rows >= 0 && !t.whole && !t.two_pass && same_rows(g, o.rows, id));
+      if (!o.matmul) {
+        if (o.reduction && !(o.rows >= 0 && !t.whole && !t.two_pass && same_rows(g, o.rows, id))) return false;
+        // A two-pass op's reduction joins; its elementwise pass needs the finished sums: a kernel of its own.
+        if (t.two_pass) pass = MemberPass::Reduce;
+        return true;
+      }
       // Multi-output fusion: a whole-tensor reduction of the MXU op's result comes out beside it; a two-pass op's
-      // reduction does, and its elementwise pass becomes a kernel of its own.
-      if (!opts.multi_output || !t.whole || o.reduction) return false;
+      // reduction does, and its elementwise pass becomes a kernel of its own. Several do, as XLA's multi-output
+      // fusion takes sibling reductions of one value (the SSD profile's input gradients that open the batch-norm
+      // gradients of a block's two branches write three per-channel sums: Σdy, shared, and each branch's Σdy·x̂).
+      if (!opts.multi_output || !t.whole) return false;
       if (t.two_pass) pass = MemberPass::Reduce;
       return true;
     }
@@ -205,7 +212,14 @@ std::vector<FusionGroup> adjacent_fusions(const ModelGraph& g, const std::vector
       if (e >= 0 && joins(static_cast<size_t>(e), id, pass)) into = e;
     }
     if (into < 0) {
-      start(id, t, MemberPass::All);
+      // A two-pass op alone is two kernels as well: its reduction, then its elementwise pass (which consumers may
+      // then recompute, below), as XLA emits a batch-norm gradient outside a convolution's fusion.
+      if (opts.enabled && t.two_pass) {
+        start(id, t, MemberPass::Reduce);
+        start(id, t, MemberPass::Apply);
+      } else {
+        start(id, t, MemberPass::All);
+      }
       continue;
     }
     add(static_cast<size_t>(into), id, pass);

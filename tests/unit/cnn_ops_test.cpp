@@ -338,6 +338,101 @@ TEST(CnnOpsTest, BatchNormFusesAsXlaDoes) {
   EXPECT_EQ(g.op(alone[1].members[0].op).kind, OpKind::BatchNormStats);
 }
 
+namespace {
+
+// Where each op of `g` runs after fusion: (group index, pass, recomputed) per appearance, by name.
+struct Placement {
+  size_t group;
+  MemberPass pass;
+  bool recomputed;
+};
+std::vector<Placement> placements(const ModelGraph& g, const std::vector<FusionGroup>& groups, const std::string& name) {
+  std::vector<Placement> out;
+  for (size_t i = 0; i < groups.size(); ++i)
+    for (const FusionMember& m : groups[i].members)
+      if (g.op(m.op).name == name) out.push_back({i, m.pass, m.recomputed});
+  return out;
+}
+size_t group_of(const ModelGraph& g, const std::vector<FusionGroup>& groups, const std::string& name) {
+  for (const Placement& p : placements(g, groups, name))
+    if (!p.recomputed) return p.group;
+  return groups.size();
+}
+
+}  // namespace
+
+// A block's two branches (conv + batch norm each) added and ReLU'd, then a convolution: backward, the gradient of
+// the sum opens both batch-norm gradients, and the kernel that makes it (the last convolution's input gradient,
+// which takes the ReLU gradient) writes the sums of both beside its result, as the SSD profile's input-gradient
+// fusions of a block with a projection shortcut write three per-channel sums. Without multi-output fusion each
+// sums pass is a kernel of its own.
+TEST(CnnOpsTest, SiblingBatchNormSumsComeOutOfOneConvolutionKernel) {
+  ModelGraph g("siblings");
+  GraphBuilder b(g, DType::BF16);
+  TensorId x = b.input("x", {8, 8, 8, 64}, DType::BF16);
+  TensorId h = b.conv2d(x, b.param("w0", {1, 1, 64, 64}), win(1, 1, 1, 1, 0, 0, 0, 0), "conv0");
+  TensorId c = b.batch_norm(b.conv2d(h, b.param("wc", {1, 1, 64, 64}), win(1, 1, 1, 1, 0, 0, 0, 0), "convc"),
+                            b.param("gc", {64}), b.param("bc", {64}), 0, "bnc");
+  TensorId d = b.batch_norm(b.conv2d(h, b.param("wd", {1, 1, 64, 64}), win(1, 1, 1, 1, 0, 0, 0, 0), "convd"),
+                            b.param("gd", {64}), b.param("bd", {64}), 0, "bnd");
+  TensorId y = b.relu(b.add(c, d, "add"), "relu");
+  TensorId z = b.conv2d(y, b.param("w3", {1, 1, 64, 16}), win(1, 1, 1, 1, 0, 0, 0, 0), "conv3");
+  TensorId loss = b.softmax_cross_entropy(b.reshape(z, {8 * 8 * 8, 16}, "flat"), b.label("labels", {8 * 8 * 8}), "loss");
+  b.backward(loss);
+  const std::vector<OpId> order = g.topological_order();
+  const auto groups = fuse(g, order, {});
+  const size_t dx = group_of(g, groups, "conv3.dx");
+  ASSERT_LT(dx, groups.size());
+  for (const char* bn : {"bnc.grad", "bnd.grad"}) {
+    SCOPED_TRACE(bn);
+    const auto at = placements(g, groups, bn);
+    bool sums_in_dx = false;
+    for (const Placement& p : at) sums_in_dx = sums_in_dx || (p.group == dx && p.pass == MemberPass::Reduce);
+    EXPECT_TRUE(sums_in_dx);
+  }
+  FusionOptions apart;
+  apart.multi_output = false;
+  const auto alone = fuse(g, order, apart);
+  const size_t dx_alone = group_of(g, alone, "conv3.dx");
+  for (const char* bn : {"bnc.grad", "bnd.grad"})
+    for (const Placement& p : placements(g, alone, bn)) EXPECT_NE(p.group, dx_alone) << bn;
+}
+
+// A batch-norm gradient whose upstream gradient comes from a kernel that cannot take it (max pooling's
+// select-and-scatter) is two kernels, as XLA emits it: its sums with the ReLU gradient (a reduction fusion), and
+// its elementwise pass, which the filter gradient, a convolution, recomputes from the upstream gradient and the
+// saved raw result instead of reading a stored dx. With fusion off it is one op reading its inputs twice.
+TEST(CnnOpsTest, BatchNormGradientAloneIsItsSumsThenItsPass) {
+  ModelGraph g("two_pass");
+  GraphBuilder b(g, DType::BF16);
+  TensorId x = b.input("x", {8, 16, 16, 64}, DType::BF16);
+  TensorId h = b.conv2d(x, b.param("w", {3, 3, 64, 64}), win(3, 3, 1, 1, 1, 1, 1, 1), "conv");
+  h = b.relu(b.batch_norm(h, b.param("g", {64}), b.param("b", {64}), 0, "bn"), "relu");
+  TensorId p = b.max_pool(h, win(2, 2, 2, 2, 0, 0, 0, 0), "pool");
+  TensorId loss = b.softmax_cross_entropy(b.reshape(p, {8 * 8 * 8, 64}, "flat"), b.label("labels", {8 * 8 * 8}), "loss");
+  b.backward(loss);
+  const std::vector<OpId> order = g.topological_order();
+  const auto groups = fuse(g, order, {});
+  const auto at = placements(g, groups, "bn.grad");
+  const size_t dw = group_of(g, groups, "conv.dw");
+  ASSERT_LT(dw, groups.size());
+  bool sums = false, pass_in_dw = false;
+  for (const Placement& q : at) {
+    EXPECT_NE(q.pass, MemberPass::All);
+    if (q.pass == MemberPass::Reduce && !q.recomputed) {
+      sums = true;
+      EXPECT_EQ(groups[q.group].kind, FusionKind::Reduction);
+      EXPECT_EQ(q.group, group_of(g, groups, "relu.dx"));  // the ReLU gradient feeds the sums in one kernel
+    }
+    pass_in_dw = pass_in_dw || (q.group == dw && q.pass == MemberPass::Apply && q.recomputed);
+  }
+  EXPECT_TRUE(sums);
+  EXPECT_TRUE(pass_in_dw);
+  FusionOptions off;
+  off.enabled = false;
+  for (const Placement& q : placements(g, fuse(g, order, off), "bn.grad")) EXPECT_EQ(q.pass, MemberPass::All);
+}
+
 // Runs of consecutive ranks: on a ring of 8 on x, groups of 2 are lines of neighbours; on data = x(4) x y(2), a
 // block of 4 is the x ring and a block of 8 the whole axis.
 TEST(CnnOpsTest, GroupsOfConsecutiveRanks) {
