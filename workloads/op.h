@@ -18,7 +18,7 @@ enum class OpKind : uint8_t {
   Scale,        // out = alpha * a
   BiasAdd,      // out[t, j] = x[t, j] + bias[j]
   Relu,
-  ReluGrad,     // dx = dy * (x > 0); inputs (dy, x)
+  ReluGrad,     // dx = dy * (y > 0); inputs (dy, y), y = relu(x) (y > 0 exactly where x > 0)
   Gelu,         // tanh approximation
   GeluGrad,     // inputs (dy, x)
   Mul,          // out = a * b (same shape), the gate of a gated FFN

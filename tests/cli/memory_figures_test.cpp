@@ -31,9 +31,10 @@ std::string mlp(int layers) {
 }  // namespace
 
 // Two hidden layers on 4 replicas with weight-update sharding and Adam (b = B / 4 rows each): the whole weights, a
-// quarter of m and v; at the peak (fc1's weight gradient) fc1's whole gradient, the quarters of the gradients
-// already reduce-scattered, fc1's two input-side gradients (b x H), and the batch shard, the loss and fc0's
-// pre-activation and ReLU output (b x H each).
+// quarter of m and v; at the peak (the reduce-scatter of fc1's weight gradient as it starts) fc1's whole gradient and
+// the quarter it writes, the quarters of the gradients already reduce-scattered, fc1's input gradient (b x H), and
+// the batch shard, the loss and fc0's ReLU output (b x H, the mask of its ReLU's gradient; the biased value died as
+// the ReLU read it).
 TEST(MemoryFiguresTest, WeightUpdateShardingByCategory) {
   // One reduce-scatter per gradient (run.combine_threshold: 0): each gradient's partial sum is freed when its own
   // reduction is done.
@@ -45,8 +46,8 @@ TEST(MemoryFiguresTest, WeightUpdateShardingByCategory) {
   const json& m = s["roles"][0]["memory_at_peak"];
   EXPECT_EQ(m["weights"].get<double>(), params * F32);
   EXPECT_EQ(m["optimizer_state"].get<double>(), 2 * params * F32 / 4);
-  EXPECT_EQ(m["gradients"].get<double>(), H * H * F32 + (H * C + C + H) * F32 / 4 + 2 * b * H * F32);
-  EXPECT_EQ(m["activations"].get<double>(), (b * I + b + 1 + 2 * b * H) * F32);
+  EXPECT_EQ(m["gradients"].get<double>(), (H * H + H * H / 4) * F32 + (H * C + C + H) * F32 / 4 + b * H * F32);
+  EXPECT_EQ(m["activations"].get<double>(), (b * I + b + 1 + b * H) * F32);
   EXPECT_EQ(m["temporaries"].get<double>(), 0);
 }
 

@@ -120,15 +120,15 @@ TEST(PlanFiguresTest, OneForwardOneBackwardOrderOfEveryStage) {
   }
 }
 
-// The activations a stage holds at its peak, from one micro-batch's by hand (b rows). What a micro-batch leaves on
-// a stage until its backward: on stage 0 its slice of the batch (b x I, read by fc0's weight gradient) and fc0's
-// biased pre-activation (b x H, read by the ReLU's gradient); on stages 1 and 2 the received input (b x H, read by
-// the weight gradient) and the biased pre-activation; on the last stage the received input, its labels (b), the
-// softmax's probabilities (b x C) and its loss (one value, added to the step's). At the peak a micro-batch's forward
-// is one value further: fc<k>'s output (b x H) on the first three stages, the logits (b x C) on the last. Besides,
-// stage 0 holds the whole batch (B x I) and the last stage all labels (B). GPipe holds all M micro-batches at
-// once; 1F1B holds K - k on stage k (its forwards ahead plus the one in flight), and the last stage the previous
-// micro-batch's loss until it is added.
+// The activations a stage holds at its peak, from one micro-batch's by hand (b rows). What a micro-batch leaves on a
+// stage until its backward: on stage 0 its slice of the batch (b x I, read by fc0's weight gradient) and fc0's ReLU
+// output (b x H, the mask of the ReLU's gradient; its biased value dies as the ReLU reads it); on stages 1 and 2 the
+// received input (b x H, read by the weight gradient) and the ReLU output; on the last stage the received input, its
+// labels (b), the softmax's probabilities (b x C) and its loss (one value, added to the step's). At the peak a
+// micro-batch's forward is one value further: fc<k>'s output (b x H) on the first three stages, the logits (b x C) on
+// the last. Besides, stage 0 holds the whole batch (B x I) and the last stage all labels (B). GPipe holds all M
+// micro-batches at once; 1F1B holds K - k on stage k (its forwards ahead plus the one in flight), and the last stage
+// the previous micro-batch's loss until it is added.
 TEST(PlanFiguresTest, PipelineStagesHoldTheirMicroBatchesActivations) {
   const int64_t M = 8, b = 4, batch = M * b;
   const double x = b * I * F32, h = b * H * F32;
@@ -147,9 +147,10 @@ TEST(PlanFiguresTest, PipelineStagesHoldTheirMicroBatchesActivations) {
   }
 }
 
-// Re-materialization (GPipe): a middle stage keeps only what it received for each micro-batch (b x H), and during
-// a backward the recomputed pre-activation and matmul output of one micro-batch: (M + 2) b x H instead of
-// (2M + 1) b x H.
+// Re-materialization (GPipe): a middle stage keeps only what it received for each micro-batch (b x H), and two
+// values of one micro-batch's layer at a time: at the last forward's bias add its matmul output and biased value,
+// and likewise in each recomputation (then the biased value and the recomputed ReLU output the ReLU's gradient
+// reads): (M + 2) b x H instead of (2M + 1) b x H.
 TEST(PlanFiguresTest, RematerializedStageHoldsOnlyWhatItReceived) {
   const int64_t M = 8, b = 4;
   const Step s = plan_step(pipeline("gpipe", M, true, M * b));

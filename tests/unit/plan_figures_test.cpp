@@ -42,18 +42,18 @@ TEST(PlanFiguresTest, DataParallelHoldsEveryWeight) {
   EXPECT_EQ(m.at_peak.temporaries, 0);
 }
 
-// The peak of a data-parallel step (b = B / 4 rows per replica) is the weight gradient of the widest layer, fc1:
-// every weight; fc1's gradient (H x H) and those computed before it, whole (the output layer's and fc1's bias),
-// fc1's two input-side gradients (b x H each: what fc1.dB reads and what the next layer's gradient reads); and the
-// activations the rest of the backward pass needs: the batch shard (b x I, b labels), the loss, fc0's biased
-// pre-activation and ReLU output (b x H each). The reductions at the end of the backward pass hold less when each
-// sum overwrites the partial sums it reduces, as a ring all-reduce does in place (and as DDP and ZeRO reduce
-// their gradient buckets).
+// The peak of a data-parallel step (b = B / 4 rows per replica) is the last weight gradient, fc0's: every weight;
+// every gradient, whole (none is reduced before the backward pass ends), with the one being written (I x H) and
+// what it reads, fc0's ReLU gradient (b x H); and the batch shard (b x I, b labels) and the loss. fc0's ReLU output
+// died with that gradient (its mask). One op earlier, at fc1's weight gradient, fc0's ReLU output and fc1's two
+// input-side gradients (b x H each) are held in place of fc0's weight, bias and ReLU gradients: 128 B less. The
+// reductions at the end of the backward pass hold less when each sum overwrites the partial sums it reduces, as a
+// ring all-reduce does in place (and as DDP and ZeRO reduce their gradient buckets).
 TEST(PlanFiguresTest, DataParallelPeakHoldsEachGradientOnce) {
   const Step s = plan_step(hardware("[4, 1]") + mlp("sgd") + "strategy: {name: data_parallel}\n");
   const double b = B / 4;
-  const double gradients = (H * H + H * C + C + H) * F32 + 2 * b * H * F32;
-  const double activations = b * I * F32 + b * F32 + F32 + 2 * b * H * F32;
+  const double gradients = kMlpElements * F32 + b * H * F32;
+  const double activations = b * I * F32 + b * F32 + F32;
   const MemoryPlan m = memory(s, 0);
   EXPECT_EQ(m.at_peak.gradients, gradients);
   EXPECT_EQ(m.at_peak.activations, activations);
@@ -90,11 +90,13 @@ TEST(PlanFiguresTest, WeightUpdateShardingReduceScattersAndGathers) {
   }
 }
 
-// Memory under weight-update sharding: the whole weights, a quarter of Adam's m and v, and at the peak (the weight
-// gradient of the widest layer, fc1) that layer's whole gradient (H x H: reduce-scattered when done), the quarters
-// of the gradients already reduce-scattered (the output layer's and fc1's bias), fc1's two input-side gradients
-// (b x H each: what fc1.dB reads and what the next layer's gradient reads), and the activations the rest of the
-// backward pass needs: the batch shard, the loss, and fc0's biased pre-activation and ReLU output (b x H each).
+// Memory under weight-update sharding: the whole weights, a quarter of Adam's m and v, and at the peak (the
+// reduce-scatter of the widest layer's weight gradient, fc1's, as it starts) that layer's whole gradient (H x H) and
+// the quarter it is writing, the quarters of the gradients already reduce-scattered (the output layer's and fc1's
+// bias), fc1's input gradient (b x H: what fc0's ReLU gradient reads next), and the activations the rest of the
+// backward pass needs: the batch shard, the loss, and fc0's ReLU output (b x H: the ReLU gradient's mask). (At fc1's
+// weight gradient, one op earlier, the ReLU gradient it reads (b x H) is held in place of the quarter (H x H / 4):
+// 512 B less.)
 TEST(PlanFiguresTest, WeightUpdateShardingDividesGradientsAndOptimizerState) {
   for (const char* opt : {"sgd", "adam"}) {
     SCOPED_TRACE(opt);
@@ -103,8 +105,8 @@ TEST(PlanFiguresTest, WeightUpdateShardingDividesGradientsAndOptimizerState) {
     const double b = B / 4;
     const double weights = kMlpElements * F32;
     const double optimizer = std::string(opt) == "adam" ? 2 * weights / 4 : 0;
-    const double gradients = H * H * F32 + (H * C + C + H) * F32 / 4 + 2 * b * H * F32;
-    const double activations = b * I * F32 + b * F32 + F32 + 2 * b * H * F32;
+    const double gradients = (H * H + H * H / 4) * F32 + (H * C + C + H) * F32 / 4 + b * H * F32;
+    const double activations = b * I * F32 + b * F32 + F32 + b * H * F32;
     const MemoryPlan m = memory(s, 0);
     EXPECT_EQ(m.at_peak.weights, weights);
     EXPECT_EQ(m.at_peak.optimizer_state, optimizer);
@@ -146,16 +148,18 @@ TEST(PlanFiguresTest, MegatronAllReducesTwiceForwardAndTwiceBackwardPerLayer) {
 
 // Megatron's MLP over 4 chips (fc0 split by columns, fc1 by rows): one all-reduce of fc1's output (B x H) forward,
 // none backward (the first layer's input is the batch, which needs no gradient). Weights: a quarter of fc0 and of
-// fc1, the rest whole; Adam's state twice that. The peak is the output layer's weight gradient: every activation
-// of the forward pass is still held (the batch, the loss, fc0's biased pre-activation and ReLU output on a quarter
-// of the hidden units, fc1's on all of them), with the logits' gradient (B x C), the output layer's input gradient
-// (B x H) and its two parameter gradients.
+// fc1, the rest whole; Adam's state twice that. The peak is fc1's ReLU gradient: held are the batch, the loss and
+// the two ReLU outputs (fc0's on a quarter of the hidden units, fc1's on all of them: this gradient's mask), the
+// biased values having died as their ReLUs read them; and the output layer's input gradient (B x H) that it reads,
+// the ReLU gradient it writes (B x H) and the output layer's two parameter gradients (the logits' gradient died
+// with its weight gradient). (At that weight gradient, one op earlier, the logits' gradient (B x C) is held in place
+// of the ReLU gradient (B x H).)
 TEST(PlanFiguresTest, MegatronMlpFigures) {
   const Step s = plan_step(hardware("[4, 1]") + mlp("adam") + "strategy: {name: spmd, scheme: megatron}\n");
   EXPECT_EQ(collectives(s.plan.programs[0]), std::vector<std::string>{ar("fc1", "model", B * H * F32)});
   const double weights = (I * H / 4 + H / 4 + H / 4 * H + H + H * C + C) * F32;
-  const double gradients = (B * C + B * H + H * C + C) * F32;
-  const double activations = (B * I + B + 1 + 2 * B * H / 4 + 2 * B * H) * F32;
+  const double gradients = (2 * B * H + H * C + C) * F32;
+  const double activations = (B * I + B + 1 + B * H / 4 + B * H) * F32;
   const MemoryPlan m = memory(s, 0);
   EXPECT_EQ(m.at_peak.weights, weights);
   EXPECT_EQ(m.at_peak.optimizer_state, 2 * weights);

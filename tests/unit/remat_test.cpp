@@ -100,35 +100,45 @@ void expect_bit_identical(const Step& plain, const Step& remat) {
 
 }  // namespace
 
-// full (nothing_saveable): a hidden layer's backward reads its biased pre-activation (the ReLU's gradient) and its
-// input (the weight gradient): the matmul and the bias are recomputed from the layer's input, which is kept (the
-// previous layer's ReLU output, or the batch). The ReLU output is the next layer's input: kept. The output layer
-// holds the loss and is not recomputed.
+// full (nothing_saveable): a hidden layer's backward reads its ReLU output (the ReLU's gradient takes its mask from
+// it) and its input (the weight gradient): the matmul, the bias and the ReLU are recomputed from the layer's input,
+// which is kept (the previous layer's ReLU output, or the batch). The original ReLU output is the next layer's input
+// and is read there (fc1.relu by the output layer's weight gradient), but the layer's own backward reads its
+// recomputed copy, as a checkpointed layer whose only residual is its input does. The output layer holds the loss
+// and is not recomputed.
 TEST(RematTest, FullRecomputesEachHiddenLayerFromItsInput) {
   const Step s = plan_step(mlp("full"));
-  EXPECT_EQ(recomputed(s.graph), (std::vector<std::string>{"fc1/remat", "fc1.bias/remat", "fc0/remat", "fc0.bias/remat"}));
+  EXPECT_EQ(recomputed(s.graph), (std::vector<std::string>{"fc1/remat", "fc1.bias/remat", "fc1.relu/remat", "fc0/remat",
+                                                           "fc0.bias/remat", "fc0.relu/remat"}));
   const Op& relu_grad = s.graph.op(s.graph.producer(s.graph.find_tensor("fc1.relu.dx")));
-  EXPECT_EQ(s.graph.tensor(relu_grad.inputs[1]).name, "fc1.bias/remat");
+  EXPECT_EQ(s.graph.tensor(relu_grad.inputs[1]).name, "fc1.relu/remat");
   const Op& mm = s.graph.op(s.graph.producer(s.graph.find_tensor("fc1/remat")));
   EXPECT_EQ(s.graph.tensor(mm.inputs[0]).name, "fc0.relu");  // the layer's input, kept
-  // Model FLOPs are the step's; the recomputed matmuls are hardware FLOPs on top: 2 B I H + 2 B H H.
+  // Model FLOPs are the step's; the recomputed matmuls are hardware FLOPs on top: 2 B I H + 2 B H H, and one FLOP
+  // per element of each recomputed bias add and ReLU.
   const Step none = plan_step(mlp("none"));
   EXPECT_EQ(s.graph.matmul_flops(), none.graph.matmul_flops());
   EXPECT_EQ(s.graph.total_flops() - none.graph.total_flops(),
-            2.0 * B * I * H + 2.0 * B * H * H + 2 * B * H /* the two bias adds */);
+            2.0 * B * I * H + 2.0 * B * H * H + 2 * B * H /* the two bias adds */ + 2 * B * H /* the two ReLUs */);
 }
 
-// dots (dots_saveable): the matmul outputs are kept, only the bias adds are recomputed.
+// dots (dots_saveable): the matmul outputs are kept; the bias adds and the ReLUs (the ReLU's gradient reads its
+// output, which is no dot) are recomputed from them.
 TEST(RematTest, DotsKeepsTheMatmulOutputs) {
   const Step s = plan_step(mlp("dots"));
-  EXPECT_EQ(recomputed(s.graph), (std::vector<std::string>{"fc1.bias/remat", "fc0.bias/remat"}));
+  EXPECT_EQ(recomputed(s.graph),
+            (std::vector<std::string>{"fc1.bias/remat", "fc1.relu/remat", "fc0.bias/remat", "fc0.relu/remat"}));
   EXPECT_EQ(s.graph.tensor(s.graph.op(s.graph.producer(s.graph.find_tensor("fc1.bias/remat"))).inputs[0]).name, "fc1");
 }
 
-// names (save_only_these_names): fc1's biased value is kept by name; layer 0 is recomputed as with full.
+// names (save_only_these_names): fc1's biased value is kept by name, so layer 1 recomputes only its ReLU from it;
+// layer 0 is recomputed as with full.
 TEST(RematTest, NamesKeepsWhatTheGlobsName) {
   const Step s = plan_step(mlp("names", ", remat_keep: ['fc1.b*']"));
-  EXPECT_EQ(recomputed(s.graph), (std::vector<std::string>{"fc0/remat", "fc0.bias/remat"}));
+  EXPECT_EQ(recomputed(s.graph),
+            (std::vector<std::string>{"fc1.relu/remat", "fc0/remat", "fc0.bias/remat", "fc0.relu/remat"}));
+  EXPECT_EQ(s.graph.tensor(s.graph.op(s.graph.producer(s.graph.find_tensor("fc1.relu/remat"))).inputs[0]).name,
+            "fc1.bias");  // the kept original
   EXPECT_TRUE(remat_name_kept("layer3.attn.o", {"*.attn.o"}));
   EXPECT_FALSE(remat_name_kept("layer3.attn.o.w", {"*.attn.o"}));
 }
@@ -146,9 +156,9 @@ TEST(RematTest, RecomputationRunsJustBeforeTheLayersBackward) {
       // the output layer's backward
       "loss.dlogits", "out.bias.dbias", "out.dA", "out.dB",
       // layer 1: recomputed, then its backward
-      "fc1/remat", "fc1.bias/remat", "fc1.relu.dx", "fc1.bias.dbias", "fc1.dA", "fc1.dB",
+      "fc1/remat", "fc1.bias/remat", "fc1.relu/remat", "fc1.relu.dx", "fc1.bias.dbias", "fc1.dA", "fc1.dB",
       // layer 0 likewise (no gradient for the batch)
-      "fc0/remat", "fc0.bias/remat", "fc0.relu.dx", "fc0.bias.dbias", "fc0.dB",
+      "fc0/remat", "fc0.bias/remat", "fc0.relu/remat", "fc0.relu.dx", "fc0.bias.dbias", "fc0.dB",
       // the update
       "fc0.w.update", "fc0.b.update", "fc1.w.update", "fc1.b.update", "out.w.update", "out.b.update"};
   EXPECT_EQ(o, want);
@@ -200,19 +210,23 @@ TEST(RematTest, MixedPrecisionRecomputationStillWaitsForTheBackward) {
 }
 
 // Activations live at the peak, by hand (fp32; the batch x [B, I] and labels [B] are always held: 576 B; the loss
-// 4 B, the logits and probabilities [B, C] 256 B each; B H = 2048 B):
-//   none: at the cross-entropy, both layers' biased values and ReLU outputs (4 B H) + x, labels + logits, loss,
-//         probabilities = 576 + 4 * 2048 + 516 = 9284 B.
-//   full: at the cross-entropy only the two ReLU outputs (each the next layer's input), 576 + 2 * 2048 + 516 =
-//         5188 B; the peak is in layer 1's recomputation, when its input, its recomputed product and biased value
-//         are live with the batch and the loss: 576 + 4 + 3 * 2048 = 6724 B.
-//   dots: the matmul outputs are kept in place of the biased values, but the biased value still exists until the
-//         ReLU has read it: at layer 1's ReLU, fc0, fc0.relu, fc1, fc1.bias and fc1.relu, 576 + 5 * 2048 = 10816 B,
-//         more than without recomputation. (An MLP's matmul output is as large as what follows it; dots pays off
-//         where the elementwise values outnumber the products, as in a Transformer: the next test.)
+// 4 B, the logits and probabilities [B, C] 256 B each; B H = 2048 B). A hidden layer's backward reads its input and
+// its ReLU output (the ReLU's gradient takes its mask from the output), never its matmul output or biased value.
+//   none: each layer's product and biased value die as the next op reads them; at the cross-entropy only the two
+//         ReLU outputs are held, 576 + 2 * 2048 + 516 = 5188 B. The peak is in the forward pass, at layer 1's bias
+//         add (or its ReLU): fc0.relu, fc1 and fc1.bias (fc1.bias and fc1.relu), 576 + 3 * 2048 = 6720 B.
+//   full: at the cross-entropy the same two ReLU outputs (each the next layer's input): 5188 B; the forward pass as
+//         without recomputation (6720 B); the peak is in layer 1's recomputation, when its input and its recomputed
+//         product and biased value (then biased value and ReLU output) are live with the batch and the loss:
+//         576 + 4 + 3 * 2048 = 6724 B, the loss's 4 B more than without recomputation. The MLP keeps for its backward
+//         only what the next layer reads anyway, so full recomputation saves it nothing.
+//   dots: the matmul outputs are kept, and the biased value exists until the ReLU has read it: at layer 1's ReLU,
+//         fc0, fc0.relu, fc1, fc1.bias and fc1.relu, 576 + 5 * 2048 = 10816 B, more than without recomputation. (An
+//         MLP's matmul output is as large as what follows it; dots pays off where the elementwise values outnumber
+//         the products, as in a Transformer: the next test.)
 TEST(RematTest, PeakActivationsByHand) {
   const double bh = B * H * F32;
-  EXPECT_EQ(activation_peak(plan_step(mlp("none")), 0), 576 + 4 * bh + 516);
+  EXPECT_EQ(activation_peak(plan_step(mlp("none")), 0), 576 + 3 * bh);
   EXPECT_EQ(activation_peak(plan_step(mlp("full")), 0), 576 + 4 + 3 * bh);
   EXPECT_EQ(activation_peak(plan_step(mlp("dots")), 0), 576 + 5 * bh);
 }

@@ -5,7 +5,9 @@ backward pass and the SGD update, one device or data parallel over D devices (th
 With --fused, the module after optimizations instead (one device): its fusions are the kernels podsim's own fusion
 pass makes of the built-in MLP step (a matmul with its bias and ReLU, the loss with its gradient, an input gradient
 with the gradient of the ReLU below it, a bias gradient alone, the first layer's weight gradient with its update), in
-the order podsim issues them.
+the order podsim issues them. The unfused module takes each ReLU's gradient mask from its input (x > 0), as
+jax.nn.relu's gradient does; the fused one from its output (a > 0, the same mask), as podsim's ReluGrad does, so that
+the pre-activation is not kept and each dense kernel writes the ReLU's output alone.
 
     python3 tools/hlo/mlp_module.py --batch 512 --input 1024 --hidden 2048 --layers 2 --classes 1024 \\
         [--devices 4 | --fused] [--lr 0.01] > mlp.hlo
@@ -140,15 +142,14 @@ def fused(a):
       "  ROOT %s = f32[] add(%a, %b)\n}\n")
     c("%max (a: f32[], b: f32[]) -> f32[] {\n  %a = f32[] parameter(0)\n  %b = f32[] parameter(1)\n"
       "  ROOT %m = f32[] maximum(%a, %b)\n}\n")
-    # A dense layer: matmul, bias, ReLU; its pre-activation kept for the backward pass.
+    # A dense layer: matmul, bias, ReLU; only the ReLU's output leaves the kernel (the backward takes its mask from it).
     for w in sorted(set(widths[:L])):
-        c("%%dense_%d (x: f32[%d,%d], w: f32[%d,%d], b: f32[%d]) -> (f32[%d,%d], f32[%d,%d]) {" % (w, B, w, w, H, H, B, H, B, H))
+        c("%%dense_%d (x: f32[%d,%d], w: f32[%d,%d], b: f32[%d]) -> f32[%d,%d] {" % (w, B, w, w, H, H, B, H))
         c("  %%x = f32[%d,%d] parameter(0)\n  %%w = f32[%d,%d] parameter(1)\n  %%b = f32[%d] parameter(2)" % (B, w, w, H, H))
         c("  %%h = f32[%d,%d] dot(%%x, %%w), lhs_contracting_dims={1}, rhs_contracting_dims={0}" % (B, H))
         c("  %%bb = f32[%d,%d] broadcast(%%b), dimensions={1}\n  %%z = f32[%d,%d] add(%%h, %%bb)" % (B, H, B, H))
         c("  %zero = f32[] constant(0)")
-        c("  %%zb = f32[%d,%d] broadcast(%%zero), dimensions={}\n  %%a = f32[%d,%d] maximum(%%z, %%zb)" % (B, H, B, H))
-        c("  ROOT %%t = (f32[%d,%d], f32[%d,%d]) tuple(%%z, %%a)\n}\n" % (B, H, B, H))
+        c("  %%zb = f32[%d,%d] broadcast(%%zero), dimensions={}\n  ROOT %%a = f32[%d,%d] maximum(%%z, %%zb)\n}\n" % (B, H, B, H))
     c("%%logits (x: f32[%d,%d], w: f32[%d,%d], b: f32[%d]) -> f32[%d,%d] {" % (B, H, H, C, C, B, C))
     c("  %%x = f32[%d,%d] parameter(0)\n  %%w = f32[%d,%d] parameter(1)\n  %%b = f32[%d] parameter(2)" % (B, H, H, C, C))
     c("  %%h = f32[%d,%d] dot(%%x, %%w), lhs_contracting_dims={1}, rhs_contracting_dims={0}" % (B, C))
@@ -174,13 +175,13 @@ def fused(a):
     for n in sorted({C, H}):
         c("%%colsum_%d (d: f32[%d,%d]) -> f32[%d] {\n  %%d = f32[%d,%d] parameter(0)\n  %%zero = f32[] constant(0)" % (n, B, n, n, B, n))
         c("  ROOT %%s = f32[%d] reduce(%%d, %%zero), dimensions={0}, to_apply=%%add\n}\n" % n)
-    # An input gradient with the gradient of the ReLU before it as its epilogue.
+    # An input gradient with the gradient of the ReLU before it as its epilogue, its mask from the ReLU's output.
     for n in sorted({C, H}):
-        c("%%dgrad_relu_%d (dy: f32[%d,%d], w: f32[%d,%d], z: f32[%d,%d]) -> f32[%d,%d] {" % (n, B, n, H, n, B, H, B, H))
-        c("  %%dy = f32[%d,%d] parameter(0)\n  %%w = f32[%d,%d] parameter(1)\n  %%z = f32[%d,%d] parameter(2)" % (B, n, H, n, B, H))
+        c("%%dgrad_relu_%d (dy: f32[%d,%d], w: f32[%d,%d], a: f32[%d,%d]) -> f32[%d,%d] {" % (n, B, n, H, n, B, H, B, H))
+        c("  %%dy = f32[%d,%d] parameter(0)\n  %%w = f32[%d,%d] parameter(1)\n  %%a = f32[%d,%d] parameter(2)" % (B, n, H, n, B, H))
         c("  %%da = f32[%d,%d] dot(%%dy, %%w), lhs_contracting_dims={1}, rhs_contracting_dims={1}" % (B, H))
         c("  %%zero = f32[] constant(0)\n  %%zb = f32[%d,%d] broadcast(%%zero), dimensions={}" % (B, H))
-        c("  %%pos = pred[%d,%d] compare(%%z, %%zb), direction=GT\n  ROOT %%dz = f32[%d,%d] select(%%pos, %%da, %%zb)\n}\n" % (B, H, B, H))
+        c("  %%pos = pred[%d,%d] compare(%%a, %%zb), direction=GT\n  ROOT %%dz = f32[%d,%d] select(%%pos, %%da, %%zb)\n}\n" % (B, H, B, H))
     # The first layer's weight gradient and its update; the others' updates.
     c("%%first_update (x: f32[%d,%d], dz: f32[%d,%d], w: f32[%d,%d]) -> f32[%d,%d] {" % (B, I, B, H, I, H, I, H))
     c("  %%x = f32[%d,%d] parameter(0)\n  %%dz = f32[%d,%d] parameter(1)\n  %%w = f32[%d,%d] parameter(2)" % (B, I, B, H, I, H))
@@ -209,12 +210,9 @@ def fused(a):
     for i, (p, s) in enumerate(params):
         e("  %%%s = %s parameter(%d)" % (p, ty(s), i))
     e("  %%x = f32[%d,%d] parameter(%d)\n  %%labels = s32[%d] parameter(%d)" % (B, I, n, B, n + 1))
-    act, zs = "x", []
-    dense = "(f32[%d,%d], f32[%d,%d])" % (B, H, B, H)
+    act = "x"
     for l in range(L):
-        e("  %%fc%d = %s fusion(%%%s, %%w%d, %%b%d), kind=kOutput, calls=%%dense_%d" % (l, dense, act, l, l, widths[l]))
-        e("  %%z%d = f32[%d,%d] get-tuple-element(%%fc%d), index=0" % (l, B, H, l))
-        e("  %%a%d = f32[%d,%d] get-tuple-element(%%fc%d), index=1" % (l, B, H, l))
+        e("  %%a%d = f32[%d,%d] fusion(%%%s, %%w%d, %%b%d), kind=kOutput, calls=%%dense_%d" % (l, B, H, act, l, l, widths[l]))
         act = "a%d" % l
     e("  %%out = f32[%d,%d] fusion(%%%s, %%wo, %%bo), kind=kOutput, calls=%%logits" % (B, C, act))
     e("  %%ce = (f32[], f32[%d,%d]) fusion(%%out, %%labels), kind=kInput, calls=%%loss" % (B, C))
@@ -233,7 +231,7 @@ def fused(a):
     # gradient with the ReLU's gradient below it, the update of the layer above, its weight gradient and its bias update.
     top = L - 1
     e("  %%gbo = f32[%d] fusion(%%dlogits), kind=kInput, calls=%%colsum_%d" % (C, C))
-    e("  %%dz%d = f32[%d,%d] fusion(%%dlogits, %%wo, %%z%d), kind=kOutput, calls=%%dgrad_relu_%d" % (top, B, H, top, C))
+    e("  %%dz%d = f32[%d,%d] fusion(%%dlogits, %%wo, %%a%d), kind=kOutput, calls=%%dgrad_relu_%d" % (top, B, H, top, C))
     grads = {"wo": "gwo", "bo": "gbo"}
     update("bo")
     e("  %%gwo = f32[%d,%d] dot(%%a%d, %%dlogits), lhs_contracting_dims={0}, rhs_contracting_dims={0}" % (H, C, top))
@@ -242,7 +240,7 @@ def fused(a):
         e("  %%gb%d = f32[%d] fusion(%%dz%d), kind=kInput, calls=%%colsum_%d" % (l, H, l, H))
         grads["b%d" % l] = "gb%d" % l
         if l > 0:
-            e("  %%dz%d = f32[%d,%d] fusion(%%dz%d, %%w%d, %%z%d), kind=kOutput, calls=%%dgrad_relu_%d" % (l - 1, B, H, l, l, l - 1, H))
+            e("  %%dz%d = f32[%d,%d] fusion(%%dz%d, %%w%d, %%a%d), kind=kOutput, calls=%%dgrad_relu_%d" % (l - 1, B, H, l, l, l - 1, H))
             update(above(l))
             e("  %%gw%d = f32[%d,%d] dot(%%a%d, %%dz%d), lhs_contracting_dims={0}, rhs_contracting_dims={0}" % (l, H, H, l - 1, l))
             grads["w%d" % l] = "gw%d" % l

@@ -77,9 +77,11 @@ void relu_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   view(o) = view(in(s, op, 0)).max(0.0f);
   ops::put(g, op, s, std::move(o));
 }
+// The mask comes from the ReLU's result (y > 0 exactly where x > 0), as TensorFlow's ReluGrad and PyTorch's
+// threshold_backward take it: the result is what the next layer keeps anyway, so the input need not be.
 std::vector<TensorId> relu_grad(GraphBuilder& b, const Op& op, const std::vector<TensorId>& dy) {
   const TensorInfo& x = b.graph().tensor(op.inputs[0]);
-  return {b.emit(op.name + ".dx", OpKind::ReluGrad, Phase::Backward, {dy[0], op.inputs[0]}, x.shape, x.dtype,
+  return {b.emit(op.name + ".dx", OpKind::ReluGrad, Phase::Backward, {dy[0], op.outputs[0]}, x.shape, x.dtype,
                  TensorRole::Gradient)};
 }
 OpCost relu_grad_cost(const ModelGraph& g, const Op& op) { return fusible(ops::vpu_cost(g, op, 2, 0, 0, 0, 1)); }
