@@ -7,7 +7,9 @@
 #include <functional>
 #include <random>
 
+#include "sim/config/loader.h"
 #include "workloads/builder.h"
+#include "workloads/i_workload.h"
 #include "workloads/ops/op_kind.h"
 #include "workloads/reference.h"
 #include "tests/unit/finite_difference.h"
@@ -123,6 +125,38 @@ TEST(GradientsTest, Elementwise) {
   check_gradients("gelu", [](GraphBuilder& b) { return b.gelu(b.param("x", {5, 8}), "gelu"); });
   check_gradients("mul", [](GraphBuilder& b) { return b.mul(b.param("a", {4, 6}), b.param("c", {4, 6}), "mul"); });
   check_gradients("silu", [](GraphBuilder& b) { return b.silu(b.param("x", {5, 8}), "silu"); });
+}
+
+// ReLU's gradient takes its mask from the ReLU's result (y > 0 exactly where x > 0), as TensorFlow's ReluGrad and
+// PyTorch's threshold_backward do: its inputs are (dy, y), never x. So in an MLP (linear -> ReLU -> linear) the
+// pre-activation, the bias add's output, is read by the ReLU alone and dies in the forward pass; the backward pass
+// reads the ReLU's output (which the next layer's weight gradient reads anyway).
+TEST(GradientsTest, ReluGradientReadsTheReluOutput) {
+  ModelGraph g("relu");
+  GraphBuilder b(g, DType::F32);
+  const TensorId x = b.param("x", {5, 8});
+  const TensorId y = b.relu(x, "relu");
+  const TensorId dy = g.add_tensor({"dy", g.tensor(y).shape, DType::F32, TensorRole::Input});
+  const Op relu = g.op(g.producer(y));
+  const std::vector<TensorId> dx = find_op_kind(OpKind::Relu)->grad(b, relu, {dy});
+  ASSERT_EQ(dx.size(), 1u);
+  const Op& grad = g.op(g.producer(dx[0]));
+  EXPECT_EQ(grad.kind, OpKind::ReluGrad);
+  EXPECT_EQ(grad.inputs, (std::vector<TensorId>{dy, y}));
+
+  Experiment e = load_experiment_text("hardware: {preset: tpu-v3}\nworkload: {model: mlp, batch: 4, input: 6, hidden: "
+                                      "8, layers: 1, classes: 3, dtype: fp32}\n",
+                                      "mlp.yaml");
+  const ModelGraph mlp = WorkloadRegistry::instance().make(e.workload)->build(e.params);
+  const TensorId pre = mlp.find_tensor("fc0.bias"), out = mlp.find_tensor("fc0.relu");
+  ASSERT_GE(pre, 0);
+  ASSERT_GE(out, 0);
+  std::vector<std::string> readers;
+  for (OpId c : mlp.consumers(pre)) readers.push_back(mlp.op(c).name + " " + phase_name(mlp.op(c).phase));
+  EXPECT_EQ(readers, std::vector<std::string>{"fc0.relu forward"});  // no backward reader: not kept
+  const Op& mask = mlp.op(mlp.producer(mlp.find_tensor("fc0.relu.dx")));
+  EXPECT_EQ(mask.kind, OpKind::ReluGrad);
+  EXPECT_EQ(mask.inputs.at(1), out);
 }
 
 TEST(GradientsTest, LayerNorm) {
