@@ -300,6 +300,16 @@ TEST(CnnOpsTest, ConvolutionGemmAndLayouts) {
     }
 }
 
+namespace {
+
+// A 3 x 3 convolution (same padding, 64 features in and out), its batch norm and ReLU: "conv", "bn", "relu".
+TensorId conv_bn_relu(GraphBuilder& b, TensorId x) {
+  TensorId h = b.conv2d(x, b.param("w", {3, 3, 64, 64}), win(3, 3, 1, 1, 1, 1, 1, 1), "conv");
+  return b.relu(b.batch_norm(h, b.param("g", {64}), b.param("b", {64}), 0, "bn"), "relu");
+}
+
+}  // namespace
+
 // conv -> batch-norm statistics -> normalization -> ReLU -> conv, as XLA fuses it: the statistics come out of the
 // first convolution's kernel (multi-output fusion); normalization and ReLU, which read one activation-sized tensor,
 // are recomputed inside the second convolution's kernel (producer duplication) and never stored. With either
@@ -307,9 +317,7 @@ TEST(CnnOpsTest, ConvolutionGemmAndLayouts) {
 TEST(CnnOpsTest, BatchNormFusesAsXlaDoes) {
   ModelGraph g("fuse");
   GraphBuilder b(g, DType::BF16);
-  TensorId x = b.input("x", {8, 8, 8, 64}, DType::BF16);
-  TensorId h = b.conv2d(x, b.param("w", {3, 3, 64, 64}), win(3, 3, 1, 1, 1, 1, 1, 1), "conv");
-  h = b.relu(b.batch_norm(h, b.param("g", {64}), b.param("b", {64}), 0, "bn"), "relu");
+  TensorId h = conv_bn_relu(b, b.input("x", {8, 8, 8, 64}, DType::BF16));
   b.conv2d(h, b.param("w2", {3, 3, 64, 64}), win(3, 3, 1, 1, 1, 1, 1, 1), "conv2");
   std::vector<OpId> order = g.topological_order();
   auto names = [&](const FusionGroup& fg, bool recomputed) {
@@ -405,9 +413,7 @@ TEST(CnnOpsTest, SiblingBatchNormSumsComeOutOfOneConvolutionKernel) {
 TEST(CnnOpsTest, BatchNormGradientAloneIsItsSumsThenItsPass) {
   ModelGraph g("two_pass");
   GraphBuilder b(g, DType::BF16);
-  TensorId x = b.input("x", {8, 16, 16, 64}, DType::BF16);
-  TensorId h = b.conv2d(x, b.param("w", {3, 3, 64, 64}), win(3, 3, 1, 1, 1, 1, 1, 1), "conv");
-  h = b.relu(b.batch_norm(h, b.param("g", {64}), b.param("b", {64}), 0, "bn"), "relu");
+  TensorId h = conv_bn_relu(b, b.input("x", {8, 16, 16, 64}, DType::BF16));
   TensorId p = b.max_pool(h, win(2, 2, 2, 2, 0, 0, 0, 0), "pool");
   TensorId loss = b.softmax_cross_entropy(b.reshape(p, {8 * 8 * 8, 64}, "flat"), b.label("labels", {8 * 8 * 8}), "loss");
   b.backward(loss);
