@@ -114,3 +114,26 @@ TEST(ConvMechanismsTest, TwoCoresSplitTheContractionOfAFilterGradient) {
   // Half the contraction per core: the same folds per MXU as splitting the columns.
   EXPECT_EQ(traffic["mxu"]["folds_per_mxu"], order["mxu"]["folds_per_mxu"]);
 }
+
+// A 1 x 1 convolution of stride 2 reads only the positions its windows touch: every other row and column, a quarter
+// of the input, as each position of the TPU's image layout is stored as tiles of its own (the SSD profile's strided
+// 1 x 1 convolutions run faster than the whole input could be read). Its input gradient still writes every
+// position of dx (zeros between the strided ones).
+TEST(ConvMechanismsTest, AStridedOneByOneConvolutionReadsTheRowsAndColumnsItUses) {
+  auto op = [](const std::string& direction) {
+    const std::string yaml =
+        "hardware: {preset: tpu-v3, chip: {tensorcores: 1}}\n"
+        "workload: {model: conv, batch: 16, height: 32, width: 32, in_features: 128, out_features: 256,\n"
+        "           kernel: [1, 1], stride: 2, padding: valid, direction: " + direction + ", dtype: bf16}\n"
+        "run: {trace: {format: \"off\"}}\n";
+    auto s = simulate_in_child(yaml);
+    EXPECT_FALSE(s.contains("error")) << s.dump();
+    return s["ops"][0];
+  };
+  const double dy = 16.0 * 16 * 16 * 256 * 2;  // the 16 x 16 result (or its gradient)
+  EXPECT_DOUBLE_EQ(op("forward")["hbm_read"].get<double>(), kX / 4 + kW);
+  EXPECT_DOUBLE_EQ(op("filter_grad")["hbm_read"].get<double>(), kX / 4 + dy);
+  const auto dx = op("input_grad");
+  EXPECT_DOUBLE_EQ(dx["hbm_read"].get<double>(), dy + kW);
+  EXPECT_DOUBLE_EQ(dx["hbm_write"].get<double>(), kX);
+}
