@@ -61,6 +61,9 @@ struct ExecOp {
   HbmPattern read_pattern = HbmPattern::Stream;
   HbmPattern write_pattern = HbmPattern::Stream;
   double read_run = 0;       // run length of strided or gathered traffic
+  // HBM bytes the op holds only while it runs, beyond its outputs: the partial results of the cores that do not
+  // own the output when it is split along its contraction (run.core_split), until the cores have added them.
+  double scratch = 0;
   int groups = 1;            // tile groups the op is pipelined in (load g+1 while computing g)
   // Mxu: the fused vector work runs beside the MXU, not between its streams (a convolution's emitter interleaves its
   // batch-norm and ReLU work with the pushes: run.conv_overlap); the result pops stay serial.

@@ -285,6 +285,7 @@ void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, const
   double c_all = ic.stored_bytes();  // as matmul_out_write counts them
   double c_core = t.hbm_write;  // this core's result bytes
   double out_fraction = c_all > 0 ? epi.matmul_out_write / c_all : 1.0;
+  if (k < a.k) e.scratch = (used - 1) * c_core;  // a K split: the other cores' partials of the whole output
   e.core_hbm_read = t.hbm_read + epi.read / used;
   e.core_hbm_write = c_core * out_fraction + epi.write / used;
   if (!t.fits && t.n_tiles > 1) {

@@ -120,7 +120,9 @@ MemoryPlan plan_memory(const ModelGraph& g, const ExecProgram& ep) {
         }
     }
     for (TensorId t : e.hbm_writes) add(t);
+    now.temporaries += e.scratch;
     record_peak(static_cast<int32_t>(i));
+    now.temporaries -= e.scratch;
     // Free what this op read last (itself or through a view), and outputs nobody reads that are not step results.
     for (TensorId t : dies_at[i])
       if (!persistent(g.tensor(t).role)) remove(t);

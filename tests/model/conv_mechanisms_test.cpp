@@ -77,7 +77,9 @@ nlohmann::json two_core_conv(const std::string& direction, const std::string& sp
   auto s = simulate_in_child(yaml);
   EXPECT_FALSE(s.contains("error")) << s.dump();
   EXPECT_EQ(s["ops"].size(), 1u);
-  return s["ops"][0];
+  nlohmann::json op = s["ops"][0];
+  op["temporaries_at_peak"] = s["memory"]["at_peak"]["temporaries"];
+  return op;
 }
 
 constexpr double kX = 16.0 * 32 * 32 * 128 * 2;   // the input, bf16
@@ -113,6 +115,9 @@ TEST(ConvMechanismsTest, TwoCoresSplitTheContractionOfAFilterGradient) {
   EXPECT_DOUBLE_EQ(order["hbm_write"].get<double>(), kW);
   // Half the contraction per core: the same folds per MXU as splitting the columns.
   EXPECT_EQ(traffic["mxu"]["folds_per_mxu"], order["mxu"]["folds_per_mxu"]);
+  // While it runs, the second core's partial gradient of the whole filter is held in HBM as a temporary.
+  EXPECT_DOUBLE_EQ(traffic["temporaries_at_peak"].get<double>(), kW);
+  EXPECT_DOUBLE_EQ(order["temporaries_at_peak"].get<double>(), 0.0);
 }
 
 // A 1 x 1 convolution of stride 2 reads only the positions its windows touch: every other row and column, a quarter
