@@ -1,31 +1,26 @@
 // The convolutional ops (workloads/ops/conv2d.cpp, pool.cpp, batch_norm.cpp): forward kernels against direct
 // loops written here, gradients against central finite differences of a loss, the MXU mapping and the bytes in
-// XLA's layouts of convolutions and batch norm against hand counts, XLA-style fusion of batch norm, and groups of
-// consecutive ranks.
+// XLA's layouts of convolutions and batch norm against hand counts, and groups of consecutive ranks (their fusion:
+// cnn_fusion_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <functional>
 #include <random>
 
-#include "hw/compiler/fusion.h"
 #include "plan/mesh.h"
 #include "workloads/builder.h"
 #include "workloads/layout.h"
 #include "workloads/ops/op_kind.h"
 #include "base/error.h"
 #include "workloads/reference.h"
+#include "tests/unit/cnn_test_util.h"
 #include "tests/unit/finite_difference.h"
 
 using namespace podsim;
+using podsim::test::win;
 
 namespace {
-
-OpAttrs::Window win(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pb, int64_t pl, int64_t pr) {
-  OpAttrs::Window w;
-  w.kh = kh, w.kw = kw, w.sh = sh, w.sw = sw, w.pt = pt, w.pb = pb, w.pl = pl, w.pr = pr;
-  return w;
-}
 
 void randomise(const ModelGraph& g, TensorStore& s, uint64_t seed) {
   init_step_inputs(g, s, seed);
@@ -300,147 +295,6 @@ TEST(CnnOpsTest, ConvolutionGemmAndLayouts) {
     }
 }
 
-namespace {
-
-// A 3 x 3 convolution (same padding, 64 features in and out), its batch norm and ReLU: "conv", "bn", "relu".
-TensorId conv_bn_relu(GraphBuilder& b, TensorId x) {
-  TensorId h = b.conv2d(x, b.param("w", {3, 3, 64, 64}), win(3, 3, 1, 1, 1, 1, 1, 1), "conv");
-  return b.relu(b.batch_norm(h, b.param("g", {64}), b.param("b", {64}), 0, "bn"), "relu");
-}
-
-}  // namespace
-
-// conv -> batch-norm statistics -> normalization -> ReLU -> conv, as XLA fuses it: the statistics come out of the
-// first convolution's kernel (multi-output fusion); normalization and ReLU, which read one activation-sized tensor,
-// are recomputed inside the second convolution's kernel (producer duplication) and never stored. With either
-// mechanism off, the statistics and the normalization are kernels of their own again.
-TEST(CnnOpsTest, BatchNormFusesAsXlaDoes) {
-  ModelGraph g("fuse");
-  GraphBuilder b(g, DType::BF16);
-  TensorId h = conv_bn_relu(b, b.input("x", {8, 8, 8, 64}, DType::BF16));
-  b.conv2d(h, b.param("w2", {3, 3, 64, 64}), win(3, 3, 1, 1, 1, 1, 1, 1), "conv2");
-  std::vector<OpId> order = g.topological_order();
-  auto names = [&](const FusionGroup& fg, bool recomputed) {
-    std::vector<std::string> out;
-    for (const FusionMember& m : fg.members)
-      if (m.recomputed == recomputed) out.push_back(g.op(m.op).name);
-    return out;
-  };
-  const auto groups = fuse(g, order, {});
-  ASSERT_EQ(groups.size(), 2u);
-  EXPECT_EQ(groups[0].kind, FusionKind::Output);
-  EXPECT_EQ(names(groups[0], false), (std::vector<std::string>{"conv", "bn.stats"}));
-  EXPECT_EQ(names(groups[1], false), (std::vector<std::string>{"conv2"}));
-  EXPECT_EQ(names(groups[1], true), (std::vector<std::string>{"bn", "relu"}));
-  FusionOptions no_dup;
-  no_dup.duplicate = false;
-  const auto kept = fuse(g, order, no_dup);
-  ASSERT_EQ(kept.size(), 3u);
-  EXPECT_EQ(kept[1].kind, FusionKind::Loop);
-  EXPECT_EQ(names(kept[1], false), (std::vector<std::string>{"bn", "relu"}));
-  FusionOptions apart;
-  apart.multi_output = false;
-  apart.duplicate = false;
-  const auto alone = fuse(g, order, apart);
-  ASSERT_EQ(alone.size(), 4u);
-  EXPECT_EQ(g.op(alone[1].members[0].op).kind, OpKind::BatchNormStats);
-}
-
-namespace {
-
-// Where each op of `g` runs after fusion: (group index, pass, recomputed) per appearance, by name.
-struct Placement {
-  size_t group;
-  MemberPass pass;
-  bool recomputed;
-};
-std::vector<Placement> placements(const ModelGraph& g, const std::vector<FusionGroup>& groups, const std::string& name) {
-  std::vector<Placement> out;
-  for (size_t i = 0; i < groups.size(); ++i)
-    for (const FusionMember& m : groups[i].members)
-      if (g.op(m.op).name == name) out.push_back({i, m.pass, m.recomputed});
-  return out;
-}
-size_t group_of(const ModelGraph& g, const std::vector<FusionGroup>& groups, const std::string& name) {
-  for (const Placement& p : placements(g, groups, name))
-    if (!p.recomputed) return p.group;
-  return groups.size();
-}
-
-}  // namespace
-
-// A block's two branches (conv + batch norm each) added and ReLU'd, then a convolution: backward, the gradient of
-// the sum opens both batch-norm gradients, and the kernel that makes it (the last convolution's input gradient,
-// which takes the ReLU gradient) writes the sums of both beside its result, as the SSD profile's input-gradient
-// fusions of a block with a projection shortcut write three per-channel sums. Without multi-output fusion each
-// sums pass is a kernel of its own.
-TEST(CnnOpsTest, SiblingBatchNormSumsComeOutOfOneConvolutionKernel) {
-  ModelGraph g("siblings");
-  GraphBuilder b(g, DType::BF16);
-  TensorId x = b.input("x", {8, 8, 8, 64}, DType::BF16);
-  TensorId h = b.conv2d(x, b.param("w0", {1, 1, 64, 64}), win(1, 1, 1, 1, 0, 0, 0, 0), "conv0");
-  TensorId c = b.batch_norm(b.conv2d(h, b.param("wc", {1, 1, 64, 64}), win(1, 1, 1, 1, 0, 0, 0, 0), "convc"),
-                            b.param("gc", {64}), b.param("bc", {64}), 0, "bnc");
-  TensorId d = b.batch_norm(b.conv2d(h, b.param("wd", {1, 1, 64, 64}), win(1, 1, 1, 1, 0, 0, 0, 0), "convd"),
-                            b.param("gd", {64}), b.param("bd", {64}), 0, "bnd");
-  TensorId y = b.relu(b.add(c, d, "add"), "relu");
-  TensorId z = b.conv2d(y, b.param("w3", {1, 1, 64, 16}), win(1, 1, 1, 1, 0, 0, 0, 0), "conv3");
-  TensorId loss = b.softmax_cross_entropy(b.reshape(z, {8 * 8 * 8, 16}, "flat"), b.label("labels", {8 * 8 * 8}), "loss");
-  b.backward(loss);
-  const std::vector<OpId> order = g.topological_order();
-  const auto groups = fuse(g, order, {});
-  const size_t dx = group_of(g, groups, "conv3.dx");
-  ASSERT_LT(dx, groups.size());
-  for (const char* bn : {"bnc.grad", "bnd.grad"}) {
-    SCOPED_TRACE(bn);
-    const auto at = placements(g, groups, bn);
-    bool sums_in_dx = false;
-    for (const Placement& p : at) sums_in_dx = sums_in_dx || (p.group == dx && p.pass == MemberPass::Reduce);
-    EXPECT_TRUE(sums_in_dx);
-  }
-  FusionOptions apart;
-  apart.multi_output = false;
-  const auto alone = fuse(g, order, apart);
-  const size_t dx_alone = group_of(g, alone, "conv3.dx");
-  for (const char* bn : {"bnc.grad", "bnd.grad"})
-    for (const Placement& p : placements(g, alone, bn)) EXPECT_NE(p.group, dx_alone) << bn;
-}
-
-// A batch-norm gradient whose upstream gradient comes from a kernel that cannot take it (max pooling's
-// select-and-scatter) is two kernels, as XLA emits it: its sums with the ReLU gradient (a reduction fusion), and
-// its elementwise pass, which the filter gradient, a convolution, recomputes from the upstream gradient and the
-// saved raw result instead of reading a stored dx. With fusion off it is one op reading its inputs twice.
-TEST(CnnOpsTest, BatchNormGradientAloneIsItsSumsThenItsPass) {
-  ModelGraph g("two_pass");
-  GraphBuilder b(g, DType::BF16);
-  TensorId h = conv_bn_relu(b, b.input("x", {8, 16, 16, 64}, DType::BF16));
-  TensorId p = b.max_pool(h, win(2, 2, 2, 2, 0, 0, 0, 0), "pool");
-  TensorId loss = b.softmax_cross_entropy(b.reshape(p, {8 * 8 * 8, 64}, "flat"), b.label("labels", {8 * 8 * 8}), "loss");
-  b.backward(loss);
-  const std::vector<OpId> order = g.topological_order();
-  const auto groups = fuse(g, order, {});
-  const auto at = placements(g, groups, "bn.grad");
-  const size_t dw = group_of(g, groups, "conv.dw");
-  ASSERT_LT(dw, groups.size());
-  bool sums = false, pass_in_dw = false;
-  for (const Placement& q : at) {
-    EXPECT_NE(q.pass, MemberPass::All);
-    if (q.pass == MemberPass::Reduce && !q.recomputed) {
-      sums = true;
-      EXPECT_EQ(groups[q.group].kind, FusionKind::Reduction);
-      EXPECT_EQ(q.group, group_of(g, groups, "relu.dx"));  // the ReLU gradient feeds the sums in one kernel
-    }
-    pass_in_dw = pass_in_dw || (q.group == dw && q.pass == MemberPass::Apply && q.recomputed);
-  }
-  EXPECT_TRUE(sums);
-  EXPECT_TRUE(pass_in_dw);
-  FusionOptions off;
-  off.enabled = false;
-  for (const Placement& q : placements(g, fuse(g, order, off), "bn.grad")) EXPECT_EQ(q.pass, MemberPass::All);
-}
-
-// Runs of consecutive ranks: on a ring of 8 on x, groups of 2 are lines of neighbours; on data = x(4) x y(2), a
-// block of 4 is the x ring and a block of 8 the whole axis.
 TEST(CnnOpsTest, GroupsOfConsecutiveRanks) {
   Torus t({8, 2}, {true, true});
   Mesh m = Mesh::layout({"data"}, {16}, t, {});
