@@ -238,6 +238,9 @@ void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, const
   };
   if (splits.empty()) consider("none", a.batch, a.m, a.k, a.n, 1);
   for (const Split& sp : splits) {
+    // A K split moves at least A + B + 3C (each operand read once, a whole partial written by every core and the
+    // partials read back): not worth tiling when another split already moves no more.
+    if (sp.k < a.k && best >= 0 && t.tiles && a_bytes + b_bytes + 3 * c_bytes >= best) continue;
     consider(sp.name, sp.batch, sp.m, sp.k, sp.n, static_cast<int>(cores));
     if (!opts.core_split_traffic) break;
   }
