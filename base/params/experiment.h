@@ -21,6 +21,9 @@ struct MxuConfig {
   // Cycles each fold's weight push occupies the array's input port, when weights and left-operand rows enter through
   // one port (docs/model.md, MXU): double buffering hides the weight shift, not the push. 0: a separate weight path.
   int64_t weight_push = 0;
+  // A fold holding fewer weight rows than R (K's share below R) loads only those rows, one per cycle, so its load
+  // hides behind a stream of that many rows rather than R (docs/model.md, MXU). false: every load takes R cycles.
+  bool load_rows_held = true;
   // Cycles the vector unit spends on each (sublanes x lanes) vector of results it pops from an MXU's result buffer
   // and stores to VMEM (docs/model.md, MXU). > 0: the results leave through the vector unit that also feeds the MXU,
   // so an output tile's pops and its epilogue run between the MXU's streams, not beside them. 0: a path of their

@@ -46,6 +46,11 @@ std::vector<ParamSpec> hardware_param_specs() {
                  "the first takes max(M + push, R) cycles instead of max(M, R). 0: weights arrive on a path of their own.")
           .range(0, 1 << 20)
           .def("0"),
+      P::boolean("hardware.chip.mxu.load_rows_held",
+                 "With weight double buffering, a fold holding fewer weight rows than R (K below R, the image's batch "
+                 "of a batch-minor filter gradient) loads only those rows, one per cycle, so a fold takes "
+                 "max(M + push, rows held) cycles. false: every load takes R cycles, max(M + push, R).")
+          .def("true"),
       P::integer("hardware.chip.mxu.result_pop",
                  "Cycles the vector unit spends on each vector (sublanes x lanes) of MXU results it pops from the "
                  "result buffer, converts and stores to VMEM. > 0: results leave through the vector unit that also "

@@ -119,7 +119,10 @@ void Chip::dispatch(int32_t op) {
       auto gemm = [&](int64_t k, int64_t core_folds, int64_t rows) {
         MxuShape shape{m_cfg.mxu.rows, m_cfg.mxu.cols, m_cfg.mxu.weight_double_buffer, m_cfg.mxu.weight_push};
         const int64_t k_folds = ceil_div(k, m_cfg.mxu.rows);
-        if (k_folds > 0) shape.weight_push = ceil_div(m_cfg.mxu.weight_push * k, k_folds * m_cfg.mxu.rows);
+        if (k_folds > 0) {
+          shape.weight_push = ceil_div(m_cfg.mxu.weight_push * k, k_folds * m_cfg.mxu.rows);
+          if (m_cfg.mxu.load_rows_held) shape.weight_rows = ceil_div(k, k_folds);
+        }
         return mxu_cycles(shape, ceil_div(core_folds, m_cfg.mxu.count), rows);
       };
       int64_t cycles = 0;

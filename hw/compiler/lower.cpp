@@ -176,8 +176,7 @@ void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, const
     if (a.fed_n > 0) a.n = a.fed_n;
     if (a.fed_swap) {
       std::swap(a_bytes, b_bytes);
-      a.a_shared = true;
-      a.b_shared = false;
+      std::swap(a.a_shared, a.b_shared);
     }
   }
   const TensorInfo& ic = g.tensor(op.outputs[0]);

@@ -25,6 +25,7 @@ struct MxuShape {
   int64_t cols = 128;  // C
   bool double_buffer = true;
   int64_t weight_push = 0;  // cycles a fold's weight push holds the input port (shared with the rows); 0: own path
+  int64_t weight_rows = 0;  // rows of weights a fold holds (K's share, <= R): their load takes as many cycles; 0: R
 };
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

@@ -76,13 +76,13 @@ TEST(ChipTest, ReferenceModeTakesTheWeightStationaryFormulaForEveryShape) {
 
 TEST(ChipTest, TpuModeStreamsMInAccumulatorChunks) {
   // 4096 x 128 x 4096 with 64-row accumulators: 64 chunks x 32 folds = 2048 folds of max(64, 128) cycles each:
-  // 128 + 64 + 2047 x 128 + 254 = 262,462. With the default 2048 rows, 2 chunks x 32 folds of 2048 rows:
-  // 128 + 2048 + 63 x 2048 + 254 = 131,454.
+  // 128 + 64 + 2047 x 128 + 254 = 262,462. With the v3 preset's 1024 rows, 4 chunks x 32 folds of 1024 rows:
+  // 128 + 1024 + 127 x 1024 + 254 = 131,454 (the same: with the loads hidden a chunk costs only its rows).
   auto small = simulate_in_child(matmul(4096, 128, 4096), mxu_only({"hardware.chip.mxu.accumulator_rows=64"}));
   auto dflt = simulate_in_child(matmul(4096, 128, 4096), mxu_only());
   ASSERT_FALSE(small.contains("error") || dflt.contains("error")) << small.dump() << dflt.dump();
   EXPECT_EQ(small["ops"][0]["mxu"]["m_chunks"].get<int64_t>(), 64);
-  EXPECT_EQ(dflt["ops"][0]["mxu"]["m_chunks"].get<int64_t>(), 2);
+  EXPECT_EQ(dflt["ops"][0]["mxu"]["m_chunks"].get<int64_t>(), 4);
   expect_time_in_cycles(small["ops"][0], 262462);
   expect_time_in_cycles(dflt["ops"][0], 131454);
 }
@@ -108,21 +108,25 @@ TEST(ChipTest, WeightPushTakesTheInputPort) {
   // weight_push). 2048 x 1024 x 128 on one MXU: 8 folds of 2048 rows, 128 + 2048 + 7 x (2048 + 128) + 254 = 17,662
   // cycles (without the push: 16,766). With M = 32 < R the weight shift decides as before unless the push and the
   // rows take longer: 8 folds of 32 rows, 128 + 32 + 7 x max(32 + 128, 128) + 254 = 1,534 (without: 1,310).
+  // (Folds of up to 2048 rows here; the v3 preset streams 1024, below.)
+  const std::string rows2048 = "hardware.chip.mxu.accumulator_rows=2048";
   for (auto [m, with, without] : {std::tuple<int64_t, int64_t, int64_t>{2048, 17662, 16766}, {32, 1534, 1310}}) {
-    auto push = simulate_in_child(matmul(m, 1024, 128), mxu_only({"hardware.chip.mxu.weight_push=128"}));
-    auto own = simulate_in_child(matmul(m, 1024, 128), mxu_only());
+    auto push = simulate_in_child(matmul(m, 1024, 128), mxu_only({"hardware.chip.mxu.weight_push=128", rows2048}));
+    auto own = simulate_in_child(matmul(m, 1024, 128), mxu_only({rows2048}));
     ASSERT_FALSE(push.contains("error") || own.contains("error")) << push.dump() << own.dump();
     EXPECT_EQ(push["ops"][0]["cycles"].get<int64_t>(), with) << m;
     EXPECT_EQ(own["ops"][0]["cycles"].get<int64_t>(), without) << m;
   }
   // A fold pushes only the weight rows it holds: K = 64 (an attention head) pushes 64 rows. 2048 x 64 x 256 is 2
   // folds of 2048 rows: 128 + 2048 + (2048 + 64) + 254 = 4542 (a whole 128-row push would give 4606).
-  auto shallow = simulate_in_child(matmul(2048, 64, 256), mxu_only({"hardware.chip.mxu.weight_push=128"}));
+  auto shallow =
+      simulate_in_child(matmul(2048, 64, 256), mxu_only({"hardware.chip.mxu.weight_push=128", rows2048}));
   ASSERT_FALSE(shallow.contains("error")) << shallow.dump();
   EXPECT_EQ(shallow["ops"][0]["cycles"].get<int64_t>(), 4542);
-  // The preset carries it.
+  // The preset carries it: v3 pushes R / 2 = 64 cycles a fold and streams 1024-row chunks, so 2 chunks x 8 folds
+  // of 1024 rows: 128 + 1024 + 15 x (1024 + 64) + 254 = 17,726.
   auto v3 = simulate_in_child(matmul(2048, 1024, 128), {"hardware.chip.tensorcores=1", "hardware.chip.mxu.count=1"});
-  EXPECT_EQ(v3["ops"][0]["cycles"].get<int64_t>(), 17662);
+  EXPECT_EQ(v3["ops"][0]["cycles"].get<int64_t>(), 17726);
 }
 
 TEST(ChipTest, ResultsLeaveThroughTheVectorUnit) {
@@ -158,18 +162,18 @@ TEST(ChipTest, ResultsLeaveThroughTheVectorUnit) {
 }
 
 TEST(ChipTest, EveryTpuPresetFeedsItsMxusThroughTheVectorRegisters) {
-  // Every TPU since v2 pushes an MXU's weights through the port its rows use (one weight row per cycle: P = R) and
-  // pops its results through the vector unit (2 cycles per 8 x 128 vector), the values fitted on v3 (above). On one
-  // MXU with an HBM that takes no time, by hand:
-  //   128 x 128 arrays, 2048 x 1024 x 128: 8 folds of 2048 rows, 128 + 2048 + 7 x (2048 + 128) + 254 = 17,662
-  //     MXU cycles, then 2048 / 8 x 128 / 128 = 256 result vectors: 512 pop cycles, 18,174 in all;
-  //   v6e's 256 x 256 arrays, 2048 x 1024 x 256: 4 folds, 256 + 2048 + 3 x (2048 + 256) + 510 = 9,726 MXU cycles,
-  //     2048 / 8 x 256 / 128 = 512 vectors: 1,024 pop cycles, 10,750 in all.
-  // (Without the data path these would be 16,766 and 9,294: the array alone.) The op's time is that within a few
+  // Every TPU since v2 pushes an MXU's weights through the port its rows use (two bf16 weight rows per cycle:
+  // P = R / 2), streams at most 1024 rows per fold and pops its results through the vector unit (2 cycles per
+  // 8 x 128 vector), the values fitted on v3 (above). On one MXU with an HBM that takes no time, by hand:
+  //   128 x 128 arrays, 2048 x 1024 x 128: 2 chunks x 8 folds of 1024 rows, 128 + 1024 + 15 x (1024 + 64) + 254 =
+  //     17,726 MXU cycles, then 2 x 1024 / 8 x 128 / 128 = 256 result vectors: 512 pop cycles, 18,238 in all;
+  //   v6e's 256 x 256 arrays, 2048 x 1024 x 256: 2 chunks x 4 folds, 256 + 1024 + 7 x (1024 + 128) + 510 = 9,854
+  //     MXU cycles, 2048 / 8 x 256 / 128 = 512 vectors: 1,024 pop cycles, 10,878 in all.
+  // (Without the data path these would be 16,766 and 8,958: the array alone.) The op's time is that within a few
   // cycles: each tile group's load and write end on a clock edge.
   for (auto [preset, n, mxu, pops] : std::vector<std::tuple<std::string, int64_t, int64_t, int64_t>>{
-           {"tpu-v2", 128, 17662, 512}, {"tpu-v3", 128, 17662, 512}, {"tpu-v4", 128, 17662, 512},
-           {"tpu-v5e", 128, 17662, 512}, {"tpu-v5p", 128, 17662, 512}, {"tpu-v6e", 256, 9726, 1024}}) {
+           {"tpu-v2", 128, 17726, 512}, {"tpu-v3", 128, 17726, 512}, {"tpu-v4", 128, 17726, 512},
+           {"tpu-v5e", 128, 17726, 512}, {"tpu-v5p", 128, 17726, 512}, {"tpu-v6e", 256, 9854, 1024}}) {
     std::vector<std::string> sets = mxu_only();
     sets.resize(sets.size() - 2);  // keep the preset's weight_push and result_pop
     auto s = simulate_in_child(matmul(2048, 1024, n, "bf16", preset), sets);

@@ -142,3 +142,32 @@ TEST(ConvMechanismsTest, AStridedOneByOneConvolutionReadsTheRowsAndColumnsItUses
   EXPECT_DOUBLE_EQ(dx["hbm_read"].get<double>(), dy + kW);
   EXPECT_DOUBLE_EQ(dx["hbm_write"].get<double>(), kX);
 }
+
+// The filter gradient of a convolution over a batch-minor input (the network's image, its batch on the lanes), on
+// one TensorCore of a v3 chip: 16 images of 32 x 32 x 3, a 7 x 7 stride-2 window, 64 output features, so
+// 16 x 16 output positions. As the forward does, each position holds its window (the batch on the array's K = 16
+// rows, the 7 x 7 taps' 4-sublane channels on N = 196 columns: 2 folds of 128) and streams the output gradient's
+// 64 features (M = 64), the positions' sums adding in the accumulators: 256 x 2 = 512 folds, 256 on each MXU.
+// A fold holding 16 weight rows pushes 64 x 16 / 128 = 8 cycles and loads in 16 (hardware.chip.mxu.load_rows_held):
+// each fold after the first takes max(64 + 8, 16) = 72 cycles; with every load taking R, max(72, 128) = 128.
+TEST(ConvMechanismsTest, ABatchMinorFilterGradientHoldsTheWindowAndLoadsOnlyItsRows) {
+  const char* stem =
+      "hardware: {preset: tpu-v3, chip: {tensorcores: 1}}\n"
+      "workload: {model: conv, batch: 16, height: 32, width: 32, in_features: 3, out_features: 64, kernel: [7, 7],\n"
+      "           stride: 2, padding: same, direction: filter_grad, dtype: bf16, input_layout: batch_minor}\n"
+      "run: {trace: {format: \"off\"}}\n";
+  auto held = simulate_in_child(stem, {});
+  auto full = simulate_in_child(stem, {"hardware.chip.mxu.load_rows_held=false"});
+  ASSERT_FALSE(held.contains("error")) << held.dump();
+  ASSERT_FALSE(full.contains("error")) << full.dump();
+  const auto& m = held["ops"][0]["mxu"];
+  EXPECT_EQ(m["batch"].get<int64_t>(), 16 * 16);
+  EXPECT_EQ(m["m"].get<int64_t>(), 64);
+  EXPECT_EQ(m["k"].get<int64_t>(), 16);
+  EXPECT_EQ(m["n"].get<int64_t>(), 7 * 7 * 4);
+  EXPECT_EQ(m["n_pad"].get<int64_t>(), 256);
+  EXPECT_EQ(m["folds_per_mxu"].get<int64_t>(), 256);
+  const int64_t R = 128, fill = R + 64, drain = R + 128 - 2;
+  EXPECT_EQ(held["ops"][0]["cycles"].get<int64_t>(), fill + 255 * 72 + drain);
+  EXPECT_EQ(full["ops"][0]["cycles"].get<int64_t>(), fill + 255 * 128 + drain);
+}

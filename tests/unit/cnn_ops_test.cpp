@@ -397,8 +397,9 @@ TEST(CnnOpsTest, ConvolutionCostInEachDirection) {
 
 // The filter gradient of a convolution over the network's input, which XLA stores batch-minor: x [8, 9, 9, 3]
 // takes 9 x 9 x 4 (3 channels on 4 sublanes) x 128 (8 images on the lanes). Fed per output position (5 x 5 of
-// them, summed into one result), each holds the 3 x 3 taps' 4-sublane channels (M = 36) and contracts the batch
-// (K = 8) into the 16 output features; the MXU's result leaves it once.
+// them, summed into one result) as the forward is: the window is held, its 3 x 3 taps' 4-sublane channels on the
+// array's columns (N = 36) and the batch on its rows (K = 8), and the output gradient's 16 features stream through
+// (M = 16, the op's second operand); the MXU's result leaves it once.
 TEST(CnnOpsTest, FilterGradientOfABatchMinorInputSumsThePositions) {
   constexpr int64_t B = 8, H = 9, W = 9, Ci = 3, Co = 16, Ho = 5, Wo = 5;
   constexpr double bf16 = 2;
@@ -420,11 +421,13 @@ TEST(CnnOpsTest, FilterGradientOfABatchMinorInputSumsThePositions) {
   EXPECT_EQ(d.k, B * Ho * Wo);
   EXPECT_EQ(d.n, Co);
   EXPECT_EQ(d.fed_batch, Ho * Wo);
-  EXPECT_EQ(d.fed_m, 3 * 3 * 4);
+  EXPECT_EQ(d.fed_m, Co);
   EXPECT_EQ(d.fed_k, B);
-  EXPECT_EQ(d.fed_n, Co);
+  EXPECT_EQ(d.fed_n, 3 * 3 * 4);
   EXPECT_TRUE(d.fed_sum);
-  EXPECT_FALSE(d.b_shared);  // dy differs per output position
+  EXPECT_TRUE(d.fed_swap);   // dy streams, the window is held
+  EXPECT_FALSE(d.a_shared);  // both differ per output position
+  EXPECT_FALSE(d.b_shared);
   const OpCost c = op_cost(g, op);
   EXPECT_DOUBLE_EQ(c.flops, 2.0 * B * Ho * Wo * 9 * Ci * Co);
   EXPECT_DOUBLE_EQ(c.bytes_read, x_bytes + dy_bytes);

@@ -200,7 +200,7 @@ TEST(ConfigErrorTest, UnknownKeyWithoutANearOneListsTheValidKeys) {
     FAIL();
   } catch (const Error& o) {
     EXPECT_NE(std::string(o.what()).find("unknown key 'hardware.chip.mxu.foo' (valid keys in 'hardware.chip.mxu': "
-                                         "accumulator_rows, cols, count, result_pop, rows, weight_double_buffer, "
+                                         "accumulator_rows, cols, count, load_rows_held, result_pop, rows, weight_double_buffer, "
                                          "weight_push)"),
               std::string::npos)
         << o.what();

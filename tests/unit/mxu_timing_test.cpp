@@ -178,3 +178,17 @@ TEST(MxuTimingTest, WeightPushSharesTheInputPort) {
   MxuShape reference{128, 128, false, 128};  // reference mode: the formula, whatever the push
   EXPECT_EQ(mxu_cycles(reference, 4, 512), 4 * (2 * 128 + 128 + 512 - 2));
 }
+
+TEST(MxuTimingTest, AFoldHoldingFewRowsLoadsOnlyThose) {
+  // A fold holding h < R weight rows (K's share) loads them in h cycles: with 16 rows held and 64 rows streamed,
+  // each later fold takes max(64 + push, 16), not max(64 + push, R). The push of 16 rows is 16 x 64 / 128 = 8.
+  MxuShape held{128, 128, true, 8};
+  held.weight_rows = 16;
+  EXPECT_EQ(mxu_cycles(held, 4, 64), 128 + 64 + 3 * 72 + 254);
+  MxuShape full{128, 128, true, 8};  // weight_rows 0: every load takes R cycles
+  EXPECT_EQ(mxu_cycles(full, 4, 64), 128 + 64 + 3 * 128 + 254);
+  held.weight_rows = 100;  // more rows held than streamed: the load decides
+  EXPECT_EQ(mxu_cycles(held, 4, 64), 128 + 64 + 3 * 100 + 254);
+  held.weight_rows = 500;  // never more than R
+  EXPECT_EQ(mxu_cycles(held, 4, 64), 128 + 64 + 3 * 128 + 254);
+}

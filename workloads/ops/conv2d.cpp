@@ -292,8 +292,9 @@ GemmDims conv_gemm_dims(const ModelGraph& g, const Op& op) {
   } else {
     a.m = taps * s.ci, a.k = rows, a.n = s.co;
     if (batch_minor) {
-      a.fed_batch = s.ho * s.wo, a.fed_m = taps * sublanes(s.ci), a.fed_k = s.b, a.fed_n = s.co;
+      a.fed_batch = s.ho * s.wo, a.fed_m = s.co, a.fed_k = s.b, a.fed_n = taps * sublanes(s.ci);
       a.fed_sum = true;
+      a.fed_swap = true;
     } else {
       a.fed_m = taps * lanes(s.ci);
     }
