@@ -28,6 +28,7 @@ TensorId filter_of(const Op& op) {
 
 ImageLayouts image_layouts_from(const std::string& run_layout) {
   if (run_layout == "xla") return ImageLayouts::Xla;
+  if (run_layout == "xla_features_minor") return ImageLayouts::XlaFeaturesMinor;
   if (run_layout == "row_major") return ImageLayouts::RowMajor;
   throw Error(Err::Internal, "run.layout '" + run_layout + "'");
 }
@@ -42,6 +43,9 @@ void assign_image_layouts(ModelGraph& g, ImageLayouts mode) {
     set[t] = true;
     return true;
   };
+  // An activation's minor dimension: with Xla whichever of its features and its batch pads less, decided on each
+  // device's shape (TensorInfo::batch_minor); with XlaFeaturesMinor always its features.
+  const Layout image = mode == ImageLayouts::Xla ? Layout::ImageLeastPadded : Layout::Image;
   // Seeds: the step's input images (batch-minor), then what convolutions, pools and batch norms read and write.
   // Filters before images, so that a 4-D filter is never taken for an image.
   for (TensorId t = 0; t < static_cast<TensorId>(n); ++t)
@@ -53,7 +57,7 @@ void assign_image_layouts(ModelGraph& g, ImageLayouts mode) {
   for (const Op& op : g.ops()) {
     if (!image_op(op.kind)) continue;
     for (const auto* list : {&op.inputs, &op.outputs})
-      for (TensorId t : *list) give(t, g.tensor(t).shape.size() == 4 ? Layout::Image : Layout::Tiled);
+      for (TensorId t : *list) give(t, g.tensor(t).shape.size() == 4 ? image : Layout::Tiled);
   }
   // Elementwise ops, layout changes and collectives keep the layout of the tensors of the same shape they read and
   // write (XLA propagates layouts through them), in both directions, until nothing changes.
@@ -73,7 +77,9 @@ void assign_image_layouts(ModelGraph& g, ImageLayouts mode) {
   }
   for (TensorId t = 0; t < static_cast<TensorId>(n); ++t) {
     Layout x = l[t];
-    if (mode == ImageLayouts::RowMajor && (x == Layout::Image || x == Layout::ImageBatchMinor)) x = Layout::Tiled;
+    if (mode == ImageLayouts::RowMajor &&
+        (x == Layout::Image || x == Layout::ImageBatchMinor || x == Layout::ImageLeastPadded))
+      x = Layout::Tiled;
     g.tensor(t).layout = x;
   }
 }

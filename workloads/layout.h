@@ -9,11 +9,12 @@
 
 namespace podsim {
 
-// run.layout: `Xla` stores image activations [N, H, W, C] as H, W, N, C (features on the 128 lanes, the batch on
-// the sublanes) and the network's input images batch-minor; `RowMajor` tiles the two minor dimensions of every
-// shape as written ([..., W, C]), the layout XLA's would be without layout assignment.
-enum class ImageLayouts : uint8_t { Xla, RowMajor };
-ImageLayouts image_layouts_from(const std::string& run_layout);  // "xla" | "row_major"
+// run.layout: `Xla` stores each image activation [N, H, W, C] as H, W, N, C (features on the 128 lanes, the batch on
+// the sublanes) or as H, W, C, N (the batch on the lanes), whichever pads its shape on a device less, and the
+// network's input images batch-minor; `XlaFeaturesMinor` keeps every activation features-minor; `RowMajor` tiles the
+// two minor dimensions of every shape as written ([..., W, C]), the layout XLA's would be without layout assignment.
+enum class ImageLayouts : uint8_t { Xla, XlaFeaturesMinor, RowMajor };
+ImageLayouts image_layouts_from(const std::string& run_layout);  // "xla" | "xla_features_minor" | "row_major"
 
 // Gives every tensor of an image model its layout: the 4-D operands and results of convolutions, pools and batch
 // norms and the tensors elementwise ops and collectives make of them are images (their gradients too); filters and

@@ -73,6 +73,7 @@ const char* layout_name(Layout l) {
     case Layout::Tiled: return "tiled";
     case Layout::Image: return "image";
     case Layout::ImageBatchMinor: return "image_batch_minor";
+    case Layout::ImageLeastPadded: return "image_least_padded";
   }
   return "?";
 }
@@ -91,16 +92,24 @@ int64_t sublanes(int64_t n) {
 double TensorInfo::stored_bytes() const {
   const double e = dtype_bytes(dtype);
   if (layout == Layout::Logical || shape.empty()) return bytes();
-  if ((layout == Layout::Image || layout == Layout::ImageBatchMinor) && shape.size() == 4) {
+  if ((layout == Layout::Image || layout == Layout::ImageBatchMinor || layout == Layout::ImageLeastPadded) &&
+      shape.size() == 4) {
     const int64_t n = shape[0], h = shape[1], w = shape[2], c = shape[3];
-    const double tile = layout == Layout::Image ? static_cast<double>(sublanes(n) * pad_to(c, 128))
-                                                : static_cast<double>(sublanes(c) * pad_to(n, 128));
+    const double tile = batch_minor() ? static_cast<double>(sublanes(c) * pad_to(n, 128))
+                                      : static_cast<double>(sublanes(n) * pad_to(c, 128));
     return static_cast<double>(h * w) * tile * e;
   }
   double n = static_cast<double>(pad_to(shape.back(), 128));
   if (shape.size() >= 2) n *= static_cast<double>(sublanes(shape[shape.size() - 2]));
   for (size_t d = 0; d + 2 < shape.size(); ++d) n *= static_cast<double>(shape[d]);
   return n * e;
+}
+
+bool TensorInfo::batch_minor() const {
+  if (layout == Layout::ImageBatchMinor) return true;
+  if (layout != Layout::ImageLeastPadded || shape.size() != 4) return false;
+  const int64_t n = shape[0], c = shape[3];
+  return sublanes(c) * pad_to(n, 128) < sublanes(n) * pad_to(c, 128);  // a tie stays features-minor
 }
 
 std::string TensorInfo::shape_text() const {

@@ -47,8 +47,11 @@ enum class ParamKind : uint8_t { Weight, Bias, Norm };
 //                    the batch on the sublanes; 64 features take 128 lanes
 //   ImageBatchMinor  an input image [N, H, W, C] stored H, W, C, N: the batch on the lanes, a few features on the
 //                    sublanes (3 channels in a tile of 4)
-enum class Layout : uint8_t { Logical, Tiled, Image, ImageBatchMinor };
-const char* layout_name(Layout l);  // "logical", "tiled", "image", "image_batch_minor"
+//   ImageLeastPadded an image activation stored as whichever of the two pads its (local) shape less: batch-minor
+//                    when the batch fills the lanes better than the features do (64 features, 128 images a core),
+//                    else features-minor (XLA's TPU layout assignment, docs/model.md "Layouts")
+enum class Layout : uint8_t { Logical, Tiled, Image, ImageBatchMinor, ImageLeastPadded };
+const char* layout_name(Layout l);  // "logical", "tiled", "image", "image_batch_minor", "image_least_padded"
 
 // The file stem a tensor named `name` is written under in a run's tensors/ (<stem>.npy): the name with characters
 // other than letters, digits, '.', '_' and '-' replaced by '_'.
@@ -78,6 +81,9 @@ struct TensorInfo {
   double bytes() const { return static_cast<double>(elements()) * dtype_bytes(dtype); }
   // The bytes it takes in HBM in its layout, padding included: what moving it costs and what it occupies.
   double stored_bytes() const;
+  // Whether it is stored with the batch on the lanes: an input image, or a least-padded activation whose batch pads
+  // less than its features.
+  bool batch_minor() const;
   std::string shape_text() const;  // "[1024, 512]"
 };
 

@@ -386,10 +386,12 @@ std::vector<ParamSpec> run_param_specs() {
                  "beside the MXU, as TPU profiles show (docs/model.md, \"Convolutions on the MXU\"); false: between "
                  "its streams like a matmul's epilogue. The result pops stay serial either way.")
           .def("true"),
-      P::choice("run.layout", {"xla", "row_major"},
+      P::choice("run.layout", {"xla", "xla_features_minor", "row_major"},
                 "How image models' tensors are laid out in HBM (docs/model.md, \"Layouts\"): xla as XLA's TPU "
-                "layout assignment does (activations features-minor with the batch on the sublanes, input images "
-                "batch-minor); row_major tiles the two minor dimensions of every shape as written.")
+                "layout assignment does (each activation with its features or its batch on the 128 lanes, whichever "
+                "pads it less on a device; input images batch-minor); xla_features_minor keeps every activation's "
+                "features on the lanes (the batch on the sublanes); row_major tiles the two minor dimensions of "
+                "every shape as written.")
           .def("xla"),
       P::choice("run.symmetry", {"auto", "off"},
                 "auto simulates one chip per class of chips the step treats alike (translations of the torus that "

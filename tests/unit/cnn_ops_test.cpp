@@ -242,16 +242,17 @@ TEST(CnnOpsTest, BatchNormMovingAveragesAreUpdatedByTheOptimizer) {
 // The stem of ResNet-50 at 224 on the MXU and in HBM. The GEMM: M = 256 x 112 x 112 rows, K = 7 x 7 x 3 = 147
 // contracted, N = 64 output features; FLOPs are the convolution's own. Layouts (workloads/layout.h): the input image
 // is stored batch-minor (3 channels in a sublane tile of 4, the 256 images on two 128-lane rows); the output, an
-// image activation, features-minor (64 features take 128 lanes) with the batch on sublanes; the filter row-major,
-// (3 -> 4, 64 -> 128). Fed tap by tap, the batch-minor input puts the batch on the MXU's columns: for each of the
-// 112 x 112 output positions, K = 49 taps x 4 held, the 64 output features streamed, N = 256 images.
+// image activation, features-minor (64 features take 128 lanes) with the batch on sublanes, as run.layout:
+// xla_features_minor keeps it (xla would put these 256 images on the lanes: the last test of this file); the
+// filter row-major, (3 -> 4, 64 -> 128). Fed tap by tap, the batch-minor input puts the batch on the MXU's columns:
+// for each of the 112 x 112 output positions, K = 49 taps x 4 held, the 64 output features streamed, N = 256 images.
 TEST(CnnOpsTest, ConvolutionGemmAndLayouts) {
   ModelGraph g("stem");
   GraphBuilder b(g, DType::BF16);
   TensorId x = b.input("x", {256, 224, 224, 3}, DType::BF16);
   TensorId y = b.conv2d(x, b.param("w", {7, 7, 3, 64}), win(7, 7, 2, 2, 3, 3, 3, 3), "stem");
   TensorId z = b.conv2d(b.relu(y, "relu"), b.param("w2", {3, 3, 64, 64}), win(3, 3, 1, 1, 1, 1, 1, 1), "conv2");
-  assign_image_layouts(g, ImageLayouts::Xla);
+  assign_image_layouts(g, ImageLayouts::XlaFeaturesMinor);
   const Op& op = g.op(g.producer(y));
   const GemmDims d = gemm_dims(g, op);
   EXPECT_EQ(d.m, 256 * 112 * 112);
@@ -485,4 +486,64 @@ TEST(CnnOpsTest, BatchNormCostIsItsPassesOverTheStoredTensors) {
   EXPECT_TRUE(grad.two_pass);
   EXPECT_DOUBLE_EQ(grad.first_pass.simple, 4);
   EXPECT_DOUBLE_EQ(grad.first_pass.reduce, 2);
+}
+
+// XLA's layout assignment puts on the 128 lanes whichever of an activation's features and batch pads less on a
+// device (run.layout: xla). A 3 x 3 convolution from 64 to 64 features over 8 x 8 maps: at a batch of 256, x
+// [256, 8, 8, 64] is stored 8 x 8 x 64 x 256 (the batch on the lanes, no padding) where features-minor it would take
+// 8 x 8 x 256 x 128, twice its bytes; at a batch of 16 the features stay on the lanes (16 images would pad to 128).
+// Batch-minor, each direction is fed per position as the network's input image is (the window held, its taps'
+// features packed on the sublanes: K = 9 x 64 = 576, five folds instead of nine):
+//   forward       window [9 x 64, B] held, the filter's 64 output features stream     M = 64, K = 576, N = B
+//   input grad    dy's window [9 x 64, B] held, the 64 input features stream         M = 64, K = 576, N = B
+//   filter grad   x's window [B, 9 x 64] held, dy's 64 features stream (summed)      M = 64, K = B, N = 576
+// With run.layout: xla_features_minor every activation keeps its features on the lanes.
+TEST(CnnOpsTest, AnActivationTakesTheLanesWithWhicheverOfBatchAndFeaturesPadsLess) {
+  constexpr int64_t H = 8, W = 8, C = 64, P = H * W;
+  constexpr double bf16 = 2;
+  auto build = [&](ModelGraph& g, int64_t batch, ImageLayouts mode) {
+    GraphBuilder b(g, DType::BF16);
+    const TensorId x = b.param("x", {batch, H, W, C});
+    const TensorId y = b.conv2d(x, b.param("w", {3, 3, C, C}), win(3, 3, 1, 1, 1, 1, 1, 1), "conv");
+    b.backward(b.softmax_cross_entropy(b.reshape(y, {batch * P, C}, "flat"), b.label("labels", {batch * P}), "loss"));
+    assign_image_layouts(g, mode);
+    return x;
+  };
+  {
+    ModelGraph g("wide");
+    const TensorId x = build(g, 256, ImageLayouts::Xla);
+    EXPECT_TRUE(g.tensor(x).batch_minor());
+    EXPECT_DOUBLE_EQ(g.tensor(x).stored_bytes(), static_cast<double>(P) * C * 256 * bf16);
+    EXPECT_DOUBLE_EQ(g.tensor(x).stored_bytes(), g.tensor(x).bytes());
+    struct Fed {
+      OpKind kind;
+      int64_t m, k, n;
+      bool sum;
+    };
+    for (const Fed& f : {Fed{OpKind::Conv2d, C, 9 * C, 256, false}, Fed{OpKind::Conv2dInputGrad, C, 9 * C, 256, false},
+                         Fed{OpKind::Conv2dFilterGrad, C, 256, 9 * C, true}}) {
+      const GemmDims d = gemm_dims(g, op_of_kind(g, f.kind));
+      SCOPED_TRACE(op_kind_name(f.kind));
+      EXPECT_EQ(d.fed_batch, P);
+      EXPECT_EQ(d.fed_m, f.m);
+      EXPECT_EQ(d.fed_k, f.k);
+      EXPECT_EQ(d.fed_n, f.n);
+      EXPECT_TRUE(d.fed_swap);
+      EXPECT_EQ(d.fed_sum, f.sum);
+    }
+  }
+  {
+    ModelGraph g("features");
+    const TensorId x = build(g, 256, ImageLayouts::XlaFeaturesMinor);
+    EXPECT_FALSE(g.tensor(x).batch_minor());
+    EXPECT_DOUBLE_EQ(g.tensor(x).stored_bytes(), static_cast<double>(P) * 256 * 128 * bf16);
+    EXPECT_EQ(gemm_dims(g, op_of_kind(g, OpKind::Conv2d)).fed_k, 9 * 128);
+  }
+  {
+    ModelGraph g("narrow");
+    const TensorId x = build(g, 16, ImageLayouts::Xla);
+    EXPECT_FALSE(g.tensor(x).batch_minor());
+    EXPECT_DOUBLE_EQ(g.tensor(x).stored_bytes(), static_cast<double>(P) * 16 * 128 * bf16);
+    EXPECT_FALSE(gemm_dims(g, op_of_kind(g, OpKind::Conv2d)).fed_swap);
+  }
 }

@@ -74,7 +74,7 @@ double input_bytes_read(const ModelGraph& g, const Op& op) {
   const ConvShape s = conv_shape(g, op);
   const W& w = op.attrs.window;
   double share = d(positions_read(s.h, s.ho, s.kh, w.sh, w.pt)) / d(s.h);
-  if (x.layout == Layout::Image || x.layout == Layout::ImageBatchMinor)
+  if (x.layout == Layout::Image || x.layout == Layout::ImageBatchMinor || x.layout == Layout::ImageLeastPadded)
     share *= d(positions_read(s.w, s.wo, s.kw, w.sw, w.pl)) / d(s.w);
   return x.stored_bytes() * share;
 }
@@ -265,10 +265,11 @@ const bool registered =
 
 // The GEMM each convolution is on the MXU (see the top of this file), the bytes of its operands as stored (the input
 // read once, not once per tap), and the GEMM as the MXU is fed tap by tap: each tap's features take whole vectors of
-// the 128 lanes they are laid out on. A batch-minor input (an image, its batch on the lanes) is fed the other way
-// round: for each output position, the window's (tap, feature) rows are held as the array's weights, the batch on
-// its columns, and the filter's output features stream through (forward); the filter gradient holds the output
-// gradient at the position (the batch on the rows) and streams the window's rows.
+// the 128 lanes they are laid out on. A batch-minor input (an image, or an activation whose batch fills the lanes
+// better than its features) is fed the other way round: for each output position, the window's (tap, feature) rows
+// are held as the array's weights, the batch on its columns, and the filter's output features stream through
+// (forward); the filter gradient holds the same window, the batch on its rows, and streams the output gradient's
+// features; the input gradient of a batch-minor output gradient holds its window and streams the input features.
 GemmDims conv_gemm_dims(const ModelGraph& g, const Op& op) {
   const ConvShape s = conv_shape(g, op);
   GemmDims a;
@@ -277,7 +278,7 @@ GemmDims conv_gemm_dims(const ModelGraph& g, const Op& op) {
   const auto sublanes = [](int64_t features) {
     return features <= 4 ? (features <= 2 ? features : 4) : (features + 7) / 8 * 8;
   };
-  const bool batch_minor = g.tensor(op.inputs[0]).layout == Layout::ImageBatchMinor;
+  const bool batch_minor = g.tensor(op.inputs[0]).batch_minor();  // x forward and for the filter, dy for the input
   if (op.kind == OpKind::Conv2d) {
     a.m = rows, a.k = taps * s.ci, a.n = s.co;
     if (batch_minor) {
@@ -288,7 +289,12 @@ GemmDims conv_gemm_dims(const ModelGraph& g, const Op& op) {
     }
   } else if (op.kind == OpKind::Conv2dInputGrad) {
     a.m = rows, a.k = taps * s.co, a.n = s.ci;
-    a.fed_k = taps * lanes(s.co);
+    if (batch_minor) {
+      a.fed_batch = s.ho * s.wo, a.fed_m = s.ci, a.fed_k = taps * sublanes(s.co), a.fed_n = s.b;
+      a.fed_swap = true;
+    } else {
+      a.fed_k = taps * lanes(s.co);
+    }
   } else {
     a.m = taps * s.ci, a.k = rows, a.n = s.co;
     if (batch_minor) {
