@@ -77,9 +77,7 @@ void assign_image_layouts(ModelGraph& g, ImageLayouts mode) {
   }
   for (TensorId t = 0; t < static_cast<TensorId>(n); ++t) {
     Layout x = l[t];
-    if (mode == ImageLayouts::RowMajor &&
-        (x == Layout::Image || x == Layout::ImageBatchMinor || x == Layout::ImageLeastPadded))
-      x = Layout::Tiled;
+    if (mode == ImageLayouts::RowMajor && image_layout(x)) x = Layout::Tiled;
     g.tensor(t).layout = x;
   }
 }

@@ -92,8 +92,7 @@ int64_t sublanes(int64_t n) {
 double TensorInfo::stored_bytes() const {
   const double e = dtype_bytes(dtype);
   if (layout == Layout::Logical || shape.empty()) return bytes();
-  if ((layout == Layout::Image || layout == Layout::ImageBatchMinor || layout == Layout::ImageLeastPadded) &&
-      shape.size() == 4) {
+  if (image_layout(layout) && shape.size() == 4) {
     const int64_t n = shape[0], h = shape[1], w = shape[2], c = shape[3];
     const double tile = batch_minor() ? static_cast<double>(sublanes(c) * pad_to(n, 128))
                                       : static_cast<double>(sublanes(n) * pad_to(c, 128));

@@ -52,6 +52,10 @@ enum class ParamKind : uint8_t { Weight, Bias, Norm };
 //                    else features-minor (XLA's TPU layout assignment, docs/model.md "Layouts")
 enum class Layout : uint8_t { Logical, Tiled, Image, ImageBatchMinor, ImageLeastPadded };
 const char* layout_name(Layout l);  // "logical", "tiled", "image", "image_batch_minor", "image_least_padded"
+// One of the image activation layouts (each position's features and batch tiled on their own: a 4-D [N, H, W, C]).
+inline bool image_layout(Layout l) {
+  return l == Layout::Image || l == Layout::ImageBatchMinor || l == Layout::ImageLeastPadded;
+}
 
 // The file stem a tensor named `name` is written under in a run's tensors/ (<stem>.npy): the name with characters
 // other than letters, digits, '.', '_' and '-' replaced by '_'.

@@ -35,15 +35,17 @@ std::vector<ParamSpec> hardware_param_specs() {
                  "Rows of fp32 accumulators (each C wide) a weight fold streams into before its results leave; with "
                  "weight double buffering, a longer M streams in chunks of this many rows, each reloading the "
                  "weights. Default 2048: one of the two 2048-row halves of TPU v1's 4096-row accumulators (Jouppi "
-                 "et al., ISCA 2017); later generations do not publish theirs.")
+                 "et al., ISCA 2017); later generations do not publish theirs, and the TPU presets take 1024, which "
+                 "the measured v3 matmuls of tools/calibrate show (docs/model.md, MXU).")
           .range(8, 1 << 20)
           .def("2048"),
       P::integer("hardware.chip.mxu.weight_push",
                  "Cycles each weight fold's push occupies the MXU's input port when weights and left-operand rows "
-                 "enter through one port from the vector registers (TPU presets: R, one weight row per cycle; a fold "
-                 "holding fewer rows, K < R, pushes push x rows / R); "
-                 "weight double buffering hides the shift inside the array but not the push, so every fold after "
-                 "the first takes max(M + push, R) cycles instead of max(M, R). 0: weights arrive on a path of their own.")
+                 "enter through one port from the vector registers (TPU presets: R / 2, two bf16 weight rows per "
+                 "cycle, fitted on tools/calibrate's v3 tables; a fold holding fewer rows, K < R, pushes push x rows "
+                 "/ R); weight double buffering hides the shift inside the array but not the push, so every fold "
+                 "after the first takes max(M + push, load) cycles instead of max(M, load), the load being R cycles "
+                 "or the rows held (hardware.chip.mxu.load_rows_held). 0: weights arrive on a path of their own.")
           .range(0, 1 << 20)
           .def("0"),
       P::boolean("hardware.chip.mxu.load_rows_held",

@@ -11,6 +11,9 @@ void read_model_params(Experiment& e) {
   auto integer = [&](const char* path, int64_t& out) {
     if (p.has(path)) out = p.i(path);
   };
+  auto boolean = [&](const char* path, bool& out) {
+    if (p.has(path)) out = p.b(path);
+  };
   real("hardware.chip.hbm.faw", h.faw);
   integer("hardware.chip.hbm.banks", h.banks);
   real("hardware.chip.hbm.row_cycle", h.row_cycle);
@@ -24,7 +27,7 @@ void read_model_params(Experiment& e) {
   integer("hardware.chip.mxu.accumulator_rows", e.hardware.chip.mxu.accumulator_rows);
   integer("hardware.chip.mxu.weight_push", e.hardware.chip.mxu.weight_push);
   integer("hardware.chip.mxu.result_pop", e.hardware.chip.mxu.result_pop);
-  if (p.has("hardware.chip.mxu.load_rows_held")) e.hardware.chip.mxu.load_rows_held = p.b("hardware.chip.mxu.load_rows_held");
+  boolean("hardware.chip.mxu.load_rows_held", e.hardware.chip.mxu.load_rows_held);
   if (p.has("run.fusion")) e.run.fusion = p.s("run.fusion");
   if (p.has("run.fusion_multi_output")) e.run.fusion_multi_output = p.b("run.fusion_multi_output");
   if (p.has("run.fusion_duplicate")) e.run.fusion_duplicate = p.b("run.fusion_duplicate");

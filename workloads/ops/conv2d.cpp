@@ -74,7 +74,7 @@ double input_bytes_read(const ModelGraph& g, const Op& op) {
   const ConvShape s = conv_shape(g, op);
   const W& w = op.attrs.window;
   double share = d(positions_read(s.h, s.ho, s.kh, w.sh, w.pt)) / d(s.h);
-  if (x.layout == Layout::Image || x.layout == Layout::ImageBatchMinor || x.layout == Layout::ImageLeastPadded)
+  if (image_layout(x.layout))
     share *= d(positions_read(s.w, s.wo, s.kw, w.sw, w.pl)) / d(s.w);
   return x.stored_bytes() * share;
 }
