@@ -1,4 +1,4 @@
-// The order an imported module's ops are issued in, apart from translating them (hlo/import.cpp).
+// The order an imported module's ops are issued in, apart from translating them (hlo/importer.h).
 #pragma once
 
 #include <vector>

@@ -1,0 +1,192 @@
+// The HLO importer's devices: the computations a module calls, the collectives' groups and the device mesh.
+#include "hlo/importer.h"
+
+namespace podsim::hlo::import_detail {
+
+namespace {
+
+// A string of its own, not a literal pushed whole: that trips GCC 12's false -Warray-bounds inside basic_string.
+const std::string kNotPartitioned =
+    "the module is not SPMD-partitioned (it has sharding annotations but no collectives): podsim runs it as one "
+    "device's program and ignores the annotations";
+
+}  // namespace
+
+std::vector<int32_t> Importer::called(const Instruction& in) const {
+  std::vector<int32_t> out;
+  for (const Attribute& a : in.attrs) {
+    static const std::set<std::string> names = {"to_apply", "calls", "condition", "body", "true_computation",
+                                                "false_computation", "branch_computations", "called_computations"};
+    if (!names.count(a.name)) continue;
+    std::string v = a.value;
+    for (char& ch : v)
+      if (ch == '{' || ch == '}' || ch == ',') ch = ' ';
+    size_t i = 0;
+    while (i < v.size()) {
+      while (i < v.size() && v[i] == ' ') ++i;
+      size_t b = i;
+      while (i < v.size() && v[i] != ' ') ++i;
+      if (i == b) continue;
+      std::string name = v.substr(b, i - b);
+      int32_t c = m_m.find(name);
+      if (c < 0)
+        throw Error(Err::HloInvalid, SourceLocation{m_m.file, a.value_pos.line, a.value_pos.column, ""},
+                    "instruction '" + in.name + "' calls computation '" + name + "', which the module does not define");
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// Computations reachable from the entry, each once.
+std::vector<int32_t> Importer::reachable() const {
+  std::vector<int32_t> out{m_m.entry};
+  std::vector<bool> seen(m_m.computations.size(), false);
+  seen[m_m.entry] = true;
+  for (size_t i = 0; i < out.size(); ++i)
+    for (const Instruction& in : m_m.computations[out[i]].instructions)
+      for (int32_t c : called(in))
+        if (!seen[c]) {
+          seen[c] = true;
+          out.push_back(c);
+        }
+  return out;
+}
+
+Groups Importer::groups_of(const Instruction& in) const {
+  if (in.opcode.rfind("collective-permute", 0) == 0) return permute_groups(in);
+  return replica_groups(in, m_m.file);
+}
+
+// A permutation's cycles (or chains), each in the order data moves.
+Groups Importer::permute_groups(const Instruction& in) const {
+  auto pairs = source_target_pairs(in, m_m.file);
+  std::map<int64_t, int64_t> next, prev;
+  for (auto [s, t] : pairs) {
+    if (next.count(s) || prev.count(t)) fail(in, Err::HloUnsupported, "a device sends or receives twice");
+    next[s] = t;
+    prev[t] = s;
+  }
+  Groups g;
+  std::set<int64_t> done;
+  for (auto [s, t] : pairs) {
+    if (done.count(s)) continue;
+    int64_t first = s;  // walk back to a chain's start (or once round a cycle)
+    while (prev.count(first) && prev[first] != s) first = prev[first];
+    if (prev.count(first) && prev[first] == s) first = s;
+    std::vector<int64_t> grp;
+    for (int64_t d = first; !done.count(d);) {
+      grp.push_back(d);
+      done.insert(d);
+      if (!next.count(d)) break;
+      d = next[d];
+    }
+    g.push_back(grp);
+  }
+  return g;
+}
+
+// The device count and mesh: from the header, else the collectives' groups; shardings add the digits they split.
+void Importer::find_devices() {
+  const std::vector<int32_t> comps = reachable();
+  int64_t header = 1;
+  bool has_header = false;
+  for (const char* k : {"num_partitions", "replica_count"})
+    if (const Attribute* a = m_m.attr(k)) {
+      try {
+        header *= std::max<int64_t>(1, std::stoll(a->value));
+        has_header = true;
+      } catch (const std::exception&) {
+        throw Error(Err::HloSyntax, SourceLocation{m_m.file, a->value_pos.line, a->value_pos.column, ""},
+                    std::string("HloModule attribute ") + k + "=" + a->value + " is not a whole number");
+      }
+    }
+  int64_t from_groups = 0;
+  bool collectives = false, annotated = false;
+  for (int32_t c : comps)
+    for (const Instruction& in : m_m.computations[c].instructions) {
+      if (in.opcode == "custom-call" && word(in, "custom_call_target").value_or("") == "Sharding") annotated = true;
+      if (!is_collective(in.opcode)) continue;
+      collectives = true;
+      for (const auto& g : groups_of(in))
+        for (int64_t d : g) from_groups = std::max(from_groups, d + 1);
+    }
+  if (annotated || (!collectives && has_header && header > 1)) {
+    // Before SPMD partitioning: global shapes and sharding annotations, no collectives yet.
+    m_partitioned = false;
+    m_out.devices = 1;
+    m_out.notes.push_back(kNotPartitioned);
+  } else {
+    m_out.devices = has_header ? header : std::max<int64_t>(1, from_groups);
+  }
+  if (m_o.devices > 0 && m_partitioned && !has_header && !collectives) m_out.devices = m_o.devices;
+  m_mesh = DeviceMesh(m_out.devices);
+  if (m_o.devices_per_chip > 1 && m_out.devices % m_o.devices_per_chip == 0) m_mesh.cut(m_o.devices_per_chip);
+  if (m_partitioned) {
+    std::set<std::string> seen;
+    for (int32_t c : comps)
+      for (const Instruction& in : m_m.computations[c].instructions) {
+        if (is_collective(in.opcode)) {
+          const Attribute* a = in.attr(in.opcode.rfind("collective-permute", 0) == 0 ? "source_target_pairs"
+                                                                                     : "replica_groups");
+          const std::string key = a ? a->value : "{}";
+          if (!seen.insert(key).second) continue;
+          Groups g = groups_of(in);
+          if (g.size() == 1 && g[0].size() == 1) continue;
+          std::string why = m_mesh.add(g);
+          if (!why.empty())
+            fail(in, Err::HloUnsupported,
+                 "its groups are not the axes of a device mesh: " + why + " (podsim runs collectives over mesh axes)");
+        }
+      }
+    for (int32_t p : m_m.entry_computation().parameters) {
+      const Instruction& in = m_m.entry_computation().instructions[p];
+      std::optional<Sharding> s = sharding(in, m_m.file);
+      if (!s || s->kind != Sharding::Kind::Tiled || !in.shape.is_array()) continue;
+      for (const auto& g : tile_groups(*s, in)) m_mesh.add(g);
+    }
+  }
+  std::string why = m_mesh.build();
+  if (!why.empty()) throw Error(Err::HloUnsupported, SourceLocation{m_m.file, 1, 1, ""}, "the module's " + why);
+  m_out.mesh_sizes = m_mesh.sizes();
+  for (size_t a = 0; a < m_out.mesh_sizes.size(); ++a) {
+    std::string name = "d";
+    name += std::to_string(a);
+    m_out.mesh_names.push_back(name);
+  }
+  // The devices of one chip: the innermost axis, when it is exactly them.
+  if (m_o.devices_per_chip > 1 && !m_out.mesh_sizes.empty() && m_out.mesh_sizes.back() == m_o.devices_per_chip)
+    m_core_axis = m_out.mesh_names.back();
+}
+
+// Per split dimension of a tile assignment: the groups of devices along it (the others' tiles fixed), in order.
+std::vector<Groups> Importer::tile_groups(const Sharding& s, const Instruction& in) const {
+  std::vector<Groups> out;
+  const size_t rank = in.shape.dims.size();
+  if (s.tile_dims.size() != rank + (s.replicated_last ? 1 : 0)) return out;
+  std::vector<int64_t> strides(s.tile_dims.size(), 1);
+  for (size_t i = s.tile_dims.size(); i-- > 1;) strides[i - 1] = strides[i] * s.tile_dims[i];
+  const int64_t total = static_cast<int64_t>(s.devices.size());
+  for (size_t d = 0; d < rank; ++d) {
+    if (s.tile_dims[d] <= 1) continue;
+    Groups g;
+    for (int64_t k = 0; k < total; ++k) {
+      if ((k / strides[d]) % s.tile_dims[d] != 0) continue;  // the first tile along d
+      std::vector<int64_t> grp;
+      for (int64_t j = 0; j < s.tile_dims[d]; ++j) grp.push_back(s.devices[k + j * strides[d]]);
+      g.push_back(grp);
+    }
+    out.push_back(g);
+  }
+  return out;
+}
+
+std::vector<std::string> Importer::axis_names(const Groups& g, const std::string& key) {
+  auto it = m_axes_memo.find(key);
+  if (it == m_axes_memo.end()) it = m_axes_memo.emplace(key, m_mesh.axes_of(g)).first;
+  std::vector<std::string> out;
+  for (int a : it->second) out.push_back(m_out.mesh_names[a]);
+  return out;
+}
+
+}  // namespace podsim::hlo::import_detail
