@@ -4,10 +4,13 @@
 // elementwise pass (docs/model.md, "Fusion").
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "hw/compiler/fusion.h"
+#include "hw/compiler/lower.h"
+#include "sim/config/loader.h"
 #include "workloads/builder.h"
 #include "tests/unit/cnn_test_util.h"
 
@@ -58,6 +61,39 @@ TEST(CnnFusionTest, BatchNormFusesAsXlaDoes) {
   const auto alone = fuse(g, order, apart);
   ASSERT_EQ(alone.size(), 4u);
   EXPECT_EQ(g.op(alone[1].members[0].op).kind, OpKind::BatchNormStats);
+}
+
+// A control edge whose source the fusion does not keep: the ReLU is recomputed inside conv2's kernel and has no
+// kernel of its own, so an op ordered after it (a schedule's control dependency, as the fsdp prefetch adds: "z",
+// issued between the ReLU and conv2) waits for what the ReLU reads instead, the kernel of "conv" and its statistics.
+// It would otherwise wait for nothing and start with the step.
+TEST(CnnFusionTest, AnOpOrderedAfterADuplicatedProducerWaitsForWhatThatProducerReads) {
+  const Experiment e = load_experiment_text("hardware: {preset: tpu-v3}\nworkload: {model: matmul, m: 8, k: 8, n: 8}\n",
+                                            "h.yaml");
+  ModelGraph g("fuse");
+  GraphBuilder b(g, DType::BF16);
+  TensorId h = conv_bn_relu(b, b.input("x", {8, 8, 8, 64}, DType::BF16));
+  TensorId z = b.relu(b.input("other", {8, 8, 8, 64}, DType::BF16), "z");
+  b.conv2d(h, b.param("w2", {3, 3, 64, 64}), win(3, 3, 1, 1, 1, 1, 1, 1), "conv2");
+  g.add_control(g.producer(h), g.producer(z));
+  std::vector<OpId> order = g.topological_order();
+  // Issue order: the ReLU, then z, then conv2 (a topological order may put z anywhere before conv2).
+  order.erase(std::find(order.begin(), order.end(), g.producer(z)));
+  order.insert(std::find(order.begin(), order.end(), g.producer(h)) + 1, g.producer(z));
+  const ExecProgram ep = lower(g, order, e.hardware.chip);
+  auto kernel_with = [&](const std::string& name) {
+    for (size_t i = 0; i < ep.ops.size(); ++i)
+      for (OpId m : ep.ops[i].members)
+        if (g.op(m).name == name) return static_cast<int32_t>(i);
+    return int32_t{-1};
+  };
+  const int32_t conv = kernel_with("conv"), zk = kernel_with("z"), conv2 = kernel_with("conv2");
+  ASSERT_GE(conv, 0);
+  ASSERT_GE(zk, 0);
+  ASSERT_LT(zk, conv2);
+  EXPECT_NE(kernel_with("relu"), zk);  // the ReLU lives only inside conv2's kernel
+  EXPECT_EQ(kernel_with("relu"), conv2);
+  EXPECT_EQ(ep.ops[static_cast<size_t>(zk)].deps, std::vector<int32_t>{conv});
 }
 
 namespace {
