@@ -20,11 +20,13 @@ void Partitioner::prefetch_gathers() {
   std::vector<int> chain_of(pg.num_ops(), -1);
   for (size_t c = 0; c < m_chains.size(); ++c)
     for (OpId o : m_chains[c].ops) chain_of[o] = static_cast<int>(c);
-  // The first compute op of each cell in each pass.
+  // The first compute op of each cell in each pass (not a host transfer: an offloaded value's reload is issued a
+  // cell ahead of the ops that read it, as the gathers are, and anchoring them there would issue them two ahead).
   std::map<std::pair<int, int32_t>, OpId> first_op;
   for (OpId o : order) {
     const Op& op = pg.op(o);
-    if (chain_of[o] >= 0 || is_communication(op.kind) || op.cell < 0 || gather_pass(op) < 0) continue;
+    const bool host = op.kind == OpKind::ToHost || op.kind == OpKind::FromHost;
+    if (chain_of[o] >= 0 || is_communication(op.kind) || host || op.cell < 0 || gather_pass(op) < 0) continue;
     first_op.emplace(std::make_pair(gather_pass(op), op.cell), o);
   }
   // Before each anchor (an op of the original order), the chains to issue there.

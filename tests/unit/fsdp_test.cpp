@@ -280,6 +280,36 @@ TEST(FsdpTest, AtMostTwoCellsOfGatheredWeightsLive) {
   EXPECT_EQ(most, 2u);
 }
 
+// The same with values offloaded to the host (workload.remat: qkv_proj_offloaded): each layer's queries, keys and
+// values come back from host memory one layer ahead of the backward ops that read them, and those reloads are not
+// where the layer starts: the gathers stay one cell ahead (two cells' copies live at most), not two.
+TEST(FsdpTest, OffloadedValuesReloadedAheadDoNotMoveTheGathersFurtherAhead) {
+  const int layers = 3;
+  std::string w = transformer(layers, "sgd");
+  w.replace(w.find("optimizer: sgd"), 14, "optimizer: sgd, remat: qkv_proj_offloaded");
+  const Step s = plan_step(hardware("[4, 1]") + w + "strategy: {name: fsdp}\n");
+  const Program& p = s.plan.programs[0];
+  int reloads = 0;
+  for (OpId id : p.order) reloads += p.graph.op(id).kind == OpKind::FromHost ? 1 : 0;
+  EXPECT_EQ(reloads, 3 * layers);  // queries, keys and values of each layer
+  std::map<std::string, int> cell_of;
+  for (const TParam& tp : transformer_params(layers)) cell_of[tp.name] = tp.cell;
+  std::vector<size_t> at(p.graph.num_ops());
+  for (size_t i = 0; i < p.order.size(); ++i) at[p.order[i]] = i;
+  std::vector<std::set<int>> live(p.order.size());
+  for (OpId id : p.order) {
+    const Op& op = p.graph.op(id);
+    if (op.kind != OpKind::AllGather) continue;
+    size_t last = at[id];
+    for (OpId c : p.graph.consumers(op.outputs.front())) last = std::max(last, at[c]);
+    for (size_t i = at[id]; i <= last; ++i) live[i].insert(cell_of.at(op.name.substr(0, op.name.rfind('/'))));
+  }
+  size_t most = 0;
+  for (const auto& cells : live) most = std::max(most, cells.size());
+  EXPECT_EQ(most, 2u);
+  expect_reproduces_the_step(s);
+}
+
 // With re-materialization (workload.remat: full), the forward ops a layer recomputes during the backward pass read
 // the backward pass's gathered copy: the forward's copy dies after the forward pass as without remat (no more
 // gathers: the same two per weight the backward reads), and at most two cells' copies are live at once.
