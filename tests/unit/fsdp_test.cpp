@@ -251,47 +251,11 @@ TEST(FsdpTest, WeightsAndOptimizerStateAreDividedByTheAxis) {
   EXPECT_EQ(memory(dp).at_peak.weights, total);
 }
 
-// Walking the issue order: the gathered copies live at any point belong to at most two cells (the current one and
-// the one prefetched), and to two at some point (the prefetch does overlap). A copy lives from its gather to its
-// last reader; the forward's copy is dead before the backward's is made.
-TEST(FsdpTest, AtMostTwoCellsOfGatheredWeightsLive) {
-  const int layers = 3;
-  const Step s = plan_step(hardware("[4, 1]") + transformer(layers, "sgd") + "strategy: {name: fsdp}\n");
-  const Program& p = s.plan.programs[0];
-  std::map<std::string, int> cell_of;
-  for (const TParam& tp : transformer_params(layers)) cell_of[tp.name] = tp.cell;
-  std::vector<size_t> at(p.graph.num_ops());
-  for (size_t i = 0; i < p.order.size(); ++i) at[p.order[i]] = i;
-  std::vector<std::vector<int>> live(p.order.size());
-  for (OpId id : p.order) {
-    const Op& op = p.graph.op(id);
-    if (op.kind != OpKind::AllGather) continue;
-    const TensorId copy = op.outputs.front();
-    size_t last = at[id];
-    for (OpId c : p.graph.consumers(copy)) last = std::max(last, at[c]);
-    const int cell = cell_of.at(op.name.substr(0, op.name.rfind('/')));
-    for (size_t i = at[id]; i <= last; ++i) live[i].push_back(cell);
-  }
-  size_t most = 0;
-  for (auto& cells : live) {
-    std::set<int> distinct(cells.begin(), cells.end());
-    most = std::max(most, distinct.size());
-  }
-  EXPECT_EQ(most, 2u);
-}
+namespace {
 
-// The same with values offloaded to the host (workload.remat: qkv_proj_offloaded): each layer's queries, keys and
-// values come back from host memory one layer ahead of the backward ops that read them, and those reloads are not
-// where the layer starts: the gathers stay one cell ahead (two cells' copies live at most), not two.
-TEST(FsdpTest, OffloadedValuesReloadedAheadDoNotMoveTheGathersFurtherAhead) {
-  const int layers = 3;
-  std::string w = transformer(layers, "sgd");
-  w.replace(w.find("optimizer: sgd"), 14, "optimizer: sgd, remat: qkv_proj_offloaded");
-  const Step s = plan_step(hardware("[4, 1]") + w + "strategy: {name: fsdp}\n");
-  const Program& p = s.plan.programs[0];
-  int reloads = 0;
-  for (OpId id : p.order) reloads += p.graph.op(id).kind == OpKind::FromHost ? 1 : 0;
-  EXPECT_EQ(reloads, 3 * layers);  // queries, keys and values of each layer
+// Walking the issue order of a fully sharded Transformer of `layers` layers: the most cells whose gathered copies are
+// live at once. A copy lives from its gather to its last reader.
+size_t most_cells_with_gathered_copies_live(const Program& p, int layers) {
   std::map<std::string, int> cell_of;
   for (const TParam& tp : transformer_params(layers)) cell_of[tp.name] = tp.cell;
   std::vector<size_t> at(p.graph.num_ops());
@@ -306,7 +270,32 @@ TEST(FsdpTest, OffloadedValuesReloadedAheadDoNotMoveTheGathersFurtherAhead) {
   }
   size_t most = 0;
   for (const auto& cells : live) most = std::max(most, cells.size());
-  EXPECT_EQ(most, 2u);
+  return most;
+}
+
+}  // namespace
+
+// The gathered copies live at any point belong to at most two cells (the current one and the one prefetched), and
+// to two at some point (the prefetch does overlap); the forward's copy is dead before the backward's is made.
+TEST(FsdpTest, AtMostTwoCellsOfGatheredWeightsLive) {
+  const int layers = 3;
+  const Step s = plan_step(hardware("[4, 1]") + transformer(layers, "sgd") + "strategy: {name: fsdp}\n");
+  EXPECT_EQ(most_cells_with_gathered_copies_live(s.plan.programs[0], layers), 2u);
+}
+
+// The same with values offloaded to the host (workload.remat: qkv_proj_offloaded): each layer's queries, keys and
+// values come back from host memory one layer ahead of the backward ops that read them, and those reloads are not
+// where the layer starts: the gathers stay one cell ahead (two cells' copies live at most), not two.
+TEST(FsdpTest, OffloadedValuesReloadedAheadDoNotMoveTheGathersFurtherAhead) {
+  const int layers = 3;
+  std::string w = transformer(layers, "sgd");
+  w.replace(w.find("optimizer: sgd"), 14, "optimizer: sgd, remat: qkv_proj_offloaded");
+  const Step s = plan_step(hardware("[4, 1]") + w + "strategy: {name: fsdp}\n");
+  const Program& p = s.plan.programs[0];
+  int reloads = 0;
+  for (OpId id : p.order) reloads += p.graph.op(id).kind == OpKind::FromHost ? 1 : 0;
+  EXPECT_EQ(reloads, 3 * layers);  // queries, keys and values of each layer
+  EXPECT_EQ(most_cells_with_gathered_copies_live(p, layers), 2u);
   expect_reproduces_the_step(s);
 }
 
