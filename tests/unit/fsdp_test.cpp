@@ -273,6 +273,13 @@ size_t most_cells_with_gathered_copies_live(const Program& p, int layers) {
   return most;
 }
 
+// fsdp over 4 chips of a Transformer of `layers` layers trained with SGD and re-materialization `remat`.
+Step fsdp_with_remat(int layers, const std::string& remat) {
+  std::string w = transformer(layers, "sgd");
+  w.replace(w.find("optimizer: sgd"), 14, "optimizer: sgd, remat: " + remat);
+  return plan_step(hardware("[4, 1]") + w + "strategy: {name: fsdp}\n");
+}
+
 }  // namespace
 
 // The gathered copies live at any point belong to at most two cells (the current one and the one prefetched), and
@@ -288,9 +295,7 @@ TEST(FsdpTest, AtMostTwoCellsOfGatheredWeightsLive) {
 // where the layer starts: the gathers stay one cell ahead (two cells' copies live at most), not two.
 TEST(FsdpTest, OffloadedValuesReloadedAheadDoNotMoveTheGathersFurtherAhead) {
   const int layers = 3;
-  std::string w = transformer(layers, "sgd");
-  w.replace(w.find("optimizer: sgd"), 14, "optimizer: sgd, remat: qkv_proj_offloaded");
-  const Step s = plan_step(hardware("[4, 1]") + w + "strategy: {name: fsdp}\n");
+  const Step s = fsdp_with_remat(layers, "qkv_proj_offloaded");
   const Program& p = s.plan.programs[0];
   int reloads = 0;
   for (OpId id : p.order) reloads += p.graph.op(id).kind == OpKind::FromHost ? 1 : 0;
@@ -304,9 +309,7 @@ TEST(FsdpTest, OffloadedValuesReloadedAheadDoNotMoveTheGathersFurtherAhead) {
 // gathers: the same two per weight the backward reads), and at most two cells' copies are live at once.
 TEST(FsdpTest, RecomputedOpsReadTheBackwardCopy) {
   const int layers = 3;
-  std::string w = transformer(layers, "sgd");
-  w.replace(w.find("optimizer: sgd"), 14, "optimizer: sgd, remat: full");
-  const Step s = plan_step(hardware("[4, 1]") + w + "strategy: {name: fsdp}\n");
+  const Step s = fsdp_with_remat(layers, "full");
   const Program& p = s.plan.programs[0];
   int recomputed_readers = 0;
   std::map<std::string, int> gathers;
