@@ -129,7 +129,7 @@ Value Importer::instruction(const Computation& c, const Instruction& in, const s
   const std::string& op = in.opcode;
   const std::string& file = m_m.file;
   if (in.shape.dynamic()) fail(in, Err::HloUnsupported, "a dimension of unbounded size ('?'): podsim needs sizes");
-  // An array of no elements (a placeholder operand, bf16[0]) holds nothing and costs nothing.
+  // An array of no elements (bf16[0], an operand XLA passes for its shape alone) holds nothing and costs nothing.
   if (in.shape.is_array() && in.shape.type != Type::Invalid && in.shape.elements() == 0 && op != "parameter")
     return Value{};
   // ---- structure ----

@@ -450,20 +450,18 @@ ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const Chi
     if (f.kind == OpKind::FromHost) e.hbm_reads.clear();
     // Dependencies: the exec ops that make what this one reads, and those it is ordered after (control edges: a
     // pipeline schedule). A predecessor that is recomputed here is made here; one recomputed everywhere it is read
-    // orders this op after every exec op that recomputes it.
-    // A predecessor duplicated only into later kernels (an elementwise producer the fusion recomputes where it is
-    // read, and a control edge's source among them) is made nowhere before this op: the op is ordered after what
-    // that predecessor reads instead, so a control edge from it still holds.
+    // orders this op after every exec op that recomputes it; one recomputed only in later kernels (a control edge's
+    // source among them) is made nowhere before this op, which then waits for what that predecessor reads.
     std::set<int32_t> deps;
     const int32_t self = static_cast<int32_t>(gi);
     std::set<OpId> inside, seen;
     for (const FusionMember& m : fg.members) inside.insert(m.op);
-    std::vector<OpId> todo;
+    std::vector<OpId> preds;  // predecessors still to place
     for (const FusionMember& m : fg.members)
-      for (OpId p : g.predecessors(m.op)) todo.push_back(p);
-    while (!todo.empty()) {
-      const OpId p = todo.back();
-      todo.pop_back();
+      for (OpId p : g.predecessors(m.op)) preds.push_back(p);
+    while (!preds.empty()) {
+      const OpId p = preds.back();
+      preds.pop_back();
       if (inside.count(p) || !seen.insert(p).second) continue;
       if (home[p] >= 0) {
         if (home[p] != self) deps.insert(home[p]);
@@ -476,7 +474,7 @@ ExecProgram lower(const ModelGraph& g, const std::vector<OpId>& order, const Chi
           earlier = true;
         }
       if (!earlier)
-        for (OpId q : g.predecessors(p)) todo.push_back(q);
+        for (OpId q : g.predecessors(p)) preds.push_back(q);
     }
     e.deps.assign(deps.begin(), deps.end());
     ep.ops.push_back(std::move(e));
