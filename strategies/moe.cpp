@@ -129,7 +129,7 @@ class Moe : public IStrategy {
     TensorId t = g.find_tensor(name);
     if (t < 0)
       throw Error(Err::StrategyMismatch, exp.params.where("strategy.name"),
-                  "strategy moe expects the tensor '" + name + "' of an MoE block (named as workloads/moe_layer.h "
+                  "strategy moe expects the tensor '" + name + "' of an MoE block (named as workloads/models/moe_layer.h "
                   "names them); the " + exp.workload + " step has no such tensor",
                   "strategy.name");
     return t;

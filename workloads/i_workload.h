@@ -1,5 +1,6 @@
 // A workload plugin: declares its parameters (under "workload.") and builds the logical training step graph.
-// One file per workload under workloads/, registered by name:
+// One file per workload, registered by name: a model under workloads/models/, an op-level microbenchmark under
+// workloads/microbench/:
 //
 //   PODSIM_REGISTER_WORKLOAD(MlpWorkload, "mlp", "Stack of dense layers with activation");
 //

@@ -457,7 +457,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
     lat += chip->log().traffic_latency_sum;
     lat_max = std::max(lat_max, chip->log().traffic_latency_max);
   }
-  // The memory microbenchmark: bandwidth of the stream, idle latency of the two probes (workloads/memory.cpp).
+  // The memory microbenchmark: bandwidth of the stream, idle latency of the two probes (workloads/microbench/memory.cpp).
   if (e.workload == "memory" && rc.role() >= 0) {
     const ExecProgram& ep = p.ctx->programs[rc.role()];
     double stream_t = 0, stream_bytes = 0, hit = 0, miss = 0;

@@ -14,7 +14,7 @@
 #include "sim/config/loader.h"
 #include "strategies/planner.h"
 #include "workloads/i_workload.h"
-#include "workloads/moe_layer.h"
+#include "workloads/models/moe_layer.h"
 #include "workloads/moe_routing.h"
 #include "workloads/op_def.h"
 #include "workloads/reference.h"

@@ -14,7 +14,7 @@
 //   -> mean softmax cross-entropy against labels [B, S]
 //   -> backward -> optimizer.
 // With workload.moe.experts = E > 0, every other layer (the second, fourth, ...) replaces its FFN by a GShard
-// mixture of E experts, x = x + MoE(LN2(x)) (workloads/moe_layer.h, docs/moe.md), and the loss becomes
+// mixture of E experts, x = x + MoE(LN2(x)) (workloads/models/moe_layer.h, docs/moe.md), and the loss becomes
 // "loss" = cross-entropy ("loss.nll") + the layers' weighted load-balancing terms.
 // Every tensor keeps its dimensions apart (batch, sequence, heads, head width), so a strategy can split any of
 // them: the matmuls are einsums over named dimensions.
@@ -24,7 +24,7 @@
 
 #include "base/text.h"
 #include "workloads/i_workload.h"
-#include "workloads/moe_layer.h"
+#include "workloads/models/moe_layer.h"
 #include "workloads/training.h"
 
 namespace podsim {

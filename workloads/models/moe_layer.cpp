@@ -1,4 +1,4 @@
-#include "workloads/moe_layer.h"
+#include "workloads/models/moe_layer.h"
 
 #include <algorithm>
 #include <cmath>
