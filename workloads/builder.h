@@ -21,7 +21,7 @@
 namespace podsim {
 
 // The update rules are in workloads/ops/optimizer.cpp.
-enum class Optimizer { Sgd, Adam, Momentum, Lars, RmsProp };
+enum class Optimizer { Sgd, Adam, Momentum, Lars, RmsProp, Lamb };
 
 struct OptimizerConfig {
   Optimizer kind = Optimizer::Sgd;
@@ -30,8 +30,11 @@ struct OptimizerConfig {
   int64_t step = 1;  // Adam's step count t, for bias correction
   double momentum = 0.9;       // Momentum, LARS and RMSProp
   double lars_eta = 0.001;     // LARS's trust coefficient
-  double weight_decay = 0;     // LARS's (not applied to biases and normalization parameters)
+  double weight_decay = 0;     // LARS's and LAMB's (not applied to biases and normalization parameters)
   double rmsprop_decay = 0.9;  // RMSProp's decay of the mean square
+  // Global-norm clipping of the gradients before the update (tf.clip_by_global_norm): every gradient scaled by
+  // clip_norm / max(clip_norm, ||all gradients||); 0: none (workloads/ops/grad_clip.cpp).
+  double clip_norm = 0;
 };
 
 class GraphBuilder {
@@ -110,7 +113,9 @@ class GraphBuilder {
   // Adds Backward ops computing d(loss)/d(every parameter), summing gradients of tensors used more than once.
   void backward(TensorId loss);
   // Adds one Optimizer op per parameter, producing Updated tensors "<param>.new" (and "<param>.m.new", ...); LARS
-  // first adds one op per weight computing its squared norms ("<param>.norms").
+  // first adds one op per weight computing its squared norms ("<param>.norms"), LAMB one computing its moments and
+  // norms ("<param>.moments"). With clip_norm, each gradient's squared norm ("<param>.grad.sq") and the clipping
+  // factor ("grad_clip.factor") come first.
   void optimizer(const OptimizerConfig& cfg);
 
   // The gradient tensor of a parameter or activation after backward(); -1 if it has none.
@@ -128,6 +133,8 @@ class GraphBuilder {
   TensorId accumulate(const std::vector<TensorId>& parts, const std::string& name);
   // `t`, or when it is a parameter stored in another type than the compute type, its cast copy for this cell.
   TensorId compute_copy(TensorId t);
+  // The model cell of a parameter's first use (its optimizer ops join it); -1 when nothing reads it.
+  int32_t param_cell(TensorId p) const;
 
   ModelGraph& m_g;
   DType m_dtype;

@@ -107,6 +107,16 @@ enum class OpKind : uint8_t {
   LarsNorms,       // inputs (w, g) -> [sum w^2, sum g^2] (fp32 [2]): the squared norms LARS's trust ratio needs
   LarsUpdate,      // inputs (w, g, u, norms) -> (w', u'); attrs: alpha = lr, beta1 = momentum, eta, weight_decay
   RmsPropUpdate,   // inputs (w, g, ms, u) -> (w', ms', u'); attrs: alpha = lr, beta2 = decay, beta1 = momentum, eps
+  // Each update above (and LambMoments) takes an optional last input, the global-norm clipping factor c [1]: it
+  // updates with c * g in place of g (workload.clip_norm).
+  // LAMB (You et al. 2019, as MLPerf's BERT codes it; workloads/ops/lamb.cpp), per weight in two kernels: Adam's
+  // moments with the squared norms of the weight and of its update u = m^ / (sqrt(v^) + eps) + wd w, then the
+  // update scaled by the trust ratio ||w|| / ||u||. attrs: alpha = lr, beta1, beta2, eps, step, weight_decay.
+  LambMoments,  // inputs (w, g, m, v[, clip]) -> (m', v', [sum w^2, sum u^2] fp32 [2])
+  LambUpdate,   // inputs (w, m', v', norms) -> w'
+  // Global-norm gradient clipping (tf.clip_by_global_norm; workloads/ops/grad_clip.cpp).
+  GradSquaredNorm,  // inputs (g) -> [sum g^2] fp32 [1]
+  ClipFactor,       // inputs (every gradient's squared norm [1]) -> clip / max(sqrt(sum), clip) [1]; attrs.alpha = clip
   // Array ops: the instructions of an imported XLA HLO module (hlo/, docs/hlo.md) that no kind above expresses.
   // Fields of attrs as each says (OpAttrs: dims, lo, hi, stride, fn, values); kernels in workloads/ops/array.cpp
   // unless noted.

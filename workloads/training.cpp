@@ -15,25 +15,38 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
                         "dtype bf16 is mixed precision: fp32 master weights, each cast to a bf16 copy where the step "
                         "reads it, the copy's gradient cast back to fp32 (docs/model.md).")
           .optional(),
-      ParamSpec::choice("workload.optimizer", {"sgd", "adam", "momentum", "lars", "rmsprop"},
+      ParamSpec::choice("workload.optimizer", {"sgd", "adam", "momentum", "lars", "rmsprop", "lamb"},
                         "Optimizer (docs/model.md): sgd (no state); adam (two fp32 states per weight); momentum (SGD "
                         "with momentum, one fp32 state); lars (You et al. 2017: momentum with a per-weight trust "
                         "ratio from the norms of the weight and its gradient; biases and normalization parameters "
                         "excluded; one fp32 state); rmsprop (with momentum, GPipe's AmoebaNet: two fp32 states, 12 "
-                        "bytes per parameter with fp32 weights).")
+                        "bytes per parameter with fp32 weights); lamb (You et al. 2019, as MLPerf's BERT: Adam's "
+                        "bias-corrected direction plus weight decay, scaled per weight by the trust ratio "
+                        "||w|| / ||update||; biases and normalization parameters excluded from both; two fp32 "
+                        "states).")
           .def(default_optimizer),
       ParamSpec::real("workload.learning_rate", "Learning rate.").positive(100).def(default_lr),
-      ParamSpec::real("workload.beta1", "Adam first-moment decay.").range(0, 0.999999).def("0.9"),
-      ParamSpec::real("workload.beta2", "Adam second-moment decay.").range(0, 0.999999999).def("0.999"),
-      ParamSpec::real("workload.eps", "Adam and RMSProp epsilon (GPipe's AmoebaNet RMSProp: 1).").positive(1).def("1e-8"),
+      ParamSpec::real("workload.beta1", "Adam and LAMB first-moment decay.").range(0, 0.999999).def("0.9"),
+      ParamSpec::real("workload.beta2", "Adam and LAMB second-moment decay.").range(0, 0.999999999).def("0.999"),
+      ParamSpec::real("workload.eps",
+                      "Adam, LAMB and RMSProp epsilon (GPipe's AmoebaNet RMSProp: 1; MLPerf's BERT LAMB: 1e-6).")
+          .positive(1)
+          .def("1e-8"),
       ParamSpec::real("workload.momentum", "Momentum of the momentum, lars and rmsprop optimizers.")
           .range(0, 0.999999)
           .def("0.9"),
       ParamSpec::real("workload.lars_eta", "LARS trust coefficient eta.").positive(1).def("0.001"),
       ParamSpec::real("workload.weight_decay",
-                      "LARS weight decay (its gradient term and in the trust ratio; not on biases and normalization "
-                      "parameters). Only with optimizer: lars.")
+                      "LARS and LAMB weight decay (LARS: its gradient term and in the trust ratio; LAMB: decoupled, "
+                      "added to the update before the trust ratio; MLPerf's BERT: 0.01); not on biases and "
+                      "normalization parameters. Only with optimizer: lars or lamb.")
           .range(0, 1)
+          .def("0"),
+      ParamSpec::real("workload.clip_norm",
+                      "Global-norm gradient clipping before the update (tf.clip_by_global_norm): every gradient "
+                      "scaled by clip_norm / max(clip_norm, the norm of all gradients together); MLPerf's BERT 1.0, "
+                      "GNMT 5.0. 0: no clipping. Every update then waits for the last gradient (docs/model.md).")
+          .range(0, 1e6)
           .def("0"),
       ParamSpec::real("workload.rmsprop_decay", "RMSProp decay of the mean square.").range(0, 0.999999).def("0.9"),
       ParamSpec::choice("workload.remat",
@@ -63,10 +76,11 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
 DType training_dtype(const ParamSet& p) { return p.s("workload.dtype") == "bf16" ? DType::BF16 : DType::F32; }
 
 void validate_training(const ParamSet& p) {
-  if (p.f("workload.weight_decay") != 0 && p.s("workload.optimizer") != "lars")
+  const std::string opt = p.s("workload.optimizer");
+  if (p.f("workload.weight_decay") != 0 && opt != "lars" && opt != "lamb")
     throw Error(Err::BadChoice, p.where("workload.weight_decay"),
-                "workload.weight_decay is LARS's weight decay, but workload.optimizer is " + p.s("workload.optimizer") +
-                    "; set optimizer: lars or drop weight_decay",
+                "workload.weight_decay is LARS's and LAMB's weight decay, but workload.optimizer is " + opt +
+                    "; set optimizer: lars or lamb, or drop weight_decay",
                 "workload.weight_decay");
   const bool names = p.s("workload.remat") == "names";
   if (names && p.strings("workload.remat_keep").empty())
@@ -100,6 +114,7 @@ OptimizerConfig training_optimizer(const ParamSet& p) {
            : o == "momentum" ? Optimizer::Momentum
            : o == "lars"     ? Optimizer::Lars
            : o == "rmsprop"  ? Optimizer::RmsProp
+           : o == "lamb"     ? Optimizer::Lamb
                              : Optimizer::Sgd;
   c.learning_rate = p.f("workload.learning_rate");
   c.beta1 = p.f("workload.beta1");
@@ -109,6 +124,7 @@ OptimizerConfig training_optimizer(const ParamSet& p) {
   c.lars_eta = p.f("workload.lars_eta");
   c.weight_decay = p.f("workload.weight_decay");
   c.rmsprop_decay = p.f("workload.rmsprop_decay");
+  c.clip_norm = p.f("workload.clip_norm");
   return c;
 }
 

@@ -77,6 +77,17 @@ inline OpCost reduction(OpCost c) {
   return c;
 }
 
+// Optimizer ops: the global-norm clipping factor (workload.clip_norm) an update takes as its input `base`, after
+// the `base` inputs of its rule; 1 when it has none.
+inline float clip_factor(const TensorStore& s, const Op& op, size_t base) {
+  return op.inputs.size() > base ? s.get(op.inputs[base]).data.at(0) : 1.0f;
+}
+// Its partition rule: the factor is one number, whole on every device.
+inline OpSharding with_clip_factor(OpSharding r, size_t base) {
+  for (size_t i = base; i < r.in.size(); ++i) r.in[i] = ShardSpec::replicated(1);
+  return r;
+}
+
 inline void check(bool ok, const Op& op, const std::string& what) {
   if (!ok) throw Error(Err::Internal, "op '" + op.name + "': " + what);
 }

@@ -11,6 +11,8 @@
 //   RMSProp (TensorFlow's RMSPropOptimizer with momentum, as GPipe's AmoebaNet; decay rho): ms' = rho ms + (1 - rho)
 //     g^2;  u' = mu u + lr g / sqrt(ms' + eps);  w' = w - u'. Two fp32 states (ms, u): with an fp32 weight, 12 bytes
 //     per parameter, GPipe's figure (Huang et al. 2019, Table 1). The state starts at 0 (TensorFlow 1 starts ms at 1).
+// With global-norm clipping (workload.clip_norm) each update takes the clipping factor c as its last input and uses
+// c g for g (one multiply more per element), as tf.clip_by_global_norm scales the gradients before apply_gradients.
 #include "workloads/ops/kernel_util.h"
 
 namespace podsim {
@@ -18,8 +20,11 @@ namespace {
 
 using ops::in;
 
+// One multiply per element more when the op scales its gradient by a clipping factor (its input `base`).
+double clip_ops(const Op& op, size_t base) { return op.inputs.size() > base ? 1 : 0; }
+
 OpCost sgd_cost(const ModelGraph& g, const Op& op) {
-  OpCost c = ops::vpu_cost(g, op, 2);
+  OpCost c = ops::vpu_cost(g, op, 2 + clip_ops(op, 2));
   c.fusible = true;
   c.pattern = c.write_pattern = HbmPattern::ReadModifyWrite;
   return c;
@@ -29,13 +34,13 @@ void sgd_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& w = in(s, op, 0);
   const Tensor& grad = in(s, op, 1);
   Tensor o = ops::out_like(g, op);
-  const float lr = static_cast<float>(op.attrs.alpha);
-  for (size_t i = 0; i < w.data.size(); ++i) o.data[i] = w.data[i] - lr * grad.data[i];
+  const float lr = static_cast<float>(op.attrs.alpha), c = ops::clip_factor(s, op, 2);
+  for (size_t i = 0; i < w.data.size(); ++i) o.data[i] = w.data[i] - lr * (c * grad.data[i]);
   ops::put(g, op, s, std::move(o));
 }
 
 OpCost adam_cost(const ModelGraph& g, const Op& op) {
-  OpCost c = ops::vpu_cost(g, op, 12, 1, 1);
+  OpCost c = ops::vpu_cost(g, op, 12 + clip_ops(op, 4), 1, 1);
   c.fusible = true;
   c.pattern = c.write_pattern = HbmPattern::ReadModifyWrite;
   return c;
@@ -50,8 +55,9 @@ void adam_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   Tensor w2 = ops::out_like(g, op, 0), m2 = ops::out_like(g, op, 1), v2 = ops::out_like(g, op, 2);
   const double c1 = 1.0 - std::pow(a.beta1, static_cast<double>(a.step));
   const double c2 = 1.0 - std::pow(a.beta2, static_cast<double>(a.step));
+  const float clip = ops::clip_factor(s, op, 4);
   for (size_t i = 0; i < w.data.size(); ++i) {
-    double gi = grad.data[i];
+    double gi = clip * grad.data[i];
     double mi = a.beta1 * m.data[i] + (1 - a.beta1) * gi;
     double vi = a.beta2 * v.data[i] + (1 - a.beta2) * gi * gi;
     m2.data[i] = static_cast<float>(mi);
@@ -64,7 +70,7 @@ void adam_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
 }
 
 OpCost momentum_cost(const ModelGraph& g, const Op& op) {
-  OpCost c = ops::vpu_cost(g, op, 4);  // u' = mu u + g (2), w' = w - lr u' (2)
+  OpCost c = ops::vpu_cost(g, op, 4 + clip_ops(op, 3));  // u' = mu u + g (2), w' = w - lr u' (2)
   c.fusible = true;
   c.pattern = c.write_pattern = HbmPattern::ReadModifyWrite;
   return c;
@@ -76,8 +82,9 @@ void momentum_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& u = in(s, op, 2);
   Tensor w2 = ops::out_like(g, op, 0), u2 = ops::out_like(g, op, 1);
   const double lr = op.attrs.alpha, mu = op.attrs.beta1;
+  const float clip = ops::clip_factor(s, op, 3);
   for (size_t i = 0; i < w.data.size(); ++i) {
-    const double ui = mu * u.data[i] + grad.data[i];
+    const double ui = mu * u.data[i] + clip * grad.data[i];
     u2.data[i] = static_cast<float>(ui);
     w2.data[i] = static_cast<float>(w.data[i] - lr * ui);
   }
@@ -86,15 +93,19 @@ void momentum_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
 }
 
 // Two sums of squares over the whole tensor (a reduction fusion: w^2 and g^2, each a multiply and an add per element).
-OpCost lars_norms_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 4, 0, 0, 2, 4)); }
+OpCost lars_norms_cost(const ModelGraph& g, const Op& op) {
+  return ops::reduction(ops::vpu_cost(g, op, 4 + clip_ops(op, 2), 0, 0, 2, 4));
+}
 
 void lars_norms_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& w = in(s, op, 0);
   const Tensor& grad = in(s, op, 1);
+  const double clip = ops::clip_factor(s, op, 2);
   double sw = 0, sg = 0;
   for (size_t i = 0; i < w.data.size(); ++i) {
     sw += static_cast<double>(w.data[i]) * w.data[i];
-    sg += static_cast<double>(grad.data[i]) * grad.data[i];
+    const double gi = clip * grad.data[i];
+    sg += gi * gi;
   }
   Tensor o = ops::out_like(g, op);
   o.data = {static_cast<float>(sw), static_cast<float>(sg)};
@@ -111,6 +122,7 @@ OpSharding lars_norms_rule(const OpShardingQuery& q) {
   const int64_t pw = sharding::pieces(target, q.mesh), pg = sharding::pieces(sg, q.mesh);
   if (pg > pw || (pg == pw && sg.axes().size() > target.axes().size())) target = sg;
   r.in = {target, target};
+  if (q.in.size() > 2) r.in.push_back(ShardSpec::replicated(1));  // the clipping factor
   std::vector<size_t> all(target.rank());
   for (size_t d = 0; d < all.size(); ++d) all[d] = d;
   ShardSpec out = ShardSpec::replicated(1);
@@ -121,7 +133,8 @@ OpSharding lars_norms_rule(const OpShardingQuery& q) {
 
 // The scalar work (two square roots, a divide) is per op, not per element.
 OpCost lars_cost(const ModelGraph& g, const Op& op) {
-  OpCost c = ops::vpu_cost(g, op, 6);  // g + wd w (2), x lr tau (1), u' = mu u + that (2), w' = w - u' (1)
+  // g + wd w (2), x lr tau (1), u' = mu u + that (2), w' = w - u' (1)
+  OpCost c = ops::vpu_cost(g, op, 6 + clip_ops(op, 4));
   c.fusible = true;
   c.pattern = c.write_pattern = HbmPattern::ReadModifyWrite;
   return c;
@@ -142,9 +155,10 @@ void lars_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   ops::check(norms.data.size() == 2, op, "LARS takes two squared norms");
   const double rate = lars_rate(op.attrs, norms.data[0], norms.data[1]);
   const double mu = op.attrs.beta1, wd = op.attrs.weight_decay;
+  const float clip = ops::clip_factor(s, op, 4);
   Tensor w2 = ops::out_like(g, op, 0), u2 = ops::out_like(g, op, 1);
   for (size_t i = 0; i < w.data.size(); ++i) {
-    const double ui = mu * u.data[i] + rate * (grad.data[i] + wd * w.data[i]);
+    const double ui = mu * u.data[i] + rate * (clip * grad.data[i] + wd * w.data[i]);
     u2.data[i] = static_cast<float>(ui);
     w2.data[i] = static_cast<float>(w.data[i] - ui);
   }
@@ -154,7 +168,7 @@ void lars_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
 
 OpCost rmsprop_cost(const ModelGraph& g, const Op& op) {
   // ms' (g^2, two products, an add: 4), + eps, x lr, x g (3), u' (2), w' (1); one reciprocal square root.
-  OpCost c = ops::vpu_cost(g, op, 10, 1);
+  OpCost c = ops::vpu_cost(g, op, 10 + clip_ops(op, 4), 1);
   c.fusible = true;
   c.pattern = c.write_pattern = HbmPattern::ReadModifyWrite;
   return c;
@@ -167,8 +181,9 @@ void rmsprop_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& u = in(s, op, 3);
   const OpAttrs& a = op.attrs;
   Tensor w2 = ops::out_like(g, op, 0), ms2 = ops::out_like(g, op, 1), u2 = ops::out_like(g, op, 2);
+  const float clip = ops::clip_factor(s, op, 4);
   for (size_t i = 0; i < w.data.size(); ++i) {
-    const double gi = grad.data[i];
+    const double gi = clip * grad.data[i];
     const double mi = a.beta2 * ms.data[i] + (1 - a.beta2) * gi * gi;
     const double ui = a.beta1 * u.data[i] + a.alpha * gi / std::sqrt(mi + a.eps);
     ms2.data[i] = static_cast<float>(mi);
@@ -183,25 +198,29 @@ void rmsprop_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
 // Elementwise on the parameter's spec: the gradient and optimizer state are brought to the spec of the most split
 // of them (weight-update sharding: the state is split, so the gradient is reduce-scattered and the parameter
 // sliced, and the updated shard gathered afterwards).
-OpSharding update_rule(const OpShardingQuery& q) { return sharding::elementwise(q, false); }
+// The clipping factor, when there is one, is whole.
+template <size_t Base>
+OpSharding update_rule(const OpShardingQuery& q) {
+  return ops::with_clip_factor(sharding::elementwise(q, false), Base);
+}
 
 // LARS's update: elementwise, its squared norms whole (all-reduced when the norms op ran on shards).
 OpSharding lars_rule(const OpShardingQuery& q) {
-  OpSharding r = sharding::elementwise(q, false);
+  OpSharding r = ops::with_clip_factor(sharding::elementwise(q, false), 4);
   r.in.at(3) = ShardSpec::replicated(1);
   return r;
 }
 
 const bool registered =
-    register_op_kind({OpKind::SgdUpdate, "sgd_update", Unit::Vpu, sgd_cost, sgd_kernel, nullptr, update_rule}) &&
-    register_op_kind({OpKind::AdamUpdate, "adam_update", Unit::Vpu, adam_cost, adam_kernel, nullptr, update_rule}) &&
-    register_op_kind(
-        {OpKind::MomentumUpdate, "momentum_update", Unit::Vpu, momentum_cost, momentum_kernel, nullptr, update_rule}) &&
+    register_op_kind({OpKind::SgdUpdate, "sgd_update", Unit::Vpu, sgd_cost, sgd_kernel, nullptr, update_rule<2>}) &&
+    register_op_kind({OpKind::AdamUpdate, "adam_update", Unit::Vpu, adam_cost, adam_kernel, nullptr, update_rule<4>}) &&
+    register_op_kind({OpKind::MomentumUpdate, "momentum_update", Unit::Vpu, momentum_cost, momentum_kernel, nullptr,
+                      update_rule<3>}) &&
     register_op_kind(
         {OpKind::LarsNorms, "lars_norms", Unit::Vpu, lars_norms_cost, lars_norms_kernel, nullptr, lars_norms_rule}) &&
     register_op_kind({OpKind::LarsUpdate, "lars_update", Unit::Vpu, lars_cost, lars_kernel, nullptr, lars_rule}) &&
     register_op_kind(
-        {OpKind::RmsPropUpdate, "rmsprop_update", Unit::Vpu, rmsprop_cost, rmsprop_kernel, nullptr, update_rule});
+        {OpKind::RmsPropUpdate, "rmsprop_update", Unit::Vpu, rmsprop_cost, rmsprop_kernel, nullptr, update_rule<4>});
 
 }  // namespace
 }  // namespace podsim
