@@ -128,7 +128,8 @@ TensorId GraphBuilder::bias_add(TensorId x, TensorId bias, const std::string& na
   set_param_kind(bias, ParamKind::Bias);
   const auto& sx = m_g.tensor(x).shape;
   const auto& sb = m_g.tensor(bias).shape;
-  if (sb.size() != 1 || sx.back() != sb[0]) shape_error(name, "bias " + shape_text(sb) + " for " + shape_text(sx));
+  if (sb.empty() || sb.size() > sx.size() || !std::equal(sb.begin(), sb.end(), sx.end() - static_cast<ptrdiff_t>(sb.size())))
+    shape_error(name, "bias " + shape_text(sb) + " for " + shape_text(sx));
   return forward(name, OpKind::BiasAdd, {x, bias}, sx, m_g.tensor(x).dtype);
 }
 
@@ -283,6 +284,74 @@ TensorId GraphBuilder::softmax_cross_entropy(TensorId logits, TensorId labels, c
   op.cell = m_cell;
   m_g.add_op(op);
   return loss;
+}
+
+TensorId GraphBuilder::crop(TensorId x, size_t dim, int64_t size, const std::string& name) {
+  std::vector<int64_t> shape = m_g.tensor(x).shape;
+  if (dim >= shape.size() || size < 1 || size > shape[dim])
+    shape_error(name, "crop of dimension " + std::to_string(dim) + " of " + shape_text(shape) + " to " + std::to_string(size));
+  shape[dim] = size;
+  OpAttrs at;
+  at.dim = static_cast<int64_t>(dim);
+  return forward(name, OpKind::Slice, {x}, shape, m_g.tensor(x).dtype, at);
+}
+
+TensorId GraphBuilder::timing_signal(TensorId x, const std::string& name) {
+  if (m_g.tensor(x).shape.size() != 3) shape_error(name, "the timing signal is added to [B, S, D], got " + shape_text(m_g.tensor(x).shape));
+  return forward(name, OpKind::TimingSignal, {x}, m_g.tensor(x).shape, m_g.tensor(x).dtype);
+}
+
+TensorId GraphBuilder::tanh(TensorId x, const std::string& name) {
+  return forward(name, OpKind::Tanh, {x}, m_g.tensor(x).shape, m_g.tensor(x).dtype);
+}
+
+TensorId GraphBuilder::gather_positions(TensorId x, TensorId positions, const std::string& name) {
+  const auto& sx = m_g.tensor(x).shape;
+  const auto& sp = m_g.tensor(positions).shape;
+  if (sx.size() != 3 || sp.size() != 2 || sp[0] != sx[0] || m_g.tensor(positions).dtype != DType::I32)
+    shape_error(name, "gather_positions takes x [B, S, D] and int32 positions [B, P], got " + shape_text(sx) + " and " +
+                          shape_text(sp));
+  return forward(name, OpKind::GatherPositions, {x, positions}, {sx[0], sp[1], sx[2]}, m_g.tensor(x).dtype);
+}
+
+TensorId GraphBuilder::lstm(TensorId xw, TensorId wh, bool reverse, const std::string& name) {
+  wh = compute_copy(wh);
+  const TensorInfo xi = m_g.tensor(xw);
+  const auto& sw = m_g.tensor(wh).shape;
+  const bool ok = xi.shape.size() == 4 && xi.shape[2] == 4 && sw.size() == 3 && sw[0] == xi.shape[3] && sw[1] == 4 &&
+                  sw[2] == xi.shape[3];
+  if (!ok)
+    shape_error(name, "an LSTM takes xw [B, T, 4, H] and wh [H, 4, H], got " + shape_text(xi.shape) + " and " +
+                          shape_text(sw));
+  const std::vector<int64_t> rows = {xi.shape[0], xi.shape[1], xi.shape[3]};
+  TensorRole role = m_phase == Phase::Backward ? TensorRole::Gradient : TensorRole::Activation;
+  Op op;
+  op.name = name;
+  op.kind = OpKind::LstmScan;
+  op.phase = m_phase;
+  op.inputs = {xw, wh};
+  op.outputs = {m_g.add_tensor({name, rows, xi.dtype, role}), m_g.add_tensor({name + ".c", rows, xi.dtype, role}),
+                m_g.add_tensor({name + ".gates", xi.shape, xi.dtype, role})};
+  op.attrs.shift = reverse ? -1 : 1;
+  op.cell = m_cell;
+  m_g.add_op(op);
+  return op.outputs[0];
+}
+
+TensorId GraphBuilder::additive_attention(TensorId q, TensorId k, TensorId bias, TensorId v, TensorId g,
+                                          const std::string& name) {
+  set_param_kind(bias, ParamKind::Bias);
+  bias = compute_copy(bias);
+  v = compute_copy(v);
+  g = compute_copy(g);
+  const auto& sq = m_g.tensor(q).shape;
+  const auto& sk = m_g.tensor(k).shape;
+  auto vector_of = [&](TensorId t, int64_t n) { return m_g.tensor(t).shape.size() == 1 && m_g.tensor(t).shape[0] == n; };
+  if (sq.size() != 3 || sk.size() != 3 || sq[0] != sk[0] || sq[2] != sk[2] || !vector_of(bias, sq[2]) ||
+      !vector_of(v, sq[2]) || !vector_of(g, 1))
+    shape_error(name, "additive attention takes q [B, T, H], k [B, S, H], bias and v [H] and g [1], got q " +
+                          shape_text(sq) + ", k " + shape_text(sk));
+  return forward(name, OpKind::AdditiveAttention, {q, k, bias, v, g}, {sq[0], sq[1], sk[1]}, m_g.tensor(q).dtype);
 }
 
 TensorId GraphBuilder::reshape(TensorId x, std::vector<int64_t> shape, const std::string& name) {

@@ -61,6 +61,7 @@ class GraphBuilder {
   TensorId matmul(TensorId a, TensorId b, const std::string& name, bool trans_a = false, bool trans_b = false);
   TensorId add(TensorId a, TensorId b, const std::string& name);
   TensorId scale(TensorId a, double alpha, const std::string& name);
+  // x [..., N] + bias [N]; or a bias of x's trailing shape ([S, D] for x [B, S, D]: a position table).
   TensorId bias_add(TensorId x, TensorId bias, const std::string& name);
   TensorId relu(TensorId x, const std::string& name);
   TensorId gelu(TensorId x, const std::string& name);
@@ -80,6 +81,23 @@ class GraphBuilder {
   TensorId embedding(TensorId table, TensorId ids, const std::string& name);
   // Mean softmax cross-entropy over the rows of logits; returns the scalar loss.
   TensorId softmax_cross_entropy(TensorId logits, TensorId labels, const std::string& name);
+  // The first `size` entries of dimension `dim` (workloads/ops/slice.cpp): crop(x, 1, 1, "first") takes a
+  // sequence's first position; its gradient pads back with zeros.
+  TensorId crop(TensorId x, size_t dim, int64_t size, const std::string& name);
+  // x [B, S, D] plus the Transformer's sinusoidal position signal (workloads/ops/timing_signal.cpp).
+  TensorId timing_signal(TensorId x, const std::string& name);
+  // tanh, elementwise (workloads/ops/tanh.cpp).
+  TensorId tanh(TensorId x, const std::string& name);
+  // The rows of x [B, S, D] at positions [B, P] (int32, each < S) of each example: [B, P, D]
+  // (workloads/ops/gather_positions.cpp; BERT's masked positions).
+  TensorId gather_positions(TensorId x, TensorId positions, const std::string& name);
+  // An LSTM layer over xw [B, T, 4, H] (the input projection with its biases; gates i, f, g, o) with recurrent
+  // weight wh [H, 4, H], one scanned kernel (workloads/ops/lstm.cpp): returns h [B, T, H] (outputs "<name>.c" and
+  // "<name>.gates" beside it); `reverse` runs backwards in time.
+  TensorId lstm(TensorId xw, TensorId wh, bool reverse, const std::string& name);
+  // GNMT's normalized Bahdanau scores [B, T, S] of queries q [B, T, H] against keys k [B, S, H]
+  // (workloads/ops/additive_attention.cpp): sum_h g v[h] / ||v|| tanh(q + k + bias)[h].
+  TensorId additive_attention(TensorId q, TensorId k, TensorId bias, TensorId v, TensorId g, const std::string& name);
   // The same elements in row-major order under another shape of the same size: reshape(x, {G, S, D}, "groups").
   TensorId reshape(TensorId x, std::vector<int64_t> shape, const std::string& name);
   // The inputs (all of one shape) concatenated along the last dimension (workloads/ops/concat.cpp).

@@ -117,6 +117,21 @@ enum class OpKind : uint8_t {
   // Global-norm gradient clipping (tf.clip_by_global_norm; workloads/ops/grad_clip.cpp).
   GradSquaredNorm,  // inputs (g) -> [sum g^2] fp32 [1]
   ClipFactor,       // inputs (every gradient's squared norm [1]) -> clip / max(sqrt(sum), clip) [1]; attrs.alpha = clip
+  // Language models' pieces (BERT's heads, GNMT's attention and recurrent layers).
+  Tanh,              // elementwise (BERT's pooler)
+  TanhGrad,          // inputs (dy, y) -> dy (1 - y^2), y = tanh(x)
+  GatherPositions,   // inputs (x[B, S, D], positions[B, P] int32) -> [B, P, D] (workloads/ops/gather_positions.cpp)
+  ScatterPositions,  // inputs (dy[B, P, D], positions) -> dx[B, S, D]: dy added into rows of zeros; attrs.dim = S
+  TimingSignal,      // x [B, S, D] + the sinusoids of position s (Vaswani et al. 2017; T2T's add_timing_signal_1d)
+  // GNMT's normalized Bahdanau scores (workloads/ops/additive_attention.cpp): s[b, t, r] = sum_h a[h] tanh(q[b, t, h]
+  // + k[b, r, h] + bias[h]), a = g v / ||v||.
+  AdditiveAttention,      // inputs (q[B, T, H], k[B, S, H], bias[H], v[H], g[1]) -> scores[B, T, S]
+  AdditiveAttentionGrad,  // inputs (dscores, q, k, bias, v, g) -> (dq, dk, dbias, dv, dg)
+  // A recurrent LSTM layer as one scanned kernel (workloads/ops/lstm.cpp): per step the gates' recurrent product
+  // h[t-1] . Wh on the MXU and the cell on the vector unit; attrs.shift = -1 runs backwards in time.
+  LstmScan,      // inputs (xw[B, T, 4, H] the input projection with the biases, wh[H, 4, H]) -> (h, c [B, T, H],
+                 // gates[B, T, 4, H]: i, f, g, o activated)
+  LstmScanGrad,  // inputs (dh[B, T, H], h, c, gates, wh) -> (dxw[B, T, 4, H], dwh[H, 4, H])
   // Array ops: the instructions of an imported XLA HLO module (hlo/, docs/hlo.md) that no kind above expresses.
   // Fields of attrs as each says (OpAttrs: dims, lo, hi, stride, fn, values); kernels in workloads/ops/array.cpp
   // unless noted.

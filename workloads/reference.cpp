@@ -46,7 +46,8 @@ Init param_init(const ModelGraph& g, TensorId t, double& std_dev) {
       if (op.inputs[i] != t) continue;
       if (op.kind == OpKind::LayerNorm) return i == 1 ? Init::Ones : Init::Zeros;
       if (op.kind == OpKind::RmsNorm) return Init::Ones;
-      if (op.kind == OpKind::BiasAdd && i == 1) return Init::Zeros;
+      // A bias; a table added like one (BERT's position embeddings, a weight) is drawn as weights are.
+      if (op.kind == OpKind::BiasAdd && i == 1 && g.tensor(t).param_kind == ParamKind::Bias) return Init::Zeros;
       if (op.kind == OpKind::BatchNormApply && (i == 3 || i == 4)) return i == 3 ? Init::Ones : Init::Zeros;
       if (op.kind == OpKind::Conv2d && i == 1) {  // scaled by the fan-in KH * KW * Ci
         const auto& s = g.tensor(t).shape;
@@ -80,6 +81,7 @@ int64_t id_range(const ModelGraph& g, TensorId t) {
     const Op& op = g.op(c);
     if (op.kind == OpKind::Embedding && op.inputs[1] == t) return g.tensor(op.inputs[0]).shape.front();
     if (op.kind == OpKind::SoftmaxCrossEntropy && op.inputs[1] == t) return g.tensor(op.inputs[0]).shape.back();
+    if (op.kind == OpKind::GatherPositions && op.inputs[1] == t) return g.tensor(op.inputs[0]).shape[1];
     // Data movement (a micro-batch's slice) passes the ids on: their use decides.
     if (op.kind == OpKind::Slice && op.inputs[0] == t) return id_range(g, op.outputs[0]);
   }

@@ -121,6 +121,11 @@ TEST(GradientsTest, Elementwise) {
   check_gradients("add", [](GraphBuilder& b) { return b.add(b.param("a", {4, 6}), b.param("c", {4, 6}), "add"); });
   check_gradients("scale", [](GraphBuilder& b) { return b.scale(b.param("a", {4, 6}), -1.7, "scale"); });
   check_gradients("bias_add", [](GraphBuilder& b) { return b.bias_add(b.param("x", {4, 6}), b.param("b", {6}), "ba"); });
+  // A bias of the trailing shape (BERT's query bias [H, E], its position table [S, D]).
+  check_gradients("bias_add trailing", [](GraphBuilder& b) {
+    return b.bias_add(b.param("x", {2, 3, 4}), b.param("b", {3, 4}), "ba");
+  });
+  check_gradients("tanh", [](GraphBuilder& b) { return b.tanh(b.param("x", {5, 8}), "tanh"); });
   check_gradients("relu", [](GraphBuilder& b) { return b.relu(b.param("x", {5, 8}), "relu"); }, false, 0.02);
   check_gradients("gelu", [](GraphBuilder& b) { return b.gelu(b.param("x", {5, 8}), "gelu"); });
   check_gradients("mul", [](GraphBuilder& b) { return b.mul(b.param("a", {4, 6}), b.param("c", {4, 6}), "mul"); });
@@ -220,6 +225,41 @@ TEST(GradientsTest, SoftmaxCrossEntropy) {
   }, true);
 }
 
+// A crop (piece 0: BERT's first token, the rows of its position table a sequence uses): the gradient pads with zeros.
+TEST(GradientsTest, Crop) {
+  check_gradients("crop", [](GraphBuilder& b) { return b.crop(b.param("x", {3, 5, 4}), 1, 2, "first"); });
+  check_gradients("crop rows", [](GraphBuilder& b) { return b.crop(b.param("x", {6, 4}), 0, 3, "rows"); });
+}
+
+// The rows at given positions of each example (BERT's masked positions): the gradient scatters them back.
+TEST(GradientsTest, GatherPositions) {
+  check_gradients("gather_positions", [](GraphBuilder& b) {
+    return b.gather_positions(b.param("x", {3, 7, 4}), b.input("positions", {3, 5}, DType::I32), "gather");
+  });
+}
+
+// The Transformer's sinusoidal position signal: its gradient is dy.
+TEST(GradientsTest, TimingSignal) {
+  check_gradients("timing_signal", [](GraphBuilder& b) { return b.timing_signal(b.param("x", {2, 5, 6}), "signal"); });
+}
+
+// GNMT's normalized Bahdanau scores: the gradients of the queries, keys, bias, direction v and gain g.
+TEST(GradientsTest, AdditiveAttention) {
+  check_gradients("additive_attention", [](GraphBuilder& b) {
+    return b.additive_attention(b.param("q", {2, 3, 4}), b.param("k", {2, 5, 4}), b.param("bias", {4}),
+                                b.param("v", {4}), b.param("g", {1}), "scores");
+  });
+}
+
+// An LSTM layer as one scanned kernel, forwards and backwards in time: the gradients of the input projection and of
+// the recurrent weight through every step.
+TEST(GradientsTest, Lstm) {
+  for (bool reverse : {false, true})
+    check_gradients(reverse ? "lstm backwards" : "lstm", [reverse](GraphBuilder& b) {
+      return b.lstm(b.param("xw", {2, 4, 4, 3}), b.param("wh", {3, 4, 3}), reverse, "lstm");
+    });
+}
+
 TEST(GradientsTest, Reshape) {
   check_gradients("reshape", [](GraphBuilder& b) { return b.reshape(b.param("x", {4, 6, 2}), {2, 12, 2}, "rs"); });
 }
@@ -277,7 +317,8 @@ TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
                                  OpKind::Gelu, OpKind::LayerNorm, OpKind::Softmax,
                                  OpKind::Embedding, OpKind::SoftmaxCrossEntropy, OpKind::Reshape,
                                  OpKind::Top2Gating, OpKind::Mul, OpKind::Silu, OpKind::RmsNorm, OpKind::Rope, OpKind::Convert,
-                                 OpKind::FlashAttention,
+                                 OpKind::FlashAttention, OpKind::Slice, OpKind::Tanh, OpKind::GatherPositions,
+                                 OpKind::TimingSignal, OpKind::AdditiveAttention, OpKind::LstmScan,
                                  // tests/unit/cnn_ops_test.cpp
                                  OpKind::Conv2d, OpKind::MaxPool, OpKind::AvgPool, OpKind::BatchNormStats,
                                  OpKind::BatchNormApply,

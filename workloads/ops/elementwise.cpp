@@ -39,7 +39,7 @@ std::vector<TensorId> scale_grad(GraphBuilder& b, const Op& op, const std::vecto
   return {b.scale(dy[0], op.attrs.alpha, op.name + ".grad")};
 }
 
-// ---- bias add: x[t, j] + bias[j] ----
+// ---- bias add: x[t, j] + bias[j], j over the bias's elements (the trailing dimensions of x) ----
 OpCost bias_add_cost(const ModelGraph& g, const Op& op) { return fusible(ops::vpu_cost(g, op, 1)); }
 void bias_add_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& x = in(s, op, 0);
@@ -128,7 +128,7 @@ void gelu_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
 OpSharding linear_rule(const OpShardingQuery& q) { return sharding::elementwise(q, true); }
 OpSharding pointwise_rule(const OpShardingQuery& q) { return sharding::elementwise(q, false); }
 
-// x [..., N] + bias [N]: the bias takes the output's split of N.
+// x [..., N] + bias [N] (or a bias of x's trailing k dimensions): the bias takes the output's split of them.
 OpSharding bias_add_rule(const OpShardingQuery& q) {
   OpSharding r;
   r.attrs = q.op.attrs;
@@ -136,8 +136,9 @@ OpSharding bias_add_rule(const OpShardingQuery& q) {
   if (!q.want.empty() && q.want[0] && !q.want[0]->is_partial() &&
       sharding::pieces(*q.want[0], q.mesh) > sharding::pieces(x, q.mesh))
     x = *q.want[0];
-  ShardSpec b = ShardSpec::replicated(1);
-  b.dims[0] = x.dims.back();
+  const size_t k = q.g.tensor(q.op.inputs[1]).shape.size();
+  ShardSpec b = ShardSpec::replicated(k);
+  for (size_t d = 0; d < k; ++d) b.dims[d] = x.dims[x.rank() - k + d];
   r.in = {x, b};
   r.out = {x};
   return r;
@@ -149,10 +150,11 @@ OpSharding bias_grad_rule(const OpShardingQuery& q) {
   OpSharding r;
   r.attrs = q.op.attrs;
   const ShardSpec& dy = q.in[0];
+  const size_t k = q.g.tensor(q.op.outputs[0]).shape.size();
   std::vector<size_t> rows;
-  for (size_t d = 0; d + 1 < dy.rank(); ++d) rows.push_back(d);
-  ShardSpec out = ShardSpec::replicated(1);
-  out.dims[0] = dy.dims.back();
+  for (size_t d = 0; d + k < dy.rank(); ++d) rows.push_back(d);
+  ShardSpec out = ShardSpec::replicated(k);
+  for (size_t d = 0; d < k; ++d) out.dims[d] = dy.dims[dy.rank() - k + d];
   out.partial = sharding::reduced_axes(dy, rows);
   r.in = {dy};
   r.out = {out};

@@ -3,7 +3,9 @@
 // none it is piece attrs.offset (0: a crop, or a zero pad to a larger output; m: a pipeline's micro-batch m, the
 // m-th block of whatever a device holds). Positions past the input are zeros (the
 // padding of an unevenly split dimension). The partitioner inserts slices when a whole tensor becomes a shard;
-// data movement through the vector unit, no arithmetic.
+// data movement through the vector unit, no arithmetic. A model's crop (GraphBuilder::crop: piece 0, e.g. BERT's
+// first token and the rows of its position table a sequence uses) has a gradient: the same slice back to the input's
+// shape, which pads the rest with zeros.
 #include <cstring>
 
 #include "workloads/ops/kernel_util.h"
@@ -37,20 +39,35 @@ void slice_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   ops::put(g, op, s, std::move(y));
 }
 
-// A static piece (a pipeline's micro-batch) of a dimension that mesh axes split is taken from every device's own
-// shard: micro-batch m of a data-parallel replica is the m-th block of that replica's examples. Which examples
-// form a micro-batch then depends on the split, not the step's result (every example is in exactly one).
+// The gradient of a crop (piece 0 of a larger dimension): dy padded back to the input's shape with zeros.
+std::vector<TensorId> slice_grad(GraphBuilder& b, const Op& op, const std::vector<TensorId>& dy) {
+  const TensorInfo x = b.graph().tensor(op.inputs[0]);
+  ops::check(op.attrs.axes.empty() && op.attrs.offset == 0, op, "only a crop (piece 0) has a gradient");
+  OpAttrs at;
+  at.dim = op.attrs.dim;
+  return {b.emit(op.name + ".dx", OpKind::Slice, Phase::Backward, {dy[0]}, x.shape, x.dtype, TensorRole::Gradient, at)};
+}
+
+// A static piece of the batch (dimension 0: a pipeline's micro-batch) that mesh axes split is taken from every
+// device's own shard: micro-batch m of a data-parallel replica is the m-th block of that replica's examples. Which
+// examples form a micro-batch then depends on the split, not the step's result (every example is in exactly one).
+// A crop or pad of another dimension, or of a weight (a model's slices: the first token, a position table's rows),
+// is a piece of the logical tensor: that dimension stays whole.
 OpSharding slice_rule(const OpShardingQuery& q) {
   OpSharding r;
   r.attrs = q.op.attrs;
   ShardSpec x = sharding::settled(q.in[0]);
+  const TensorRole role = q.g.tensor(q.op.inputs[0]).role;
+  const size_t d = static_cast<size_t>(q.op.attrs.dim);
+  const bool weight = role == TensorRole::Parameter || role == TensorRole::WeightCopy;
+  if (q.op.attrs.axes.empty() && (d > 0 || weight) && d < x.rank()) x.dims[d].clear();
   r.in = {x};
   r.out = {x};
   return r;
 }
 
 const bool registered =
-    register_op_kind({OpKind::Slice, "slice", Unit::Vpu, slice_cost, slice_kernel, nullptr, slice_rule});
+    register_op_kind({OpKind::Slice, "slice", Unit::Vpu, slice_cost, slice_kernel, slice_grad, slice_rule});
 
 }  // namespace
 }  // namespace podsim
