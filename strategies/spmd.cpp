@@ -5,7 +5,8 @@
 //    and b1 by columns, W2 by rows), so each layer all-reduces its activations twice forward and twice backward. The MLP
 //    alternates column- and row-split layers (pairs), the matmul workload splits B by columns. Grouped-query
 //    attention (q [D, KV, G, E], k and v [D, KV, E]) splits the KV key/value heads when the axis divides them, and
-//    otherwise replicates them and splits the G query heads of each group.
+//    otherwise replicates them and splits the G query heads of each group. BERT and the encoder-decoder
+//    Transformer likewise (every attention block's heads, the FFNs' hidden units; q, k, v biases with their heads).
 //  - scheme 2d (two axes s0, s1; GSPMD §4, lingvo's 2-D sharding): activations [B, S, M] as [B over s0, S, M over
 //    s1] (the FFN's output among them, so that its pending sum over s1 is reduce-scattered); FFN weights [M, H] as
 //    [M over s0, H over s1] and [H, M] as [H over s1, M over s0]; attention weights
@@ -71,6 +72,15 @@ std::vector<Rule> base_rules(const std::string& scheme, const std::string& workl
       return {{"layer*.attn.[qkv].w", "[-, A, -]"}, {"layer*.attn.o.w", "[A, -, -]"},
               {"layer*.ffn.w[13]", "[-, A]"},         {"layer*.ffn.b1", "[A]"},
               {"layer*.ffn.w2", "[A, -]"}};
+    // BERT (its layers named as the Transformer's, with biases on the projections) and the encoder-decoder
+    // Transformer (encoder self-attention, decoder self- and cross-attention: enc.layer<l>.attn, dec.layer<l>.self,
+    // dec.layer<l>.cross), whose query, key and value biases split with their heads.
+    if (workload == "bert" || workload == "encoder_decoder")
+      return {{"*layer*.*.[qkv].w", "[-, A, -]"}, {"*layer*.*.[qkv].b", "[A, -]"}, {"*layer*.*.o.w", "[A, -, -]"},
+              {"*layer*.ffn.w1", "[-, A]"},       {"*layer*.ffn.b1", "[A]"},       {"*layer*.ffn.w2", "[A, -]"}};
+    // GNMT: its LSTMs and attention stay whole (each step needs the whole previous state); the classifier splits
+    // over the vocabulary, as the embedding (the vocabulary-parallel rules below).
+    if (workload == "gnmt") return {{"classifier.w", "[-, A]"}, {"classifier.b", "[A]"}};
     if (workload == "matmul") return {{"b", "[-, A]"}};
     if (workload == "mlp") {
       std::vector<Rule> r;
@@ -124,7 +134,8 @@ std::vector<Rule> base_rules(const std::string& scheme, const std::string& workl
 std::vector<Rule> scheme_rules(const std::string& scheme, const std::string& workload, const ModelGraph& g,
                                int64_t axis_a, bool vocab_parallel) {
   std::vector<Rule> r = base_rules(scheme, workload, g, axis_a);
-  if (workload != "transformer" || !vocab_parallel) return r;
+  const bool encoder = workload == "bert" || workload == "encoder_decoder" || workload == "gnmt";  // megatron only
+  if ((workload != "transformer" && !(encoder && scheme == "megatron")) || !vocab_parallel) return r;
   const std::string axis = scheme == "megatron" ? "A" : scheme == "2d" ? "B" : "";
   if (axis.empty()) return r;
   r.erase(std::remove_if(r.begin(), r.end(), [](const Rule& x) { return x.pattern == "embedding"; }), r.end());

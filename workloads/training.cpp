@@ -95,6 +95,22 @@ void validate_training(const ParamSet& p) {
                 "workload.remat_keep");
 }
 
+TensorId add_loss_terms(GraphBuilder& b, TensorId first, const std::vector<TensorId>& terms) {
+  ModelGraph& g = b.graph();
+  auto add = [&](TensorId x, TensorId y, const std::string& name) {
+    TensorId z = b.add(x, y, name);
+    g.op(g.producer(z)).phase = Phase::Loss;
+    return z;
+  };
+  TensorId sum = terms.front();
+  for (size_t i = 1; i < terms.size(); ++i) sum = add(sum, terms[i], "loss.aux" + std::to_string(i));
+  TensorId loss = add(first, sum, "loss");
+  g.tensor(first).role = TensorRole::Activation;
+  for (TensorId t : terms) g.tensor(t).role = TensorRole::Activation;
+  g.tensor(loss).role = TensorRole::Loss;
+  return loss;
+}
+
 ModelGraph training_remat(const ModelGraph& g, const ParamSet& p) {
   RematOptions o;
   o.policy = remat_policy(p.s("workload.remat"));

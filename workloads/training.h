@@ -18,6 +18,10 @@ DType training_weight_dtype(const ParamSet& p);
 OptimizerConfig training_optimizer(const ParamSet& p);
 // Cross-field checks of the shared parameters (workload.remat_keep only with workload.remat: names).
 void validate_training(const ParamSet& p);
+// The step's loss as `first` + the sum of `terms` (MoE load-balancing terms, BERT's next-sentence loss), added in the
+// Loss phase: the sum becomes the step's Loss tensor "loss", the terms intermediate values (each term's gradient
+// rule takes d(loss)/d(term) = 1, as cross-entropy's does).
+TensorId add_loss_terms(GraphBuilder& b, TensorId first, const std::vector<TensorId>& terms);
 // The step re-materialized as workload.remat and workload.remat_keep say (workloads/remat.h); `g` for none.
 ModelGraph training_remat(const ModelGraph& g, const ParamSet& p);
 

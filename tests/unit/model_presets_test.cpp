@@ -33,6 +33,10 @@ TEST(ModelPresetsTest, ParameterCountsMatchThePublishedFigures) {
       {"gpt3-175b", {175.0e9, 0.5e9}},   {"llama2-7b", {6.7e9, 0.05e9}},   {"llama2-70b", {70e9, 1.5e9}},
       {"llama3-8b", {8e9, 0.5e9}},       {"llama3-70b", {70e9, 1e9}},       {"llama3-405b", {405e9, 1e9}},
       {"palm-540b", {540.35e9, 0.01e9}}, {"llm-tiny", {106816, 0}},
+      // BERT's "340M" and "110M" round the pre-training graph's 336.2M and 110.1M (ParameterCountsByHand).
+      {"bert-large", {340e6, 4e6}},      {"bert-base", {110e6, 0.5e6}},
+      // Vaswani et al.'s 213M counts another vocabulary; MLPerf's GNMT logs print the count exactly.
+      {"transformer-big", {213e6, 2.5e6}}, {"gnmt", {160671297, 0}},
   };
   const std::vector<PresetInfo> all = list_model_presets();
   for (const auto& [name, fig] : published) {
@@ -62,6 +66,35 @@ TEST(ModelPresetsTest, ParameterCountsByHand) {
   const double D = 18432, F = 73728, H = 48, E = 256, V = 256000, L = 118;
   const double layer = D * H * E + 2 * D * E + H * E * D + 3 * D * F + 2 * D;
   EXPECT_EQ(model_preset_parameter_count("palm-540b"), L * layer + V * D + 2 * D);
+  // BERT: the word, position (512) and token-type (2) tables with their layer norm; per layer the four projections
+  // with biases, the FFN with biases and two layer norms; the pooler, the masked-LM transform, its layer norm and
+  // output bias (its decoder tied to the word table) and the next-sentence classifier [2, D] + [2].
+  auto bert = [](double L, double D, double F) {
+    const double V = 30522;
+    const double embeddings = V * D + 512 * D + 2 * D + 2 * D;
+    const double layer = 4 * (D * D + D) + 2 * D * F + F + D + 4 * D;
+    return embeddings + L * layer + (D * D + D) + (D * D + D) + 2 * D + V + (2 * D + 2);
+  };
+  EXPECT_EQ(bert(24, 1024, 4096), 336226108);  // seed-models.md's hand count of the full pre-training graph
+  EXPECT_EQ(model_preset_parameter_count("bert-large"), bert(24, 1024, 4096));
+  EXPECT_EQ(model_preset_parameter_count("bert-base"), bert(12, 768, 3072));
+  // transformer-big: the shared embedding; per encoder layer 4 attention matrices (no biases), the FFN with biases and
+  // 2 layer norms; per decoder layer 8 attention matrices, the FFN and 3 layer norms; two final layer norms
+  // (seed-models.md: 12,592,128 and 16,788,480 per layer, 210,804,736 in all).
+  const double d = 1024, f = 4096;
+  const double enc = 4 * d * d + 2 * d * f + f + d + 4 * d, dec = 8 * d * d + 2 * d * f + f + d + 6 * d;
+  EXPECT_EQ(enc, 12592128);
+  EXPECT_EQ(dec, 16788480);
+  EXPECT_EQ(model_preset_parameter_count("transformer-big"), 33708 * d + 6 * enc + 6 * dec + 4 * d);
+  EXPECT_EQ(model_preset_parameter_count("transformer-big"), 210804736);
+  // gnmt (MLPerf's PyTorch layout): an LSTM of input I has Wx [I, 4H], Wh [H, 4H] and two biases [4H]; the encoder
+  // 2 x LSTM(1024) + LSTM(2048) + 2 x LSTM(1024), the decoder LSTM(1024) + 3 x LSTM(2048), the attention's Wq, Wk,
+  // bias, v and g, the classifier with bias, the shared embedding.
+  const double h = 1024, v = 32320;
+  auto lstm = [&](double in) { return in * 4 * h + h * 4 * h + 2 * 4 * h; };
+  const double encoder = 2 * lstm(h) + lstm(2 * h) + 2 * lstm(h);
+  const double decoder = lstm(h) + 3 * lstm(2 * h) + (2 * h * h + 2 * h + 1) + (h * v + v);
+  EXPECT_EQ(model_preset_parameter_count("gnmt"), v * h + encoder + decoder);
 }
 
 TEST(ModelPresetsTest, PresetSetsTheModelAndItsShape) {
@@ -109,7 +142,7 @@ TEST(ModelPresetsTest, UnknownPresetListsTheValidOnesWithASuggestion) {
     EXPECT_EQ(e.where().column, 11) << w;
     EXPECT_NE(w.find("unknown model preset 'llama2-7c'"), std::string::npos) << w;
     EXPECT_NE(w.find("did you mean 'llama2-7b'?"), std::string::npos) << w;
-    EXPECT_NE(w.find("valid: gpt3-175b, llama2-70b"), std::string::npos) << w;
+    EXPECT_NE(w.find("valid: bert-base, bert-large, gnmt, gpt3-175b, llama2-70b"), std::string::npos) << w;
     // Only that error: the model it would have set is not also reported missing.
     EXPECT_EQ(e.also().size(), 0u) << w;
   }

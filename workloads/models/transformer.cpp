@@ -24,27 +24,12 @@
 
 #include "base/text.h"
 #include "workloads/i_workload.h"
+#include "workloads/models/attention.h"
 #include "workloads/models/moe_layer.h"
 #include "workloads/training.h"
 
 namespace podsim {
 namespace {
-
-// loss = nll + sum of the terms, as the step's Loss tensor (the cross-entropy becomes an intermediate value).
-TensorId add_loss_terms(GraphBuilder& b, TensorId nll, const std::vector<TensorId>& terms) {
-  ModelGraph& g = b.graph();
-  auto add = [&](TensorId x, TensorId y, const std::string& name) {
-    TensorId z = b.add(x, y, name);
-    g.op(g.producer(z)).phase = Phase::Loss;
-    return z;
-  };
-  TensorId aux = terms.front();
-  for (size_t i = 1; i < terms.size(); ++i) aux = add(aux, terms[i], "loss.aux" + std::to_string(i));
-  TensorId loss = add(nll, aux, "loss");
-  g.tensor(nll).role = TensorRole::Activation;
-  g.tensor(loss).role = TensorRole::Loss;
-  return loss;
-}
 
 class TransformerWorkload : public IWorkload {
  public:
@@ -211,20 +196,9 @@ class TransformerWorkload : public IWorkload {
       };
       TensorId attn;
       if (KV == H) {
-        TensorId q = proj("q", {H}, "bsd,dhe->bshe"), k = proj("k", {H}, "bsd,dhe->bshe"),
-                 v = proj("v", {H}, "bsd,dhe->bshe");
-        if (rope) q = b.rope(q, n + ".attn.q.rope"), k = b.rope(k, n + ".attn.k.rope");
-        tag_qkv(q, k, v);
-        TensorId ctx;
-        if (flash) {
-          ctx = b.flash_attention(q, k, v, scale, causal, blocks, n + ".attn.context");
-        } else {
-          TensorId scores = causal_einsum(q, k, "bshe,bthe->bhst", n + ".attn.scores");
-          TensorId probs = b.softmax(scores, scale, causal, n + ".attn.softmax");
-          ctx = causal_einsum(probs, v, "bhst,bthe->bshe", n + ".attn.context");
-        }
-        attn = b.einsum(ctx, b.param(n + ".attn.o.w", {H, dh, D}), "bshe,hed->bsd", n + ".attn.o");
-        tag(ctx, "context");
+        attn = attention(b, h, h, {.heads = H, .head_dim = dh, .causal = causal, .rope = rope, .flash = flash,
+                                   .blocks = blocks},
+                         n + ".attn");
       } else {
         // Grouped-query attention: query head h = k G + g (the same row-major layout as [D, H, E]) reads key/value
         // head k; queries keep the group apart as a dimension of its own, so nothing is copied or reshaped.
@@ -268,13 +242,7 @@ class TransformerWorkload : public IWorkload {
         tag(up, "mlpwi_1");
         tag(f2, "mlpwo");
       } else {
-        TensorId f1 = b.bias_add(b.einsum(h2, b.param(n + ".ffn.w1", {D, F}), "bsd,df->bsf", n + ".ffn.up"),
-                                 b.param(n + ".ffn.b1", {F}), n + ".ffn.up.bias");
-        TensorId act = ffn == "relu" ? b.relu(f1, n + ".ffn.relu") : b.gelu(f1, n + ".ffn.gelu");
-        f2 = b.bias_add(b.einsum(act, b.param(n + ".ffn.w2", {F, D}), "bsf,fd->bsd", n + ".ffn.down"),
-                        b.param(n + ".ffn.b2", {D}), n + ".ffn.down.bias");
-        tag(g.op(g.producer(f1)).inputs[0], "mlpwi");  // the projections' outputs, before their biases
-        tag(g.op(g.producer(f2)).inputs[0], "mlpwo");
+        f2 = dense_ffn(b, h2, F, ffn, true, n + ".ffn");
       }
       if (parallel) x = b.add(x, b.add(attn, f2, n + ".block.sum"), n + ".block.residual");
       else x = b.add(x, f2, residual);
