@@ -89,6 +89,10 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       // ResNet-50 on 1024 chips as shipped (batch 32768, distributed batch norm over pairs of replicas); 32 x 32
       // images instead of 224 x 224.
       {"configs/papers/resnet50/v3_1024.yaml", {"workload.image_size=32"}},
+      // BERT-Large with LAMB on 1024 chips as shipped (the batch, sequence, masked positions, optimizer and
+      // clipping); 12 of its 24 layers.
+      {"configs/papers/bert/lamb_phase1_v3_1024.yaml", {"workload.layers=12"}},
+      {"configs/papers/bert/lamb_phase2_v3_1024.yaml", {"workload.layers=12"}},
       // GShard Table 1 (64 to 1024 chips, 12 or 36 layers, M = 1024): the same expert counts and strategy on a 4 x 4
       // pod with 2 layers (one MoE layer) and narrow widths; the all-reduces over 64+ chips alone exceed the budget.
       {"configs/papers/gshard/moe_128e_12l.yaml", gshard_reduced()},

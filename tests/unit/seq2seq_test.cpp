@@ -229,6 +229,28 @@ TEST(GnmtTest, KernelCostsByHand) {
   EXPECT_EQ(a.bytes_written, B * T * S * F32);
 }
 
+// At GNMT's size (H = 1024, 64 rows a step, bf16) the products do not fit VMEM whole: the kernel streams them in
+// blocks of at most 8 MiB (double-buffered operands, fp32 results), N split first, so the MXU's folds are the whole
+// products' (the FLOPs sum to the GEMMs').
+TEST(GnmtTest, LstmProductsInBlocksThatFitVmem) {
+  const ModelGraph g = build("workload: {model: gnmt, hidden: 1024, vocab: 64, src_len: 48, tgt_len: 48, batch: 64}\n");
+  const double B = 64, T = 48, H = 1024;
+  for (const char* name : {"enc.l1", "enc.l1.dxw"}) {
+    SCOPED_TRACE(name);
+    const Op& op = producer(g, name);
+    double flops = 0;
+    for (const GemmPass& p : kernel_gemms(g, op)) {
+      const double block = 2.0 * (p.m * p.k + p.k * p.n) * 2 + 2.0 * p.m * p.n * 4;
+      EXPECT_LE(block, 8.0 * 1024 * 1024) << p.m << " x " << p.k << " x " << p.n;
+      EXPECT_EQ(p.k % 128, 0);
+      EXPECT_EQ(p.n % 128, 0);
+      flops += 2.0 * p.count * p.m * p.k * p.n;
+    }
+    EXPECT_EQ(flops, op_cost(g, op).flops);
+    EXPECT_EQ(flops, std::string(name) == "enc.l1" ? 2 * T * B * H * 4 * H : 2 * T * B * 4 * H * H + 2 * H * B * T * 4 * H);
+  }
+}
+
 // An LSTM stack without layers (or with fewer than GNMT's structure needs: a bidirectional layer and one over it) is
 // an error at the key.
 TEST(GnmtTest, AStackWithoutLayersIsALocatedError) {

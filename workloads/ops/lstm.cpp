@@ -14,7 +14,8 @@
 // dc[t+1] f[t+1] ..., dz = the gates' derivatives; then dWh = sum_t h[t-1]^T dz[t] (one GEMM) and dxw = dz.
 //
 // Cost (docs/model.md, "The LSTM on TPU"): on the MXU, T products of M = B rows: [B, H] x [H, 4H] forward,
-// [B, 4H] x [4H, H] backward (dz . Wh^T), plus the backward's [H, B T] x [B T, 4H]. A product with few rows is
+// [B, 4H] x [4H, H] backward (dz . Wh^T), plus the backward's [H, B T] x [B T, 4H], each in blocks that fit VMEM
+// (add_blocked). A product with few rows is
 // bound by the weight loads: each fold's 128 x 128 weights are pushed for B rows. HBM: the recurrent weight is read
 // once per step (a loop body's operands are not kept in VMEM across iterations), xw and the outputs once; the
 // backward reads dh, h, c and the gates and writes dxw and dWh. On the vector unit, per hidden unit and step: the
@@ -42,14 +43,39 @@ double sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
 // Time step k of the scan: t = k forward, T - 1 - k backwards.
 int64_t step_time(const Op& op, int64_t k, int64_t T) { return op.attrs.shift < 0 ? T - 1 - k : k; }
 
+// The VMEM the kernel's blocks may take, double-buffered as hw/compiler/kernel_lowering.cpp counts them: half of a
+// TPU v3 core's 16 MiB, the rest for the cell's vectors.
+constexpr double kBlockBytes = 8.0 * 1024 * 1024;
+
+// `count` products M x K @ K x N as the blocks the kernel streams through VMEM: N, then K, halved (in multiples of
+// 128) until a block's operands and result fit kBlockBytes. Splitting N changes no fold of the MXU and no result it
+// pops; splitting K (only the weight gradient's long contraction over every step) pops each block's partial sums.
+void add_blocked(std::vector<GemmPass>& out, int64_t count, int64_t m, int64_t k, int64_t n, double elem) {
+  auto bytes = [&](int64_t kb, int64_t nb) {
+    return 2.0 * static_cast<double>(m * kb + kb * nb) * elem + 2.0 * static_cast<double>(m * nb) * 4.0;
+  };
+  int64_t kb = k, nb = n;
+  while (bytes(kb, nb) > kBlockBytes && nb > 128) nb = std::max<int64_t>(128, (nb / 2 + 127) / 128 * 128);
+  while (bytes(kb, nb) > kBlockBytes && kb > 128) kb = std::max<int64_t>(128, (kb / 2 + 127) / 128 * 128);
+  for (const auto& [kn, ks] : {std::pair{k / kb, kb}, std::pair{int64_t{k % kb > 0}, k % kb}})
+    for (const auto& [nn, ns] : {std::pair{n / nb, nb}, std::pair{int64_t{n % nb > 0}, n % nb}})
+      if (kn > 0 && nn > 0) out.push_back({count * kn * nn, m, ks, ns});
+}
+
 std::vector<GemmPass> forward_gemms(const ModelGraph& g, const Op& op) {
   const Dims d = dims_of(g, op.outputs[0]);
-  return {{d.T, d.B, d.H, 4 * d.H}};
+  std::vector<GemmPass> out;
+  add_blocked(out, d.T, d.B, d.H, 4 * d.H, dtype_bytes(g.tensor(op.inputs[0]).dtype));
+  return out;
 }
 
 std::vector<GemmPass> backward_gemms(const ModelGraph& g, const Op& op) {
   const Dims d = dims_of(g, op.inputs[1]);
-  return {{d.T, d.B, 4 * d.H, d.H}, {1, d.H, d.B * d.T, 4 * d.H}};
+  const double elem = dtype_bytes(g.tensor(op.inputs[0]).dtype);
+  std::vector<GemmPass> out;
+  add_blocked(out, d.T, d.B, 4 * d.H, d.H, elem);
+  add_blocked(out, 1, d.H, d.B * d.T, 4 * d.H, elem);
+  return out;
 }
 
 double flops_of(const std::vector<GemmPass>& passes) {
