@@ -101,6 +101,12 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       {"configs/papers/gshard/moe_512e_36l.yaml", gshard_reduced()},
       {"configs/papers/gshard/moe_2048e_12l.yaml", gshard_reduced()},
       {"configs/papers/gshard/moe_2048e_36l.yaml", gshard_reduced()},
+      // The encoder-decoder of row (6): the same reduction with 2 layers a stack (one MoE layer each).
+      {"configs/papers/gshard/moe_128e_12l_encoder_decoder.yaml",
+       {"hardware.pod.dims=[4,4]", "workload.encoder_layers=2", "workload.decoder_layers=2", "workload.batch=32",
+        "workload.src_len=64", "workload.tgt_len=64", "workload.moe.groups=32", "workload.d_model=128",
+        "workload.d_ff=256", "workload.heads=4", "workload.head_dim=32", "workload.vocab=1024",
+        "workload.src_vocab=2048"}},
       // GPipe reproductions: the same 8-stage pipeline with re-materialization; a small Transformer, 8 micro-batches
       // (at full size each simulates a multi-billion-parameter step with up to 32 micro-batches).
       {"configs/papers/gpipe/transformer48.yaml", kSmallPipelinedTransformer},

@@ -142,7 +142,8 @@ TEST(ModelPresetsTest, UnknownPresetListsTheValidOnesWithASuggestion) {
     EXPECT_EQ(e.where().column, 11) << w;
     EXPECT_NE(w.find("unknown model preset 'llama2-7c'"), std::string::npos) << w;
     EXPECT_NE(w.find("did you mean 'llama2-7b'?"), std::string::npos) << w;
-    EXPECT_NE(w.find("valid: bert-base, bert-large, gnmt, gpt3-175b, llama2-70b"), std::string::npos) << w;
+    EXPECT_NE(w.find("valid: bert-base, bert-large, "), std::string::npos) << w;
+    EXPECT_NE(w.find(", gpt3-175b, llama2-70b, "), std::string::npos) << w;
     // Only that error: the model it would have set is not also reported missing.
     EXPECT_EQ(e.also().size(), 0u) << w;
   }
