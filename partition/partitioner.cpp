@@ -94,6 +94,7 @@ TensorId Partitioner::add_local(TensorId t, const ShardSpec& s, const std::strin
 TensorRole Partitioner::copy_role(TensorRole r) {
   switch (r) {
     case TensorRole::Parameter: case TensorRole::OptimizerState: case TensorRole::Input: case TensorRole::Label:
+    case TensorRole::KvCache:
       return TensorRole::Activation;
     default: return r;
   }

@@ -1,5 +1,5 @@
-// strategy.name: data_parallel — owns mesh axis `data`. The batch (dimension 0 of every step input and label) is
-// split over it; parameters are replicated; each parameter's gradient comes out of the backward pass as a partial
+// strategy.name: data_parallel — owns mesh axis `data`. The batch (dimension 0 of every step input and label, and the
+// sequences of an inference step's KV caches: replicas of a serving slice) is split over it; parameters are replicated; each parameter's gradient comes out of the backward pass as a partial
 // sum over `data` and is all-reduced as soon as the last backward op writing it finishes, so the reductions overlap
 // the rest of the backward pass. When the data axis spans two torus dimensions the default all-reduce is the 2-D
 // torus algorithm (reduce-scatter along one dimension, all-reduce along the other, all-gather back; Ying et al.
@@ -58,17 +58,18 @@ class DataParallel : public IStrategy {
 
   std::vector<std::string> axes(const ParamSet&) const override { return {"data"}; }
 
-  void annotate(const ModelGraph& g, const Experiment&, const Mesh&, Annotations& specs) const override {
+  void annotate(const ModelGraph& g, const Experiment& exp, const Mesh&, Annotations& specs) const override {
+    refuse_packed_batch(g, exp, "data_parallel");
     for (size_t t = 0; t < g.num_tensors(); ++t) {
       const TensorInfo& info = g.tensor(static_cast<TensorId>(t));
       // The batch, and state kept per example row (batch-norm moving averages: state no parameter owns).
       bool per_example = info.role == TensorRole::OptimizerState;
       for (OpId c : g.consumers(static_cast<TensorId>(t)))
         per_example = per_example && g.tensor(g.op(c).inputs.front()).role != TensorRole::Parameter;
-      if ((info.role != TensorRole::Input && info.role != TensorRole::Label && !per_example) || info.shape.empty())
-        continue;
+      const int dim = per_example && !info.shape.empty() ? 0 : batch_dim(g, static_cast<TensorId>(t));
+      if (dim < 0) continue;
       ShardSpec s = ShardSpec::replicated(info.shape.size());
-      s.dims[0] = {"data"};
+      s.dims[static_cast<size_t>(dim)] = {"data"};
       add_spec(specs, g, static_cast<TensorId>(t), s);
     }
   }

@@ -1,10 +1,12 @@
 // strategy.name: fsdp — fully sharded data parallelism (ZeRO stage 3, Rajbhandari et al. 2020; PyTorch FSDP, Zhao
 // et al. 2023; XLA's fsdp sharding) over mesh axis `fsdp`.
-//  - The batch (dimension 0 of every step input and label) is split over it, after `data` when data_parallel is
-//    composed (each data replica is a group of fsdp shards: hybrid sharding).
+//  - The batch (dimension 0 of every step input and label, the sequences of an inference step's KV caches) is split
+//    over it, after `data` when data_parallel is composed (each data replica is a group of fsdp shards: hybrid
+//    sharding).
 //  - Every parameter with an optimizer update is stored split over it along the first dimension no other axis
 //    splits that the axis divides (else the one that pads least), and so are its gradient and optimizer state: each chip holds
-//    1/N of them and the optimizer updates its shard only.
+//    1/N of them and the optimizer updates its shard only. An inference step's parameters (it updates none) are all
+//    stored so: Pope et al.'s weight-gathered layout, over the axes the fsdp axis spans (X, XY or XYZ).
 //  - Forward and backward ops read the parameter gathered over `fsdp` (in the spec the other strategies give it):
 //    the partitioner all-gathers it before its first forward use, frees that copy after its last forward use, and
 //    all-gathers it again before its first backward use (a parameter no backward op reads, a bias, is gathered once).
@@ -75,12 +77,14 @@ class Fsdp : public IStrategy {
   std::vector<std::string> gathered_axes(const ParamSet&) const override { return {kAxis}; }
   bool keep_gathered(const ParamSet& p) const override { return p.b("strategy.fsdp_keep_gathered"); }
 
-  void annotate(const ModelGraph& g, const Experiment&, const Mesh&, Annotations& specs) const override {
+  void annotate(const ModelGraph& g, const Experiment& exp, const Mesh&, Annotations& specs) const override {
+    refuse_packed_batch(g, exp, "fsdp");
     for (size_t t = 0; t < g.num_tensors(); ++t) {
       const TensorInfo& info = g.tensor(static_cast<TensorId>(t));
-      if ((info.role != TensorRole::Input && info.role != TensorRole::Label) || info.shape.empty()) continue;
+      const int dim = batch_dim(g, static_cast<TensorId>(t));
+      if (dim < 0) continue;
       ShardSpec s = ShardSpec::replicated(info.shape.size());
-      s.dims[0] = {kAxis};
+      s.dims[static_cast<size_t>(dim)] = {kAxis};
       add_spec(specs, g, static_cast<TensorId>(t), s);
     }
   }
@@ -105,6 +109,19 @@ class Fsdp : public IStrategy {
   // After every strategy's annotate(): each updated parameter, its gradient and its optimizer state split over
   // `fsdp` along shard_dim().
   void refine(const ModelGraph& g, const Experiment&, const Mesh& mesh, Annotations& specs) const override {
+    // An inference step updates no parameter: every parameter is stored sharded and gathered for its use
+    // (Pope et al.'s weight-gathered layout).
+    bool training = false;
+    for (const Op& op : g.ops()) training = training || op.phase == Phase::Optimizer;
+    if (!training)
+      for (size_t t = 0; t < g.num_tensors(); ++t) {
+        const TensorInfo& info = g.tensor(static_cast<TensorId>(t));
+        if (info.role != TensorRole::Parameter || info.shape.empty()) continue;
+        auto it = specs.find(static_cast<TensorId>(t));
+        ShardSpec s = it != specs.end() ? it->second : ShardSpec::replicated(info.shape.size());
+        if (!s.uses(kAxis)) s.dims[shard_dim(info, s, mesh.axis_size(kAxis))].push_back(kAxis);
+        specs[static_cast<TensorId>(t)] = s;
+      }
     for (const Op& op : g.ops()) {
       if (op.phase != Phase::Optimizer) continue;
       const TensorId param = op.inputs.front();

@@ -12,6 +12,8 @@
 //    along E (an all-to-all into the experts) and the gradient of the expert inputs along G (back to the groups),
 //    so the expert weights' gradients are computed where the experts live.
 // strategy.all_to_all_algorithm picks the collective algorithm of those all-to-alls.
+#include <set>
+
 #include "collectives/i_algorithm.h"
 #include "base/error.h"
 #include "base/text.h"
@@ -68,21 +70,26 @@ class Moe : public IStrategy {
                   "strategy moe splits the experts of mixture-of-experts layers, and this " + exp.workload +
                       " step has none (set workload.moe.experts for a Transformer with MoE layers)",
                   "strategy.name");
+    std::set<TensorId> done;  // the decodes of a generate form share their layers' weights
     for (const std::string& b : blocks)
-      for (const char* w : {".wi", ".wo"}) add_spec(specs, g, find(g, exp, b + w), ShardSpec::parse("[expert, -, -]"));
+      for (const char* out : {".hidden", ".expert_out"})
+        if (const TensorId w = expert_weight(g, exp, b + out); done.insert(w).second)
+          add_spec(specs, g, w, ShardSpec::parse("[expert, -, -]"));
   }
 
   // After every strategy's annotate(): `expert` joins the batch split as its innermost axis, then the MoE tensors
   // take the batch axes.
   void refine(const ModelGraph& g, const Experiment& exp, const Mesh&, Annotations& specs) const override {
+    refuse_packed_batch(g, exp, "moe");
     std::vector<std::string> batch;
     for (size_t t = 0; t < g.num_tensors(); ++t) {
       const TensorInfo& info = g.tensor(static_cast<TensorId>(t));
-      if ((info.role != TensorRole::Input && info.role != TensorRole::Label) || info.shape.empty()) continue;
+      const int dim = batch_dim(g, static_cast<TensorId>(t));
+      if (dim < 0) continue;
       ShardSpec s = ShardSpec::replicated(info.shape.size());
-      s.dims[0] = {kAxis};
+      s.dims[static_cast<size_t>(dim)] = {kAxis};
       add_spec(specs, g, static_cast<TensorId>(t), s);
-      batch = specs[static_cast<TensorId>(t)].dims[0];
+      if (info.role != TensorRole::KvCache) batch = specs[static_cast<TensorId>(t)].dims[0];
     }
     if (batch.empty()) batch = {kAxis};
     std::vector<std::string> outer(batch.begin(), batch.end() - 1);  // the batch axes other than `expert`
@@ -123,6 +130,21 @@ class Moe : public IStrategy {
     if (users.size() != 1 || g.op(users[0]).kind != OpKind::MatMul) return -1;
     const Op& op = g.op(users[0]);
     return g.find_tensor(op.name + (op.inputs[0] == t ? ".dA" : ".dB"));
+  }
+
+  // The expert weight (wi or wo) the block's matmul making `out` reads: the parameter, through the cast a quantized
+  // weight is read by, and past the rescale of a quantized product.
+  static TensorId expert_weight(const ModelGraph& g, const Experiment& exp, const std::string& out) {
+    OpId op = g.producer(find(g, exp, out));
+    if (op >= 0 && g.op(op).kind == OpKind::Rescale) op = g.producer(g.op(op).inputs[0]);
+    TensorId w = op >= 0 && g.op(op).inputs.size() > 1 ? g.op(op).inputs[1] : -1;
+    if (w >= 0 && g.producer(w) >= 0 && g.op(g.producer(w)).kind == OpKind::Convert) w = g.op(g.producer(w)).inputs[0];
+    if (w < 0 || g.tensor(w).role != TensorRole::Parameter)
+      throw Error(Err::StrategyMismatch, exp.params.where("strategy.name"),
+                  "strategy moe expects '" + out + "' to be an MoE block's product with its experts' weights (as "
+                  "workloads/models/moe_layer.h builds it)",
+                  "strategy.name");
+    return w;
   }
 
   static TensorId find(const ModelGraph& g, const Experiment& exp, const std::string& name) {

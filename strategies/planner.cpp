@@ -147,6 +147,23 @@ std::map<TensorId, ShardSpec> gathered_for_use(const ModelGraph& g, const Experi
   return out;
 }
 
+// A quantized weight's per-channel scale ("<w>.scale": the weight's shape with 1 on its contracted dimensions) takes
+// its weight's split on the dimensions it keeps, so that each device holds the scales of its own channels and the
+// product's rescale needs no slice (workloads/models/transformer_layer.h). A scale annotated on its own keeps that.
+void scales_like_their_weights(const ModelGraph& g, Annotations& specs) {
+  for (size_t t = 0; t < g.num_tensors(); ++t) {
+    const TensorInfo& w = g.tensor(static_cast<TensorId>(t));
+    if (w.role != TensorRole::Parameter || (w.dtype != DType::I8 && w.dtype != DType::F8)) continue;
+    const TensorId scale = g.find_tensor(w.name + ".scale");
+    auto it = specs.find(static_cast<TensorId>(t));
+    if (scale < 0 || it == specs.end() || specs.count(scale)) continue;
+    ShardSpec s = it->second;
+    for (size_t d = 0; d < s.rank(); ++d)
+      if (g.tensor(scale).shape[d] == 1) s.dims[d].clear();
+    specs[scale] = s;
+  }
+}
+
 // Re-materialized values (workloads/remat.h: "<tensor>/remat", made by a recomputed op) take the spec a strategy
 // gave the value they recompute, so that the recomputation is partitioned like the original (an MoE layer's
 // dispatch recomputed with its all-to-all).
@@ -194,6 +211,25 @@ void add_spec(Annotations& specs, const ModelGraph& g, TensorId t, const ShardSp
   it->second = merged;
 }
 
+int batch_dim(const ModelGraph& g, TensorId t) {
+  const TensorInfo& info = g.tensor(t);
+  if (info.shape.empty() || g.producer(t) >= 0) return -1;
+  if (info.role == TensorRole::Input || info.role == TensorRole::Label) return 0;
+  if (info.role != TensorRole::KvCache) return -1;
+  return info.name.rfind("kv_cache.resident", 0) == 0 ? 2 : 0;
+}
+
+void refuse_packed_batch(const ModelGraph& g, const Experiment& exp, const std::string& strategy) {
+  const TensorId k = g.find_tensor("layer0.attn.k_cache"), tokens = g.find_tensor("tokens");
+  if (k < 0 || tokens < 0 || g.tensor(tokens).shape[0] != 1 || g.tensor(k).shape[0] == 1) return;
+  throw Error(Err::StrategyMismatch, exp.params.where("strategy.name"),
+              "strategy " + strategy + " splits the batch, but this inference iteration packs its " +
+                  std::to_string(g.tensor(k).shape[0]) + " sequences of unequal lengths into one row (ragged "
+                  "prompts or chunks); split it with spmd, or give its sequences equal lengths "
+                  "(workload.prefill_padding: max, chunks of one length)",
+              "strategy.name");
+}
+
 namespace {
 
 // Gradient bucketing over every program of a partitioned plan (partition/combine.h), noted in the plan.
@@ -230,6 +266,7 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
   for (const auto& s : strategies) s->annotate(g, exp, plan.mesh, specs);
   for (const auto& s : strategies) s->refine(g, exp, plan.mesh, specs);
   recomputed_like_originals(g, specs);
+  scales_like_their_weights(g, specs);
   for (const auto& s : strategies)
     for (const auto& [k, v] : s->algorithms(exp.params)) in.algorithms[k] = v;
   in.annotations = specs;

@@ -24,4 +24,12 @@ void dcn_reductions_after_backward(Plan& plan);
 // those already splitting the dimension). Throws Error(BadSharding) when an axis would split the tensor twice.
 void add_spec(Annotations& specs, const ModelGraph& g, TensorId t, const ShardSpec& spec);
 
+// The dimension of a step input that holds one entry per example or sequence, which the strategies that split the
+// batch split (data_parallel, fsdp, moe): 0 for the batch and labels and an inference step's KV caches [N, C, KV, E]
+// (2 for kv_cache.resident [L, 2, n, C, KV, E], the resident caches outside the iteration); -1 for anything else.
+int batch_dim(const ModelGraph& g, TensorId t);
+// A strategy that splits the batch cannot split an inference iteration whose sequences are packed along one row
+// (ragged prompts or chunks of unequal lengths): throws Error(StrategyMismatch) at strategy.name for such a step.
+void refuse_packed_batch(const ModelGraph& g, const Experiment& exp, const std::string& strategy);
+
 }  // namespace podsim

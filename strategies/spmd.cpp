@@ -53,8 +53,45 @@ std::vector<Rule> vocab_rules(const std::string& axis) {
 }
 
 // The scheme's own rules; `axis_a` is the size of the scheme's first axis.
+// Whether `g` is an inference step (it holds a KV cache).
+bool inference_step(const ModelGraph& g) { return g.find_tensor("layer0.attn.k_cache") >= 0; }
+
+// The heads of a layer's queries [B, S, H, E] (or its group's query heads, [B, S, KV, G, E]) and of multi-head
+// attention's keys and values: split over both axes (B, A) when they divide them, else over B alone.
+std::string heads_2d(int64_t heads, int64_t axes) { return heads % axes == 0 ? "(B, A)" : "B"; }
+
+// 2-D weight-stationary (Pope et al. 2023, section 3.2.2) for an inference step: the weights as GSPMD's 2-D scheme
+// splits them (the FFN's [d_model over A, d_ff over B], [d_ff over B, d_model over A], the attention's heads over B
+// and d_model over A), the residual stream's d_model split over both axes (A, B) and the FFN's hidden units over
+// (B, A), so that each matmul's input is all-gathered over one axis before it and its partial sums reduce-scattered
+// over the other after it; the queries, keys and values split by heads over both axes when they divide them. The
+// batch is whole on every chip (decode batches are small; Pope's layouts do not split it).
+std::vector<Rule> weight_stationary_2d(const ModelGraph& g, int64_t kv, int64_t axes) {
+  std::vector<Rule> r = {{"embed", "[-, -, (A, B)]"},           {"layer*.attn.residual", "[-, -, (A, B)]"},
+                         {"layer*.ffn.residual", "[-, -, (A, B)]"}, {"layer*.moe.residual", "[-, -, (A, B)]"},
+                         {"layer*.block.residual", "[-, -, (A, B)]"}, {"layer*.ffn.down.bias", "[-, -, (A, B)]"},
+                         {"layer*.ffn.gelu", "[-, -, (B, A)]"},     {"layer*.ffn.relu", "[-, -, (B, A)]"},
+                         {"layer*.ffn.glu", "[-, -, (B, A)]"},      {"layer*.ffn.gate", "[-, -, (B, A)]"},
+                         {"layer*.ffn.up", "[-, -, (B, A)]"},       {"layer*.ffn.silu", "[-, -, (B, A)]"},
+                         {"layer*.ffn.up.bias", "[-, -, (B, A)]"},  {"embedding", "[-, B]"},
+                         {"layer*.ffn.w[13]", "[A, B]"},          {"layer*.ffn.b1", "[B]"},
+                         {"layer*.ffn.w2", "[B, A]"}};
+  const TensorId q = g.find_tensor("layer0.attn.q.w");
+  if (kv > 0) {  // grouped: the group's query heads split, the key/value heads whole
+    const std::string h = heads_2d(g.tensor(q).shape[2], axes);
+    r.insert(r.end(), {{"layer*.attn.q.w", "[A, -, B, -]"}, {"layer*.attn.[kv].w", "[A, -, -]"},
+                       {"layer*.attn.o.w", "[-, B, -, A]"}, {"layer*.attn.q", "[-, -, -, " + h + ", -]"},
+                       {"layer*.attn.q.rope", "[-, -, -, " + h + ", -]"}});
+  } else {
+    const std::string h = heads_2d(g.tensor(q).shape[1], axes);
+    r.insert(r.end(), {{"layer*.attn.[qkv].w", "[A, B, -]"}, {"layer*.attn.o.w", "[B, -, A]"}});
+    for (const char* t : {"layer*.attn.[qkv]", "layer*.attn.[qk].rope"}) r.push_back({t, "[-, -, " + h + ", -]"});
+  }
+  return r;
+}
+
 std::vector<Rule> base_rules(const std::string& scheme, const std::string& workload, const ModelGraph& g,
-                             int64_t axis_a) {
+                             int64_t axis_a, int64_t axis_b) {
   const int64_t kv = workload == "transformer" ? grouped_kv_heads(g) : 0;
   if (scheme == "megatron") {
     // Grouped-query attention: the key/value heads split when the axis divides them; otherwise every chip keeps
@@ -101,6 +138,7 @@ std::vector<Rule> base_rules(const std::string& scheme, const std::string& workl
       return r;
     }
   }
+  if (scheme == "2d" && inference_step(g)) return weight_stationary_2d(g, kv, axis_b);
   if (scheme == "2d") {
     if (kv > 0)  // grouped-query attention: query groups over s1, key/value heads replicated on s1
       return {{"tokens", "[A, -]"},          {"labels", "[A, -]"},           {"embed", "[A, -, B]"},
@@ -129,11 +167,40 @@ std::vector<Rule> base_rules(const std::string& scheme, const std::string& workl
   return {};
 }
 
+// An inference step's KV caches (layer<l>.attn.k_cache, .v_cache [N, C, KV, E], their scales [N, C, KV], and the
+// resident caches outside the iteration, kv_cache.resident [L, 2, n, C, KV, E]) split as strategy.kv_sharding says:
+// heads over the scheme's head axis where it splits the key/value heads (megatron: A when it divides them; 2d: both
+// axes, or B, for multi-head attention, as its keys and values split), else whole (a multi-query or grouped cache whose heads the axis does not divide: every
+// device holds it, as Megatron-LM keeps a shared head); batch over the scheme's axes (Pope et al.'s multi-query
+// attention sharded over the batch), whatever the heads.
+std::vector<Rule> kv_rules(const std::string& scheme, const std::string& kv_sharding, const ModelGraph& g,
+                           int64_t axis_a, int64_t axes) {
+  const TensorId k = g.find_tensor("layer0.attn.k_cache");
+  if (k < 0 || (scheme != "megatron" && scheme != "2d")) return {};
+  const int64_t kv = g.tensor(k).shape[2];
+  const int64_t grouped = grouped_kv_heads(g);  // 0 for multi-head attention
+  if (kv_sharding == "batch") {
+    const std::string b = scheme == "megatron" ? "A" : "(A, B)";
+    return {{"layer*.attn.[kv]_cache", "[" + b + ", -, -, -]"}, {"layer*.attn.[kv]_cache.scale", "[" + b + ", -, -]"},
+            {"kv_cache.resident", "[-, -, " + b + ", -, -, -]"}, {"kv_cache.resident.scale", "[-, -, " + b + ", -, -]"}};
+  }
+  std::string heads;
+  if (scheme == "megatron" && (grouped == 0 || kv % axis_a == 0)) heads = "A";
+  if (scheme == "2d" && grouped == 0) heads = heads_2d(kv, axes);
+  const std::string batch = "-";
+  if (heads.empty() && batch == "-") return {};
+  const std::string h = heads.empty() ? "-" : heads;
+  return {{"layer*.attn.[kv]_cache", "[" + batch + ", -, " + h + ", -]"},
+          {"layer*.attn.[kv]_cache.scale", "[" + batch + ", -, " + h + "]"},
+          {"kv_cache.resident", "[-, -, " + batch + ", -, " + h + ", -]"},
+          {"kv_cache.resident.scale", "[-, -, " + batch + ", -, " + h + "]"}};
+}
+
 // The scheme's rules with, unless strategy.vocab_parallel is false, the vocabulary split over the scheme's model
 // axis (megatron: its one axis; 2d: s1, the axis that splits the heads and the FFN's hidden units).
 std::vector<Rule> scheme_rules(const std::string& scheme, const std::string& workload, const ModelGraph& g,
-                               int64_t axis_a, bool vocab_parallel) {
-  std::vector<Rule> r = base_rules(scheme, workload, g, axis_a);
+                               int64_t axis_a, int64_t axis_b, bool vocab_parallel) {
+  std::vector<Rule> r = base_rules(scheme, workload, g, axis_a, axis_b);
   const bool encoder = workload == "bert" || workload == "encoder_decoder" || workload == "gnmt";  // megatron only
   if ((workload != "transformer" && !(encoder && scheme == "megatron")) || !vocab_parallel) return r;
   const std::string axis = scheme == "megatron" ? "A" : scheme == "2d" ? "B" : "";
@@ -259,6 +326,12 @@ class Spmd : public IStrategy {
                            "statistics are all-reduced over the axis, the global average pool gathers the rows "
                            "(docs/strategies.md).")
             .def("false"),
+        ParamSpec::choice("strategy.kv_sharding", {"heads", "batch"},
+                          "spmd, inference steps: how the KV cache splits over the scheme's axes: heads (as the "
+                          "key/value heads split; a multi-query cache whose one head cannot split is held whole on "
+                          "every device) or batch (by sequence: Pope et al.'s multi-query attention sharded over the "
+                          "batch, the queries and the attention's output moved by an all-to-all per layer).")
+            .def("heads"),
         ParamSpec::text_list("strategy.shard",
                              "spmd: per-tensor annotations \"PATTERN = SPEC\": tensors whose name matches the glob "
                              "get SPEC, e.g. \"layer*.ffn.w1 = [-, model]\" (docs/strategies.md).")
@@ -303,8 +376,13 @@ class Spmd : public IStrategy {
     const ParamSet& p = exp.params;
     const auto& axes = p.strings("strategy.spmd_axes");
     std::map<TensorId, ShardSpec> mine;
-    for (const Rule& r : scheme_rules(p.s("strategy.scheme"), exp.workload, g, mesh.axis_size(axes.at(0)),
-                                      p.b("strategy.vocab_parallel")))
+    const int64_t both = axes.size() > 1 ? mesh.axis_size(axes.at(0)) * mesh.axis_size(axes.at(1)) : 1;
+    std::vector<Rule> rules = scheme_rules(p.s("strategy.scheme"), exp.workload, g, mesh.axis_size(axes.at(0)), both,
+                                           p.b("strategy.vocab_parallel"));
+    for (const Rule& r : kv_rules(p.s("strategy.scheme"), p.s("strategy.kv_sharding"), g, mesh.axis_size(axes.at(0)), both))
+      rules.push_back(r);
+    check_kv_batch(g, exp, mesh);
+    for (const Rule& r : rules)
       for (size_t t = 0; t < g.num_tensors(); ++t)
         if (fnmatch(r.pattern.c_str(), g.tensor(static_cast<TensorId>(t)).name.c_str(), 0) == 0)
           mine[static_cast<TensorId>(t)] = ShardSpec::parse(substitute(r.spec, axes));
@@ -337,6 +415,29 @@ class Spmd : public IStrategy {
                     "strategy.shard");
     }
     return mine;
+  }
+
+  // strategy.kv_sharding: batch splits the caches by sequence: one row per sequence, as many as the axes divide.
+  static void check_kv_batch(const ModelGraph& g, const Experiment& exp, const Mesh& mesh) {
+    const ParamSet& p = exp.params;
+    const TensorId k = g.find_tensor("layer0.attn.k_cache");
+    if (k < 0 || p.s("strategy.kv_sharding") != "batch") return;
+    const auto& axes = p.strings("strategy.spmd_axes");
+    int64_t n = 1;
+    for (const std::string& a : axes) n *= mesh.axis_size(a);
+    const int64_t seqs = g.tensor(k).shape[0];
+    const TensorId tokens = g.find_tensor("tokens");
+    const bool packed = tokens >= 0 && g.tensor(tokens).shape[0] == 1 && seqs > 1;
+    if (!packed && seqs % n == 0) return;
+    throw Error(Err::KvShardingSplit, p.where("strategy.kv_sharding"),
+                packed ? "strategy.kv_sharding: batch splits the KV cache by sequence, but the iteration packs its " +
+                             std::to_string(seqs) + " sequences of unequal lengths into one row (ragged prompts or "
+                             "chunks); give the sequences equal lengths (prefill_padding: max) or split by heads"
+                       : "strategy.kv_sharding: batch splits the iteration's " + std::to_string(seqs) +
+                             " sequences over the " + std::to_string(n) + " devices of [" + join(axes, ", ") +
+                             "], which do not divide them; use a batch that is a multiple of " + std::to_string(n) +
+                             " or kv_sharding: heads",
+                "strategy.kv_sharding");
   }
 
   void annotate(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const override {

@@ -124,8 +124,8 @@ def memory(s, out):
     fig, ax = plt.subplots(figsize=(8, 2.8))
     if m:
         parts = m["at_peak"]
-        names = [n for n in ["weights", "gradients", "optimizer_state", "activations", "temporaries", "weight_copies"]
-                 if n in parts]
+        names = [n for n in ["weights", "gradients", "optimizer_state", "activations", "temporaries", "weight_copies",
+                             "kv_cache"] if n in parts]
         peak = max(sum(parts[n] for n in names), 1.0)
         cap = m["capacity_bytes"]
         uname, scale = _unit(max(peak, cap) if peak > 0.5 * cap else peak)

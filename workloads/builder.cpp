@@ -75,8 +75,19 @@ TensorId GraphBuilder::forward(const std::string& name, OpKind kind, std::vector
 }
 
 TensorId GraphBuilder::param(const std::string& name, std::vector<int64_t> shape) {
-  TensorId id = m_g.add_tensor({name, std::move(shape), m_weight_dtype, TensorRole::Parameter});
+  return param(name, std::move(shape), m_weight_dtype);
+}
+
+TensorId GraphBuilder::param(const std::string& name, std::vector<int64_t> shape, DType dtype) {
+  if (auto it = m_param_names.find(name); it != m_param_names.end()) {
+    if (m_g.tensor(it->second).shape != shape || m_g.tensor(it->second).dtype != dtype)
+      shape_error(name, "parameter asked for again as " + shape_text(shape) + " " + dtype_name(dtype) + ", made as " +
+                            m_g.tensor(it->second).shape_text() + " " + dtype_name(m_g.tensor(it->second).dtype));
+    return it->second;
+  }
+  TensorId id = m_g.add_tensor({name, std::move(shape), dtype, TensorRole::Parameter});
   m_params.push_back(id);
+  m_param_names[name] = id;
   return id;
 }
 

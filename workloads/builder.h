@@ -47,7 +47,11 @@ class GraphBuilder {
   // cell, role WeightCopy), and the copy's gradient is cast back (workloads/ops/convert.cpp).
   GraphBuilder(ModelGraph& g, DType dtype, DType weight_dtype);
 
+  // A parameter; asked for again by name, the same tensor (the steps of a generate form share their weights).
   TensorId param(const std::string& name, std::vector<int64_t> shape);
+  // A parameter stored in its own type (a quantized weight: int8 or fp8, read by the quantized matmuls of
+  // workloads/models/transformer_layer.h), whatever the builder's weight type.
+  TensorId param(const std::string& name, std::vector<int64_t> shape, DType dtype);
   // What parameter `p` is to the model (workloads/tensor_info.h ParamKind): bias_add marks its bias, layer_norm and
   // rms_norm their scale and offset; a new op taking such parameters (batch norm) marks them the same way.
   void set_param_kind(TensorId p, ParamKind kind);
@@ -161,6 +165,7 @@ class GraphBuilder {
   Phase m_phase = Phase::Forward;  // phase of ops the forward methods add (Backward while rules run)
   int32_t m_cell = -1;
   std::vector<TensorId> m_params;
+  std::map<std::string, TensorId> m_param_names;
   std::map<TensorId, TensorId> m_grad;
   std::vector<OpId> m_bn_stats;  // batch norms whose moving averages optimizer() updates
 };

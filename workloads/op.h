@@ -162,6 +162,25 @@ enum class OpKind : uint8_t {
   FusedAttentionGrad,  // inputs (q, k, v, ..., o, do, ...) -> (dq, dk, dv, ...): its backward pass (cost only)
   CustomCost,          // a kernel known only by its cost: attrs.flops and attrs.bytes (workload.custom_calls)
   DeviceId,            // no inputs; this device's index over mesh axes attrs.axes (partition-id, replica-id)
+  // Serving (inference steps; workloads/models/transformer_inference.cpp, docs/serving.md). The sequences of an
+  // iteration are described by attrs.ragged: per sequence the tokens it adds (fresh) after the tokens already in
+  // its cache (cached), laid out one sequence per row of [R, S, ...] activations or packed along row 0.
+  KvCacheWrite,     // inputs (cache [N, C, KV, E] [, scale [N, C, KV]], new [R, S, KV, E]) -> the cache (and scale)
+                    // with each sequence's fresh keys or values written at its positions cached, cached + 1, ...;
+                    // in place (workloads/ops/kv_cache.cpp); an int8 or fp8 cache quantizes per (token, head)
+  RaggedAttention,  // inputs (q [R, S, H, E] or [R, S, KV, G, E], k cache, v cache [N, C, KV, E] [, k scale, v
+                    // scale]) -> o like q: each sequence's fresh queries over its own cached and fresh keys, the cache
+                    // streamed from HBM in blocks of attrs.blocks.kv, online softmax (workloads/ops/ragged_attention.cpp)
+  TokenSelect,      // x [R, S, D] -> [N, D]: each sequence's last fresh position (the one whose logits sample)
+  Sample,           // logits [N, V] -> ids [N] int32: greedy (argmax), top_k or top_p (workloads/ops/sample.cpp)
+  SampleCandidates, // logits [N, v] (a vocabulary shard) -> [1, N, 2 K]: its K best (value, global index) pairs
+  SampleFinish,     // candidates [P, N, 2 K] from P shards -> ids [N]: the sample over the pooled candidates
+  // Quantized matmuls (AQT's int8 and fp8; workloads/ops/quantize.cpp): x = q * scale with per-row or per-channel
+  // scales, the product of quantized operands rescaled by the scales it factors out.
+  RowAbsMax,        // x -> max |x| over its last attrs.count dimensions (fp32, the other dimensions kept)
+  Quantize,         // inputs (x, absmax) -> x / scale rounded to the output's type (int8: to [-127, 127]; fp8 e4m3)
+  Rescale,          // inputs (y, s1 [, s2]) -> y * s1 [* s2], each scale indexed by the letters attrs.equation gives
+                    // it ("bsf,f,bs": s1 per channel f, s2 per row), the scale of int8 or fp8 being absmax / qmax
   // Communication between chips (executed by the chip's DMA engines over ICI).
   AllReduce, ReduceScatter, AllGather, AllToAll, CollectivePermute, Broadcast,
   Send, Recv,
@@ -262,6 +281,22 @@ struct OpAttrs {
   ArrayFn fn = ArrayFn::Copy;
   std::vector<float> values;
   double flops = 0, bytes = 0;
+  // Serving: the sequences of an inference iteration (KvCacheWrite, RaggedAttention, TokenSelect, Rope). Sequence i
+  // adds fresh[i] tokens after the cached[i] its cache holds; `packed`: they follow one another along row 0 of the
+  // activations (vLLM's ragged batch), else sequence i is row i, its tokens at positions 0 .. fresh[i] - 1 of the
+  // row (the rest padding). attrs.axes name the mesh axes splitting the rows (a device's rows start at its index
+  // times its row count). Empty: a training step's plain positions.
+  struct Ragged {
+    std::vector<int64_t> fresh, cached;
+    std::vector<int64_t> width;  // places each sequence takes, padding included (empty: fresh; workloads/ragged.h)
+    bool packed = false;
+    bool empty() const { return fresh.empty(); }
+  };
+  Ragged ragged;
+  // Sample: how (greedy, top_k or top_p), top_k's k (and the candidates each vocabulary shard keeps), top_p's p.
+  std::string sampling;
+  int64_t top_k = 0;
+  double top_p = 1;
 };
 
 struct Op {

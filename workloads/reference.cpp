@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "workloads/einsum.h"
 #include "workloads/op_def.h"
+#include "workloads/quantization.h"
 
 namespace podsim {
 namespace {
@@ -42,6 +43,9 @@ Init param_init(const ModelGraph& g, TensorId t, double& std_dev) {
   std_dev = 0.02;
   for (OpId c : g.consumers(t)) {
     const Op& op = g.op(c);
+    // A quantized weight read through its cast to the compute type (weight-only int8, fp8): drawn as the weight the
+    // cast's reader takes.
+    if (op.kind == OpKind::Convert && quantized_type(g.tensor(t).dtype)) return param_init(g, op.outputs[0], std_dev);
     for (size_t i = 0; i < op.inputs.size(); ++i) {
       if (op.inputs[i] != t) continue;
       if (op.kind == OpKind::LayerNorm) return i == 1 ? Init::Ones : Init::Zeros;
@@ -88,6 +92,56 @@ int64_t id_range(const ModelGraph& g, TensorId t) {
   return 2;
 }
 
+// A quantized weight w (int8, fp8) and its scale "<w>.scale" (w's shape with 1 on the contracted dimensions): the
+// weight drawn as its unquantized self, each output channel's scale its absmax / qmax, the weight those values on
+// the type's grid (AQT's quantization of a trained checkpoint; workloads/quantization.h).
+void quantize_weight(const ModelGraph& g, TensorStore& store, TensorId w) {
+  const TensorId sid = g.find_tensor(g.tensor(w).name + ".scale");
+  if (sid < 0) return;
+  Tensor& q = store.get_mut(w);
+  Tensor& scale = store.get_mut(sid);
+  const std::vector<int64_t>& shape = q.shape;
+  const DType t = g.tensor(w).dtype;
+  // Element i of the weight belongs to the channel of its indices on the dimensions the scale keeps.
+  auto channel = [&](int64_t i) {
+    int64_t c = 0;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      const int64_t stride = [&] {
+        int64_t s = 1;
+        for (size_t e = d + 1; e < shape.size(); ++e) s *= shape[e];
+        return s;
+      }();
+      const int64_t idx = (i / stride) % shape[d];
+      c = c * scale.shape[d] + (scale.shape[d] == 1 ? 0 : idx);
+    }
+    return c;
+  };
+  std::vector<float> absmax(static_cast<size_t>(scale.elements()), 0.0f);
+  for (int64_t i = 0; i < q.elements(); ++i) {
+    float& m = absmax[static_cast<size_t>(channel(i))];
+    m = std::max(m, std::fabs(q.data[i]));
+  }
+  for (int64_t c = 0; c < scale.elements(); ++c) scale.data[c] = quant_scale(absmax[static_cast<size_t>(c)], t);
+  for (int64_t i = 0; i < q.elements(); ++i) q.data[i] = quantize(q.data[i], scale.data[channel(i)], t);
+}
+
+// A quantized KV cache [..., E] and its scale "<cache>.scale" [...]: each token's head quantized with one scale, as
+// the cache write stores it (workloads/ops/kv_cache.cpp).
+void quantize_cache(const ModelGraph& g, TensorStore& store, TensorId c) {
+  const TensorId sid = g.find_tensor(g.tensor(c).name + ".scale");
+  if (sid < 0) return;
+  Tensor& q = store.get_mut(c);
+  Tensor& scale = store.get_mut(sid);
+  const DType t = g.tensor(c).dtype;
+  const int64_t e = q.shape.back();
+  for (int64_t r = 0; r < scale.elements(); ++r) {
+    float m = 0;
+    for (int64_t i = 0; i < e; ++i) m = std::max(m, std::fabs(q.data[r * e + i]));
+    scale.data[r] = quant_scale(m, t);
+    for (int64_t i = 0; i < e; ++i) q.data[r * e + i] = quantize(q.data[r * e + i], scale.data[r], t);
+  }
+}
+
 }  // namespace
 
 void init_step_inputs(const ModelGraph& g, TensorStore& store, uint64_t seed) {
@@ -106,6 +160,9 @@ void init_step_inputs(const ModelGraph& g, TensorStore& store, uint64_t seed) {
         break;
       }
       case TensorRole::OptimizerState: break;  // zeros
+      case TensorRole::KvCache:  // keys and values of earlier tokens: normal, quantized below when int8 or fp8
+        for (float& x : t.data) x = static_cast<float>(rng.normal());
+        break;
       default: {
         if (dtype_is_integer(info.dtype)) {
           int64_t range = id_range(g, id);
@@ -118,6 +175,12 @@ void init_step_inputs(const ModelGraph& g, TensorStore& store, uint64_t seed) {
     if (info.dtype == DType::BF16)
       for (float& x : t.data) x = round_bf16(x);
     store.put(id, std::move(t));
+  }
+  for (size_t i = 0; i < g.num_tensors(); ++i) {
+    const TensorInfo& info = g.tensor(static_cast<TensorId>(i));
+    if (!quantized_type(info.dtype) || g.producer(static_cast<TensorId>(i)) >= 0) continue;
+    if (info.role == TensorRole::Parameter) quantize_weight(g, store, static_cast<TensorId>(i));
+    if (info.role == TensorRole::KvCache) quantize_cache(g, store, static_cast<TensorId>(i));
   }
 }
 

@@ -57,6 +57,7 @@ const char* role_name(TensorRole r) {
     case TensorRole::Updated: return "updated";
     case TensorRole::Temporary: return "temporary";
     case TensorRole::WeightCopy: return "weight_copy";
+    case TensorRole::KvCache: return "kv_cache";
   }
   return "?";
 }

@@ -28,6 +28,8 @@ enum class TensorRole : uint8_t {
   Updated,         // a new parameter or optimizer state value (written in place of the old one)
   Temporary,       // scratch that dies with its op (and communication buffers)
   WeightCopy,      // a parameter cast to the compute type (mixed precision): live from its cast to its last use
+  KvCache,         // an inference step's key/value cache (and its scales): resident for the whole step, updated in
+                   // place (memory category kv_cache)
 };
 const char* role_name(TensorRole r);
 

@@ -10,10 +10,12 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
       ParamSpec::choice("workload.dtype", {"bf16", "fp32"},
                         "Storage type of weights and activations; the MXU takes bf16 inputs and accumulates in fp32.")
           .def("bf16"),
-      ParamSpec::choice("workload.weight_dtype", {"bf16", "fp32"},
+      ParamSpec::choice("workload.weight_dtype", {"bf16", "fp32", "int8", "fp8"},
                         "Storage type of the weights, their gradients and updates (default workload.dtype). fp32 with "
                         "dtype bf16 is mixed precision: fp32 master weights, each cast to a bf16 copy where the step "
-                        "reads it, the copy's gradient cast back to fp32 (docs/model.md).")
+                        "reads it, the copy's gradient cast back to fp32 (docs/model.md). int8 and fp8 (inference "
+                        "steps only, workload.step): the layers' matmul weights quantized with one scale per output "
+                        "channel, as AQT serves them (docs/serving.md).")
           .optional(),
       ParamSpec::choice("workload.optimizer", {"sgd", "adam", "momentum", "lars", "rmsprop", "lamb"},
                         "Optimizer (docs/model.md): sgd (no state); adam (two fp32 states per weight); momentum (SGD "
@@ -76,6 +78,14 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
 DType training_dtype(const ParamSet& p) { return p.s("workload.dtype") == "bf16" ? DType::BF16 : DType::F32; }
 
 void validate_training(const ParamSet& p) {
+  const bool serving = p.has("workload.step") && p.s("workload.step") != "train";
+  if (p.has("workload.weight_dtype") && !serving &&
+      (p.s("workload.weight_dtype") == "int8" || p.s("workload.weight_dtype") == "fp8"))
+    throw Error(Err::NumberFormat, p.where("workload.weight_dtype"),
+                "workload.weight_dtype = " + p.s("workload.weight_dtype") + " quantizes a served model's weights; a "
+                "training step updates its weights in bf16 or fp32 (use one of those, or an inference "
+                "workload.step)",
+                "workload.weight_dtype");
   const std::string opt = p.s("workload.optimizer");
   if (p.f("workload.weight_decay") != 0 && opt != "lars" && opt != "lamb")
     throw Error(Err::BadChoice, p.where("workload.weight_decay"),
@@ -120,7 +130,9 @@ ModelGraph training_remat(const ModelGraph& g, const ParamSet& p) {
 
 DType training_weight_dtype(const ParamSet& p) {
   if (!p.has("workload.weight_dtype")) return training_dtype(p);
-  return p.s("workload.weight_dtype") == "bf16" ? DType::BF16 : DType::F32;
+  const std::string& w = p.s("workload.weight_dtype");
+  if (w == "int8" || w == "fp8") return training_dtype(p);  // the weights that stay unquantized (norms, embedding)
+  return w == "bf16" ? DType::BF16 : DType::F32;
 }
 
 OptimizerConfig training_optimizer(const ParamSet& p) {

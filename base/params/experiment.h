@@ -29,6 +29,10 @@ struct MxuConfig {
   // so an output tile's pops and its epilogue run between the MXU's streams, not beside them. 0: a path of their
   // own, and the epilogue overlaps the next tile group.
   int64_t result_pop = 0;
+  // Products per cell and cycle with int8 or fp8 operands, against bf16's one: the chip's int8 (fp8) peak over its
+  // bf16 peak; 0: no such mode (docs/model.md, "Quantized serving").
+  int64_t int8_rate = 1;
+  int64_t fp8_rate = 0;
 };
 
 struct VpuConfig {

@@ -61,6 +61,20 @@ std::vector<ParamSpec> hardware_param_specs() {
                  "results leave on a path of their own and the epilogue overlaps the next tile group.")
           .range(0, 1 << 20)
           .def("0"),
+      P::integer("hardware.chip.mxu.int8_rate",
+                 "Products per cell and cycle of an MXU whose operands are both int8, against bf16's one (the "
+                 "chip's int8 peak over its bf16 peak: 2 on TPU v5e, v5p, v6e; 1 on v4, whose int8 gains nothing): "
+                 "an int8 fold holds int8_rate x R rows of the contraction (docs/model.md, \"Quantized serving\"). "
+                 "0: no int8 mode (weights-and-activations int8 is refused; int8 weights dequantized to bf16 still "
+                 "run).")
+          .range(0, 16)
+          .def("1"),
+      P::integer("hardware.chip.mxu.fp8_rate",
+                 "Products per cell and cycle of an MXU whose operands are both fp8, against bf16's one (TPU7x: 2; "
+                 "v5p and v6e take fp8 at the bf16 rate: 1). 0: no fp8 (any fp8 weight, activation or cache is "
+                 "refused).")
+          .range(0, 16)
+          .def("0"),
       P::integer("hardware.chip.vpu.lanes", "Vector unit lanes.").range(1, 65536).def("128"),
       P::integer("hardware.chip.vpu.sublanes", "Vector unit sublanes.").range(1, 1024).def("8"),
       P::integer("hardware.chip.vpu.alus", "ALUs per lane x sublane: elementwise operations per element slot and "

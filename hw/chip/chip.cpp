@@ -126,7 +126,8 @@ void Chip::dispatch(int32_t op) {
         return mxu_cycles(shape, ceil_div(core_folds, m_cfg.mxu.count), rows);
       };
       int64_t cycles = 0;
-      if (e.gemm.passes.empty()) cycles = gemm(e.gemm.k, e.gemm.core_folds, e.gemm.rows_per_fold);
+      // Narrow operands at a faster rate hold k_pack contraction elements per row of the array.
+      if (e.gemm.passes.empty()) cycles = gemm(ceil_div(e.gemm.k, e.gemm.k_pack), e.gemm.core_folds, e.gemm.rows_per_fold);
       for (const GemmPassWork& p : e.gemm.passes) cycles += gemm(p.k, p.core_folds, p.rows_per_fold);
       // The vector unit's work on the results: the pops when they leave through it (then serial), the epilogue's.
       // A convolution's fused work runs beside the MXU (ExecOp::vector_beside), its pops serial.

@@ -27,7 +27,8 @@ struct GemmWork {
   int64_t rows_per_fold = 0;  // rows streamed per fold (the core's M, or its M chunk, padded to 8 rows in TPU mode)
   int64_t m_chunks = 1;       // M chunks per core, each reloading every weight fold (accumulator capacity, VMEM tile)
   int64_t result_vectors = 0;  // (sublanes x lanes) vectors of results one core pops from its MXUs (padded tiles)
-  int64_t k_pad = 0, n_pad = 0;    // K and N padded to whole folds (multiples of R and C)
+  int64_t k_pad = 0, n_pad = 0;    // K and N padded to whole folds (multiples of k_pack R and C)
+  int64_t k_pack = 1;  // contraction elements per MXU row: int8 (fp8) operands at the chip's int8 (fp8) rate
   int64_t m_tile = 0, n_tile = 0;  // chosen VMEM tile (rows, cols) of the output
   const char* split = "none";      // how the op is split across cores: "n", "m", "batch" or "none"
   // A kernel of several GEMM shapes (a fused attention kernel): each shape's folds stream one after another, and
@@ -74,7 +75,10 @@ struct ExecOp {
 struct MemoryBreakdown {
   double weights = 0, gradients = 0, optimizer_state = 0, activations = 0, temporaries = 0;
   double weight_copies = 0;  // parameters cast to the compute type (mixed precision), from the cast to the last use
-  double total() const { return weights + gradients + optimizer_state + activations + temporaries + weight_copies; }
+  double kv_cache = 0;       // an inference step's key/value cache (and its quantization scales)
+  double total() const {
+    return weights + gradients + optimizer_state + activations + temporaries + weight_copies + kv_cache;
+  }
 };
 
 struct LiveTensor {

@@ -159,6 +159,17 @@ MemberTraffic member_traffic(const ModelGraph& g, const FusionGroup& fg, const s
   return m;
 }
 
+// Products per MXU cell and cycle: the chip's int8 (fp8) rate when both operands of a matmul are int8 (fp8), else 1.
+// A fold then holds that many times R rows of the contraction (docs/model.md, "Quantized serving").
+int64_t narrow_pack(const ModelGraph& g, const Op& op, const ChipConfig& chip) {
+  if (op.kind != OpKind::MatMul || op.inputs.size() < 2) return 1;
+  const DType a = g.tensor(op.inputs[0]).dtype, b = g.tensor(op.inputs[1]).dtype;
+  if (a != b) return 1;
+  if (a == DType::I8) return std::max<int64_t>(1, chip.mxu.int8_rate);
+  if (a == DType::F8) return std::max<int64_t>(1, chip.mxu.fp8_rate);
+  return 1;
+}
+
 void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, const LowerOptions& opts,
                 const MemberTraffic& epi, ExecOp& e) {
   GemmDims a = gemm_dims(g, op);
@@ -263,8 +274,10 @@ void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, const
   w.split = split;
   w.m_tile = t.m_tile;
   w.n_tile = t.n_tile;
-  const int64_t k_folds = ceil_div(k, shape.rows), n_folds = ceil_div(n, shape.cols);
-  w.k_pad = k_folds * shape.rows;
+  const int64_t pack = narrow_pack(g, op, chip);
+  const int64_t k_folds = ceil_div(k, shape.rows * pack), n_folds = ceil_div(n, shape.cols);
+  w.k_pack = pack;
+  w.k_pad = k_folds * shape.rows * pack;
   w.n_pad = n_folds * shape.cols;
   if (!shape.double_buffer) {
     // Reference mode: M streams whole through each weight fold.

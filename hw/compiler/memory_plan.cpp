@@ -13,13 +13,14 @@ double& bucket(MemoryBreakdown& m, TensorRole r) {
     case TensorRole::OptimizerState: return m.optimizer_state;
     case TensorRole::Temporary: return m.temporaries;
     case TensorRole::WeightCopy: return m.weight_copies;
+    case TensorRole::KvCache: return m.kv_cache;
     default: return m.activations;  // inputs, labels, activations, losses
   }
 }
 
 bool persistent(TensorRole r) {
   return r == TensorRole::Parameter || r == TensorRole::OptimizerState || r == TensorRole::Input ||
-         r == TensorRole::Label;
+         r == TensorRole::Label || r == TensorRole::KvCache;
 }
 
 // Ops that write their result over an operand that dies with them: an all-reduce reduces in place (a ring

@@ -1,7 +1,8 @@
 // Per-chip memory over a step: which tensors are live in HBM after each op, the peak, and what the peak is made
-// of (weights, gradients, optimizer state, saved activations, temporaries).
+// of (weights, gradients, optimizer state, saved activations, temporaries, the KV cache).
 //
-// Liveness follows the issue order: parameters, optimizer state and the batch are live from the start; every
+// Liveness follows the issue order: parameters, optimizer state, an inference step's KV cache and the batch are
+// live from the start; every
 // other tensor from the op that produces it until the last op that reads it (or the end, for step results:
 // losses and updated values, which are written in place of the tensors they update). An all-reduce and an
 // addition write their result over an operand of the same size that they read last (in place). Tensors a fusion

@@ -52,7 +52,8 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
     std::cout << "  peak memory   " << format_bytes(m["peak_bytes"]) << " of " << format_bytes(m["capacity_bytes"])
               << " HBM" << (m["fits"].get<bool>() ? "" : "  ** DOES NOT FIT **") << "  (weights "
               << format_bytes(a["weights"]) << ", gradients " << format_bytes(a["gradients"]) << ", optimizer "
-              << format_bytes(a["optimizer_state"]) << ", activations " << format_bytes(a["activations"]) << ")\n";
+              << format_bytes(a["optimizer_state"]) << ", activations " << format_bytes(a["activations"])
+              << (a.value("kv_cache", 0.0) > 0 ? ", KV cache " + format_bytes(a["kv_cache"]) : "") << ")\n";
     // The line above is the result chip's; roles differ (pipeline stages), and the heaviest is what must fit.
     const nlohmann::json* heaviest = nullptr;
     if (j.contains("roles"))
@@ -170,6 +171,7 @@ void print_memory_summary(const nlohmann::json& j, const std::string& dir, const
               << ", activations " << format_bytes(a["activations"]) << ", temporaries "
               << format_bytes(a["temporaries"])
               << (a.value("weight_copies", 0.0) > 0 ? ", weight copies " + format_bytes(a["weight_copies"]) : "")
+              << (a.value("kv_cache", 0.0) > 0 ? ", KV cache " + format_bytes(a["kv_cache"]) : "")
               << ")\n";
     std::cout << "  fits          " << (m["fits"].get<bool>() ? "yes, every role" : "** NO **") << "\n";
   }

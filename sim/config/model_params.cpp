@@ -27,6 +27,8 @@ void read_model_params(Experiment& e) {
   integer("hardware.chip.mxu.accumulator_rows", e.hardware.chip.mxu.accumulator_rows);
   integer("hardware.chip.mxu.weight_push", e.hardware.chip.mxu.weight_push);
   integer("hardware.chip.mxu.result_pop", e.hardware.chip.mxu.result_pop);
+  integer("hardware.chip.mxu.int8_rate", e.hardware.chip.mxu.int8_rate);
+  integer("hardware.chip.mxu.fp8_rate", e.hardware.chip.mxu.fp8_rate);
   boolean("hardware.chip.mxu.load_rows_held", e.hardware.chip.mxu.load_rows_held);
   if (p.has("run.fusion")) e.run.fusion = p.s("run.fusion");
   if (p.has("run.fusion_multi_output")) e.run.fusion_multi_output = p.b("run.fusion_multi_output");

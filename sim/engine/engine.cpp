@@ -61,6 +61,7 @@ void check_memory(Prepared& p) {
                       format_bytes(m.at_peak.optimizer_state) + ", activations " +
                       format_bytes(m.at_peak.activations) + ", temporaries " + format_bytes(m.at_peak.temporaries) +
                       (m.at_peak.weight_copies > 0 ? ", weight copies " + format_bytes(m.at_peak.weight_copies) : "") +
+                      (m.at_peak.kv_cache > 0 ? ", KV cache " + format_bytes(m.at_peak.kv_cache) : "") +
                       "; largest: " + join(largest, ", ");
     // The advice to set run.allow_oom goes only to a run that has not set it.
     if (!e.run.allow_oom)

@@ -17,7 +17,8 @@ J breakdown(const MemoryBreakdown& b) {
           {"optimizer_state", b.optimizer_state},
           {"activations", b.activations},
           {"temporaries", b.temporaries},
-          {"weight_copies", b.weight_copies}};
+          {"weight_copies", b.weight_copies},
+          {"kv_cache", b.kv_cache}};
 }
 
 }  // namespace

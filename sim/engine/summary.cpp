@@ -13,6 +13,7 @@
 #include "sim/engine/dcn_report.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/fault_report.h"
+#include "sim/engine/inference_report.h"
 #include "sim/engine/memory_summary.h"
 #include "sim/engine/moe_report.h"
 #include "sim/engine/pipeline_units.h"
@@ -111,13 +112,15 @@ J op_table(const Prepared& p, const Chip& chip) {
     }
     if (e.unit == Unit::Mxu) {
       o["mxu"] = {{"m", e.gemm.m}, {"k", e.gemm.k}, {"n", e.gemm.n}, {"batch", e.gemm.batch},
-                  {"folds", e.gemm.batch * gemm_folds({cfg.mxu.rows, cfg.mxu.cols, true}, e.gemm.k, e.gemm.n)},
+                  {"folds", e.gemm.batch * gemm_folds({cfg.mxu.rows, cfg.mxu.cols, true},
+                                                      ceil_div(e.gemm.k, e.gemm.k_pack), e.gemm.n)},
                   {"core_folds", e.gemm.core_folds},
                   {"folds_per_mxu", ceil_div(e.gemm.core_folds, cfg.mxu.count)},
                   {"rows_per_fold", e.gemm.rows_per_fold}, {"m_chunks", e.gemm.m_chunks},
                   {"k_pad", e.gemm.k_pad}, {"n_pad", e.gemm.n_pad},
                   {"mxus", static_cast<int64_t>(e.cores) * cfg.mxu.count},
                   {"split", e.gemm.split}, {"m_tile", e.gemm.m_tile}, {"n_tile", e.gemm.n_tile}};
+      if (e.gemm.k_pack > 1) o["mxu"]["k_pack"] = e.gemm.k_pack;  // int8 or fp8 at the chip's faster rate
       if (!e.gemm.passes.empty()) {  // a kernel of several GEMM shapes: each shape's products and folds
         J passes = J::array();
         for (const GemmPassWork& p : e.gemm.passes)
@@ -306,7 +309,13 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   // is not one of examples): examples, and tokens for sequence models.
   const auto batch = microbenchmark(p) ? std::nullopt : count_param(e.params, "workload.batch");
   if (const auto n = trainable_parameters(p)) j["parameters"] = *n;
-  if (T > 0 && batch) {
+  const auto inference = inference_report(p, s);
+  if (T > 0 && batch && inference) {
+    // An inference iteration's throughput: the tokens it adds (docs/outputs.md, "inference").
+    const double tokens_per_s = (*inference)["tokens_per_s"].get<double>();
+    j["tokens_per_s"] = tokens_per_s;
+    j["tokens_per_s_per_chip"] = tokens_per_s / static_cast<double>(e.hardware.pod.chips());
+  } else if (T > 0 && batch) {
     const double examples = *batch;
     j["samples_per_s"] = examples / T;
     if (const auto seq = count_param(e.params, "workload.seq_len")) {
@@ -365,6 +374,8 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
               {"bytes", hbm_read + hbm_write},
               {"achieved_bandwidth_Bps", T > 0 ? r6((hbm_read + hbm_write) / (T * n_active)) : 0.0},
               {"peak_bandwidth_Bps", cfg.hbm.bandwidth},
+              {"bandwidth_utilization",
+               T > 0 && cfg.hbm.bandwidth > 0 ? r6((hbm_read + hbm_write) / (T * n_active) / cfg.hbm.bandwidth) : 0.0},
               {"max_queue_wait_s", qwait}};
   j["ici"] = {{"bytes", ici_bytes}, {"link_bandwidth_Bps", e.hardware.ici.link_bandwidth}};
   // Only when something crossed it: the chip's transfers to and from its host (host offload, the DCN's hop).
@@ -520,6 +531,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
 
   j["timeline"] = timeline_json(p, s, rc);  // the result chip over the step, in 100 bins (report plots)
   j["stalls"] = {{"injected", stalls}, {"seconds", stall_s}};
+  if (inference) j["inference"] = *inference;
   if (auto moe = moe_report(p, s)) j["moe"] = *moe;
   if (auto faults = fault_report(p, s)) j["faults"] = *faults;
   if (auto dcn = dcn_report(p, s)) j["dcn"] = *dcn;

@@ -15,12 +15,13 @@
 namespace podsim {
 namespace {
 
-// Tensors written to tensors/: the step's inputs and state, the loss, updated values, parameter gradients, and
-// every value nothing else consumes (a matmul's product, a collective's result); with run.dump_activations also
+// Tensors written to tensors/: the step's inputs and state, the loss, updated values, parameter gradients, the
+// values a workload marks as results (an inference step's logits and sampled tokens), and every value nothing else
+// consumes (a matmul's product, a collective's result); with run.dump_activations also
 // every forward activation.
 bool result_tensor(const ModelGraph& g, TensorId id, bool activations) {
   const TensorInfo& t = g.tensor(id);
-  if (g.producer(id) < 0 || g.consumers(id).empty()) return true;
+  if (g.producer(id) < 0 || g.consumers(id).empty() || t.result) return true;
   switch (t.role) {
     case TensorRole::Loss: case TensorRole::Updated: return true;
     case TensorRole::Gradient:  // gradients of parameters: those the optimizer reads

@@ -39,8 +39,10 @@ void print_memory_section(const nlohmann::json& j, std::ostream& out) {
   const auto& m = j["memory"];
   rule(out);
   out << "memory at the peak (op " << m.value("peak_op", std::string("-")) << ")\n";
-  for (const char* k : {"weights", "gradients", "optimizer_state", "activations", "temporaries", "weight_copies"})
-    if (std::string(k) != "weight_copies" || m["at_peak"].value(k, 0.0) > 0)  // mixed precision only
+  for (const char* k :
+       {"weights", "gradients", "optimizer_state", "activations", "temporaries", "weight_copies", "kv_cache"})
+    if ((std::string(k) != "weight_copies" && std::string(k) != "kv_cache") ||
+        m["at_peak"].value(k, 0.0) > 0)  // mixed precision, inference steps only
       out << strprintf("  %-26s %s\n", k, format_bytes(m["at_peak"].value(k, 0.0)).c_str());
   out << strprintf("  %-26s %s of %s%s\n", "total", format_bytes(m.value("peak_bytes", 0.0)).c_str(),
                    format_bytes(m.value("capacity_bytes", 0.0)).c_str(),

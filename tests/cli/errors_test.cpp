@@ -632,6 +632,70 @@ TEST(ErrorsTest, SWP007_RunsFailed) {
   EXPECT_TRUE(exists(test_dir() + "/sw/runs/r0/summary.json"));
 }
 
+// ---- inference steps ----------------------------------------------------------------------------------------------
+
+namespace {
+const std::string kTiny = "hardware:\n  preset: tpu-v5e\nworkload:\n  preset: llm-tiny\n";  // workload keys from line 5
+}  // namespace
+
+TEST(ErrorsTest, INF001_ContextTooLong) {
+  // A decode's cached tokens and the new one past the context window, located at the context; a run writes nothing.
+  auto r = expect_error(kTiny + "  step: decode\n  batch: 2\n  context_lengths: [10, 64]\n  max_context: 64\n",
+                        "PODSIM-INF-001", 7, 0, {}, true);
+  EXPECT_EQ(r.code, exit_of("PODSIM-INF-001"));
+  EXPECT_NE(r.err.find("sequence 1 holds 65 tokens (64 cached, 1 new), past the model's context of "
+                       "workload.max_context = 64"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(exists(test_dir() + "/out"));
+  // A generate step counts the tokens it generates.
+  auto g = expect_error(kTiny + "  step: generate\n  batch: 1\n  seq_len: 60\n  generate: 8\n  max_context: 64\n",
+                        "PODSIM-INF-001", 7, 0);
+  EXPECT_NE(g.err.find("8 generated"), std::string::npos) << g.err;
+}
+
+TEST(ErrorsTest, INF002_KvCacheTooSmall) {
+  auto r = expect_error(kTiny + "  step: decode\n  batch: 2\n  context: 40\n  kv_capacity: 32\n", "PODSIM-INF-002",
+                        8, 0, {}, true);
+  EXPECT_EQ(r.code, exit_of("PODSIM-INF-002"));
+  EXPECT_NE(r.err.find("workload.kv_capacity = 32 places per sequence cannot hold sequence 0, which needs 41"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(exists(test_dir() + "/out"));
+  auto s = expect_error(kTiny + "  step: decode\n  batch: 2\n  context: 4\n  kv_sequences: 1\n", "PODSIM-INF-002", 8,
+                        0);
+  EXPECT_NE(s.err.find("give at least 2"), std::string::npos) << s.err;
+}
+
+TEST(ErrorsTest, INF003_NumberFormat) {
+  // fp8 on a chip without it; int8 activations on weights of another type; int8 weights in a training step.
+  auto r = expect_error(kTiny + "  step: decode\n  batch: 1\n  context: 4\n  weight_dtype: fp8\n", "PODSIM-INF-003",
+                        8, 0, {}, true);
+  EXPECT_EQ(r.code, exit_of("PODSIM-INF-003"));
+  EXPECT_NE(r.err.find("tpu-v5e has no fp8 mode on its MXU (hardware.chip.mxu.fp8_rate = 0)"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(exists(test_dir() + "/out"));
+  auto a = expect_error(kTiny + "  step: decode\n  batch: 1\n  context: 4\n  activation_dtype: int8\n",
+                        "PODSIM-INF-003", 8, 0);
+  EXPECT_NE(a.err.find("set weight_dtype: int8"), std::string::npos) << a.err;
+  auto t = expect_error(kTiny + "  batch: 1\n  weight_dtype: int8\n", "PODSIM-INF-003", 6, 0);
+  EXPECT_NE(t.err.find("a training step updates its weights in bf16 or fp32"), std::string::npos) << t.err;
+}
+
+TEST(ErrorsTest, INF004_KvShardingSplit) {
+  // 3 sequences over the 4 chips of the model axis; and a packed (ragged) iteration, whose one row cannot split.
+  const std::string hw = "hardware:\n  preset: tpu-v5e\n  pod: {dims: [4, 1]}\nworkload:\n  preset: llm-tiny\n";
+  auto r = expect_error(hw + "  step: decode\n  batch: 3\n  context: 4\nstrategy:\n  name: spmd\n  kv_sharding: batch\n",
+                        "PODSIM-INF-004", 11, 0, {}, true);
+  EXPECT_EQ(r.code, exit_of("PODSIM-INF-004"));
+  EXPECT_NE(r.err.find("splits the iteration's 3 sequences over the 4 devices of [model]"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists(test_dir() + "/out"));
+  auto p = expect_error(hw + "  step: prefill\n  batch: 4\n  prompt_lengths: [3, 5, 8, 2]\nstrategy:\n  name: spmd\n"
+                             "  kv_sharding: batch\n",
+                        "PODSIM-INF-004", 11, 0, {}, true);
+  EXPECT_NE(p.err.find("packs its 4 sequences of unequal lengths into one row"), std::string::npos) << p.err;
+}
+
 TEST(ErrorsTest, EveryCatalogueEntryHasATestHere) {
   std::string self = read_file(source_dir() + "/tests/cli/errors_test.cpp");
   for (const auto& e : error_catalogue()) {

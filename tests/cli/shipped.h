@@ -2,8 +2,8 @@
 // expecting exit 0, a summary.json and a trace. Used by shipped_test.cpp (quick tier) and shipped_slow_test.cpp
 // (long tier).
 //
-// Which files: configs/quickstart.yaml and every *.yaml under configs/examples/, configs/papers/, configs/models/ and
-// configs/hlo/,
+// Which files: configs/quickstart.yaml and every *.yaml under configs/examples/, configs/papers/, configs/models/,
+// configs/hlo/ and configs/serving/,
 // found when the tests are listed, so a file dropped into those folders is tested without touching this code. In the
 // quick tier a file runs as is if it fits the quick budget (below); one that does not fails and says so, and then
 // needs an entry in reduced_sizes(): `--set` overrides that shrink it for the quick tier (the long tier runs it at
@@ -75,6 +75,11 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       {"configs/models/maxtext-64b-v5e.yaml", kNarrowModel},
       {"configs/models/maxtext-128b-v5e.yaml", kNarrowModel},
       {"configs/models/maxtext-52b-v4.yaml", kNarrowModel},
+      // configs/serving/: PaLM 540B's decode and prefill on their 64 chips and Llama 3 70B's mixed iteration with
+      // their layouts, batches, contexts, chunks and types as shipped; the narrow 2-layer model.
+      {"configs/serving/llama3-70b-v6e-8_mixed.yaml", kNarrowModel},
+      {"configs/serving/palm-540b-v4-64-int8_decode.yaml", kNarrowModel},
+      {"configs/serving/palm-540b-v4-64_prefill.yaml", kNarrowModel},
       // 256 chips as shipped; 1/64 of the data (4 MiB per chip instead of 256 MiB).
       {"configs/examples/allreduce_16x16.yaml", {"workload.bytes=4MiB"}},
       // ResNet-18 split 2 ways spatially x 2 data on 2 x 2 chips instead of 4 x 2 (the numeric step at 128 pixels is
@@ -219,8 +224,8 @@ inline std::vector<Shipped> yaml_files_under(const std::vector<std::string>& roo
 
 // Every shipped experiment (not the sweeps), sorted by path.
 inline std::vector<Shipped> shipped_experiments() {
-  return detail::yaml_files_under(
-      {"configs/quickstart.yaml", "configs/examples", "configs/papers", "configs/models", "configs/hlo"});
+  return detail::yaml_files_under({"configs/quickstart.yaml", "configs/examples", "configs/papers", "configs/models",
+                                   "configs/hlo", "configs/serving"});
 }
 
 // Every file under configs/search/, sorted.

@@ -63,7 +63,7 @@ TEST(ConfigTest, AllPresetsLoad) {
   auto presets = list_presets();
   std::vector<std::string> names;
   for (const auto& p : presets) names.push_back(p.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"tpu-v2", "tpu-v3", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"tpu-v2", "tpu-v3", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu7x"}));
   // Published peaks (TFLOP/s, bf16) the presets must reproduce from MXU shape, count and clock. Each figure is
   // independent of the preset's clock: where a clock is not published and was derived from a peak, the check uses
   // another source's peak (docs/hardware.md lists the sources).
@@ -77,6 +77,9 @@ TEST(ConfigTest, AllPresetsLoad) {
       {"tpu-v5e", {197, 0.01}},  // Cloud docs; clock 1.5 GHz (scaling book)
       {"tpu-v5p", {459, 0.01}},  // Cloud docs; clock 1750 MHz
       {"tpu-v6e", {920, 0.01}},  // the scaling book's 9.20e14; the clock is derived from the Cloud docs' 918 TF
+      // The Cloud tpu7x doc's 2307 TF, which the clock was derived from (no other source gives a peak): the check
+      // is of the arithmetic only; TpuV7xMatchesItsPublishedFigures checks the fp8 peak, which is independent.
+      {"tpu7x", {2307, 0.001}},
   };
   for (const auto& p : presets) {
     std::string text = "hardware: {preset: " + p.name + "}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n";
@@ -84,9 +87,36 @@ TEST(ConfigTest, AllPresetsLoad) {
     EXPECT_FALSE(p.description.empty()) << p.name;
     const Peak& want = peak.at(p.name);
     EXPECT_NEAR(e.hardware.chip.peak_flops() / 1e12, want.tflops, want.tolerance * want.tflops) << p.name;
-    int dims = (p.name == "tpu-v4" || p.name == "tpu-v5p") ? 3 : 2;
+    int dims = (p.name == "tpu-v4" || p.name == "tpu-v5p" || p.name == "tpu7x") ? 3 : 2;
     EXPECT_EQ(e.hardware.ici.dimensions, dims) << p.name;
     EXPECT_EQ(static_cast<int>(e.hardware.pod.dims.size()), dims) << p.name;
+  }
+}
+
+// TPU7x (Ironwood) per the Cloud tpu7x doc: 2 TensorCores, 2307 TF bf16 and 4614 TF fp8 (the fp8 rate twice the
+// bf16: fp8_rate 2), 192 GiB of HBM at 7.38 TB/s, 1.2 TB/s of ICI per chip (over 6 links, both ways: 100 GB/s per
+// link and direction), 4 chips a host. No int8 figure is published: no int8 mode.
+TEST(ConfigTest, TpuV7xMatchesItsPublishedFigures) {
+  Experiment e = load("hardware: {preset: tpu7x}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+  EXPECT_EQ(e.hardware.chip.tensorcores, 2);
+  EXPECT_NEAR(e.hardware.chip.peak_flops() * static_cast<double>(e.hardware.chip.mxu.fp8_rate) / 1e12, 4614, 1);
+  EXPECT_EQ(e.hardware.chip.mxu.int8_rate, 0);
+  EXPECT_DOUBLE_EQ(e.hardware.chip.hbm.capacity, 192.0 * 1024 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(e.hardware.chip.hbm.bandwidth, 7.38e12);
+  EXPECT_DOUBLE_EQ(e.hardware.ici.link_bandwidth * 6 * 2, 1.2e12);
+  EXPECT_EQ(e.hardware.host.chips, 4);
+}
+
+// The int8 and fp8 rates the presets carry: each chip's published int8 (fp8) peak over its bf16 peak
+// (../shared/reference/tpu-inference.md section 5; docs/hardware.md); 0 where the chip has no such mode.
+TEST(ConfigTest, PresetsCarryTheirInt8AndFp8Rates) {
+  const std::map<std::string, std::pair<int64_t, int64_t>> want = {
+      {"tpu-v2", {0, 0}}, {"tpu-v3", {0, 0}}, {"tpu-v4", {1, 0}},  {"tpu-v5e", {2, 0}},
+      {"tpu-v5p", {2, 1}}, {"tpu-v6e", {2, 1}}, {"tpu7x", {0, 2}}};
+  for (const auto& [name, rates] : want) {
+    Experiment e = load("hardware: {preset: " + name + "}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
+    EXPECT_EQ(e.hardware.chip.mxu.int8_rate, rates.first) << name;
+    EXPECT_EQ(e.hardware.chip.mxu.fp8_rate, rates.second) << name;
   }
 }
 
@@ -200,7 +230,8 @@ TEST(ConfigErrorTest, UnknownKeyWithoutANearOneListsTheValidKeys) {
     FAIL();
   } catch (const Error& o) {
     EXPECT_NE(std::string(o.what()).find("unknown key 'hardware.chip.mxu.foo' (valid keys in 'hardware.chip.mxu': "
-                                         "accumulator_rows, cols, count, load_rows_held, result_pop, rows, weight_double_buffer, "
+                                         "accumulator_rows, cols, count, fp8_rate, int8_rate, load_rows_held, result_pop, rows, "
+                                         "weight_double_buffer, "
                                          "weight_push)"),
               std::string::npos)
         << o.what();

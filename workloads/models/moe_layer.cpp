@@ -75,17 +75,23 @@ void validate_moe(const ParamSet& p, int64_t batch, int64_t tokens, int64_t laye
                 "workload.moe.groups");
 }
 
-MoeBlock moe_ffn(GraphBuilder& b, TensorId x, int64_t hidden, const MoeConfig& c, const std::string& n) {
+MoeBlock moe_ffn(GraphBuilder& b, TensorId x, int64_t hidden, const MoeConfig& c, const std::string& n,
+                 const MoeLinear& linear, const std::string& weights) {
+  const std::string w = weights.empty() ? n : weights;
+  auto expert = [&](TensorId in, const std::string& name, std::vector<int64_t> shape, const char* eq,
+                    const std::string& out) {
+    return linear ? linear(in, name, shape, eq, out) : b.einsum(in, b.param(name, shape), eq, out);
+  };
   const std::vector<int64_t> shape = b.graph().tensor(x).shape;  // [B, T, M]
   const int64_t M = shape.back(), tokens = b.graph().tensor(x).elements() / M;
   const int64_t G = c.groups, S = tokens / G, E = c.experts, C = moe_capacity(S, E, c.capacity_factor);
   TensorId xg = b.reshape(x, {G, S, M}, n + ".groups");
-  TensorId logits = b.einsum(xg, b.param(n + ".gate.w", {M, E}), "gsm,me->gse", n + ".gate.logits");
+  TensorId logits = b.einsum(xg, b.param(w + ".gate.w", {M, E}), "gsm,me->gse", n + ".gate.logits");
   GraphBuilder::Gating gate = b.top2_gating(logits, C, c.aux_loss, c.sample_second, c.seed, n + ".gating");
   TensorId xin = b.einsum(gate.dispatch, xg, "gsec,gsm->egcm", n + ".dispatched");
-  TensorId h = b.einsum(xin, b.param(n + ".wi", {E, M, hidden}), "egcm,emh->egch", n + ".hidden");
+  TensorId h = expert(xin, w + ".wi", {E, M, hidden}, "egcm,emh->egch", n + ".hidden");
   TensorId act = b.relu(h, n + ".relu");
-  TensorId xout = b.einsum(act, b.param(n + ".wo", {E, hidden, M}), "egch,ehm->gecm", n + ".expert_out");
+  TensorId xout = expert(act, w + ".wo", {E, hidden, M}, "egch,ehm->gecm", n + ".expert_out");
   TensorId y = b.einsum(gate.combine, xout, "gsec,gecm->gsm", n + ".combined");
   return {b.reshape(y, shape, n + ".out"), gate.aux_loss};
 }

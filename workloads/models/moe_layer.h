@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,13 @@ struct MoeBlock {
   TensorId out = -1;       // [B, T, M], to be added to the residual stream
   TensorId aux_loss = -1;  // the weighted load-balancing loss term [1]
 };
-MoeBlock moe_ffn(GraphBuilder& b, TensorId x, int64_t hidden, const MoeConfig& c, const std::string& name);
+// How the experts' matmuls read their weights: `linear(x, weight name, shape, equation, output name)`; empty:
+// b.einsum with b.param (a quantized inference step passes its own: workloads/models/transformer_layer.h).
+using MoeLinear = std::function<TensorId(TensorId, const std::string&, std::vector<int64_t>, const std::string&,
+                                         const std::string&)>;
+// `weights`: the prefix of the block's weights when it differs from `name` (the decodes of a generate form share one
+// layer's weights).
+MoeBlock moe_ffn(GraphBuilder& b, TensorId x, int64_t hidden, const MoeConfig& c, const std::string& name,
+                 const MoeLinear& linear = nullptr, const std::string& weights = "");
 
 }  // namespace podsim

@@ -18,14 +18,18 @@
 // "loss" = cross-entropy ("loss.nll") + the layers' weighted load-balancing terms.
 // Every tensor keeps its dimensions apart (batch, sequence, heads, head width), so a strategy can split any of
 // them: the matmuls are einsums over named dimensions.
+// With workload.step other than train, the step is an inference iteration instead (prefill, decode, mixed or
+// generate: workloads/models/transformer_inference.cpp); both build their layers with workloads/models/
+// transformer_layer.h.
 // By default there is no positional embedding (causal attention still tells positions apart); rope: true rotates
 // queries and keys by their position (workloads/ops/rope.cpp).
 #include <cmath>
 
 #include "base/text.h"
 #include "workloads/i_workload.h"
-#include "workloads/models/attention.h"
-#include "workloads/models/moe_layer.h"
+#include "workloads/inference.h"
+#include "workloads/models/transformer_inference.h"
+#include "workloads/models/transformer_layer.h"
 #include "workloads/training.h"
 
 namespace podsim {
@@ -97,6 +101,7 @@ class TransformerWorkload : public IWorkload {
     };
     for (auto& s : training_param_specs("adam", "0.001")) p.push_back(s);
     for (auto& s : moe_param_specs()) p.push_back(s);
+    for (auto& s : inference_param_specs()) p.push_back(s);
     return p;
   }
 
@@ -127,130 +132,51 @@ class TransformerWorkload : public IWorkload {
                             p.has("workload.head_dim") ? "workload.head_dim" : "d_model / heads",
                             static_cast<long long>(width)),
                   "workload.rope");
+    if (inference_step(p)) {
+      validate_transformer_inference(p);
+      return;
+    }
     const int64_t batch = p.i("workload.batch");
     validate_moe(p, batch, batch * p.i("workload.seq_len"), p.i("workload.layers"));
   }
 
   ModelGraph build(const ParamSet& p) const override {
-    const int64_t L = p.i("workload.layers"), D = p.i("workload.d_model"), F = p.i("workload.d_ff");
-    const int64_t H = p.i("workload.heads"), V = p.i("workload.vocab"), S = p.i("workload.seq_len");
-    const int64_t B = p.i("workload.batch");
-    const int64_t dh = p.has("workload.head_dim") ? p.i("workload.head_dim") : D / H;
-    const int64_t KV = p.has("workload.kv_heads") ? p.i("workload.kv_heads") : H;
-    const bool causal = p.b("workload.causal");
-    const std::string ffn = p.s("workload.ffn");
-    const bool rms = p.s("workload.norm") == "rmsnorm";
-    const bool parallel = p.b("workload.parallel_block");
-    const bool rope = p.b("workload.rope");
-    const bool flash = p.s("workload.attention") == "flash";
-    OpAttrs::Blocks blocks;
-    blocks.q = p.i("workload.flash.block_q");
-    blocks.kv = p.i("workload.flash.block_kv");
-    blocks.q_bwd = p.i("workload.flash.block_q_bwd");
-    blocks.kv_bwd = p.i("workload.flash.block_kv_bwd");
-    const MoeConfig moe = moe_config(p, B);
+    if (inference_step(p)) return build_transformer_inference(p);
+    const TransformerShape s = transformer_shape(p, p.i("workload.batch"));
+    const int64_t S = p.i("workload.seq_len"), B = p.i("workload.batch");
     std::vector<TensorId> aux_terms;
     ModelGraph g("transformer");
     GraphBuilder b(g, training_dtype(p), training_weight_dtype(p));
-    // The normalisation named `name` with its parameters `name.gamma` (and `name.beta` for layer norm).
-    auto norm = [&](TensorId in, const std::string& name) {
-      if (rms) return b.rms_norm(in, b.param(name + ".gamma", {D}), name);
-      return b.layer_norm(in, b.param(name + ".gamma", {D}), b.param(name + ".beta", {D}), name);
-    };
+    DecoderBuilder d(b, s);
     TensorId ids = b.input("tokens", {B, S}, DType::I32);
     TensorId labels = b.label("labels", {B, S});
     // Cells (what a pipeline cuts between): the embedding, each layer, and the head (final norm, logits, loss).
     b.set_cell(0);
-    const TensorId table = b.param("embedding", {V, D});
+    const TensorId table = b.param("embedding", {s.V, s.D});
     TensorId x = b.embedding(table, ids, "embed");
-    for (int64_t l = 0; l < L; ++l) {
-      std::string n = "layer" + std::to_string(l);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(s.dh));
+    // The scores and context matmuls of causal attention are marked so (OpAttrs::causal): conventions of model
+    // FLOPs that count the mask's triangle count half of them.
+    auto causal_einsum = [&](TensorId a, TensorId c, const char* equation, const std::string& name) {
+      TensorId t = b.einsum(a, c, equation, name);
+      g.op(g.producer(t)).attrs.causal = s.causal;
+      return t;
+    };
+    // Attention by einsum (the scores stored) or the fused kernel; grouped queries [B, S, KV, G, E] keep the group
+    // apart as a dimension of its own.
+    auto attend = [&](TensorId q, TensorId k, TensorId v, int64_t, const std::string& n) {
+      if (s.flash) return b.flash_attention(q, k, v, scale, s.causal, s.blocks, n + ".attn.context");
+      const bool grouped = g.tensor(q).shape.size() == 5;
+      TensorId scores = causal_einsum(q, k, grouped ? "bskge,btke->bkgst" : "bshe,bthe->bhst", n + ".attn.scores");
+      TensorId probs = b.softmax(scores, scale, s.causal, n + ".attn.softmax");
+      return causal_einsum(probs, v, grouped ? "bkgst,btke->bskge" : "bhst,bthe->bshe", n + ".attn.context");
+    };
+    for (int64_t l = 0; l < s.L; ++l) {
       b.set_cell(static_cast<int32_t>(l + 1));
-      TensorId h = norm(x, n + ".ln1");
-      auto proj = [&](const char* what, std::vector<int64_t> heads, const char* equation) {
-        std::string name = n + ".attn." + what;
-        heads.insert(heads.begin(), D);
-        heads.push_back(dh);
-        return b.einsum(h, b.param(name + ".w", heads), equation, name);
-      };
-      const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-      // The scores and context matmuls of causal attention are marked so (OpAttrs::causal): conventions of model
-      // FLOPs that count the mask's triangle count half of them.
-      auto causal_einsum = [&](TensorId a, TensorId c, const char* equation, const std::string& name) {
-        TensorId t = b.einsum(a, c, equation, name);
-        g.op(g.producer(t)).attrs.causal = causal;
-        return t;
-      };
-      // MaxText's checkpoint names (TensorInfo::checkpoint), which its re-materialization policies keep values by:
-      // the queries and keys after their rotation, the values, the attention's output (a fused kernel's row
-      // statistics with it) and the projections'.
-      auto tag = [&](TensorId t, const char* name) {
-        g.tensor(t).checkpoint = name;
-        if (name == std::string("context") && g.op(g.producer(t)).kind == OpKind::FlashAttention)
-          g.tensor(g.op(g.producer(t)).outputs[1]).checkpoint = name;
-      };
-      auto tag_qkv = [&](TensorId q, TensorId k, TensorId v) {
-        tag(q, "query_proj");
-        tag(k, "key_proj");
-        tag(v, "value_proj");
-      };
-      TensorId attn;
-      if (KV == H) {
-        attn = attention(b, h, h, {.heads = H, .head_dim = dh, .causal = causal, .rope = rope, .flash = flash,
-                                   .blocks = blocks},
-                         n + ".attn");
-      } else {
-        // Grouped-query attention: query head h = k G + g (the same row-major layout as [D, H, E]) reads key/value
-        // head k; queries keep the group apart as a dimension of its own, so nothing is copied or reshaped.
-        const int64_t G = H / KV;
-        TensorId q = proj("q", {KV, G}, "bsd,dkge->bskge"), k = proj("k", {KV}, "bsd,dke->bske"),
-                 v = proj("v", {KV}, "bsd,dke->bske");
-        if (rope) q = b.rope(q, n + ".attn.q.rope"), k = b.rope(k, n + ".attn.k.rope");
-        tag_qkv(q, k, v);
-        TensorId ctx;
-        if (flash) {
-          ctx = b.flash_attention(q, k, v, scale, causal, blocks, n + ".attn.context");
-        } else {
-          TensorId scores = causal_einsum(q, k, "bskge,btke->bkgst", n + ".attn.scores");
-          TensorId probs = b.softmax(scores, scale, causal, n + ".attn.softmax");
-          ctx = causal_einsum(probs, v, "bkgst,btke->bskge", n + ".attn.context");
-        }
-        attn = b.einsum(ctx, b.param(n + ".attn.o.w", {KV, G, dh, D}), "bskge,kged->bsd", n + ".attn.o");
-        tag(ctx, "context");
-      }
-      tag(attn, "out_proj");
-      // A parallel block (PaLM, GPT-J) feeds the attention's normalised input to the FFN too.
-      TensorId h2 = h;
-      if (!parallel) {
-        x = b.add(x, attn, n + ".attn.residual");
-        h2 = norm(x, n + ".ln2");
-      }
-      TensorId f2;
-      std::string residual = n + ".ffn.residual";
-      if (is_moe_layer(l, moe)) {
-        MoeBlock m = moe_ffn(b, h2, F, moe, n + ".moe");
-        if (moe.aux_loss > 0) aux_terms.push_back(m.aux_loss);
-        f2 = m.out;
-        residual = n + ".moe.residual";
-      } else if (ffn == "swiglu") {
-        // LLaMA's names: w1 the gate, w3 the up projection, w2 the down projection.
-        TensorId gate = b.einsum(h2, b.param(n + ".ffn.w1", {D, F}), "bsd,df->bsf", n + ".ffn.gate");
-        TensorId up = b.einsum(h2, b.param(n + ".ffn.w3", {D, F}), "bsd,df->bsf", n + ".ffn.up");
-        TensorId act = b.mul(b.silu(gate, n + ".ffn.silu"), up, n + ".ffn.glu");
-        f2 = b.einsum(act, b.param(n + ".ffn.w2", {F, D}), "bsf,fd->bsd", n + ".ffn.down");
-        tag(gate, "mlpwi_0");
-        tag(up, "mlpwi_1");
-        tag(f2, "mlpwo");
-      } else {
-        f2 = dense_ffn(b, h2, F, ffn, true, n + ".ffn");
-      }
-      if (parallel) x = b.add(x, b.add(attn, f2, n + ".block.sum"), n + ".block.residual");
-      else x = b.add(x, f2, residual);
+      x = d.layer(x, l, "", attend, &aux_terms, nullptr);
     }
-    b.set_cell(static_cast<int32_t>(L + 1));
-    TensorId hf = norm(x, "final_ln");
-    TensorId logits = p.b("workload.tie_embeddings") ? b.einsum(hf, table, "bsd,vd->bsv", "logits")
-                                                     : b.einsum(hf, b.param("unembed", {D, V}), "bsd,dv->bsv", "logits");
+    b.set_cell(static_cast<int32_t>(s.L + 1));
+    TensorId logits = d.logits(d.norm(x, "final_ln"), "bs", "logits");
     TensorId loss = b.softmax_cross_entropy(logits, labels, aux_terms.empty() ? "loss" : "loss.nll");
     if (!aux_terms.empty()) loss = add_loss_terms(b, loss, aux_terms);
     b.backward(loss);
