@@ -19,12 +19,33 @@ Experiment load(const YAML::Node& file_root, const std::string& file, const std:
   std::vector<Override> overrides = parse_overrides(opts.overrides);
   YAML::Node root = file_root;
   if (opts.single_device) {
+    // The reference normalizes the partitioned step's batch-norm groups (per replica by default, or bn_group's
+    // replicas), which only the partitioned experiment's mesh resolves.
+    LoadOptions partitioned = opts;
+    partitioned.single_device = false;
+    int64_t bn_batch = 0;
+    try {
+      const Experiment whole = load(file_root, file, stem, partitioned);
+      if (whole.params.has("workload.bn_batch")) bn_batch = whole.params.i("workload.bn_batch");
+    } catch (const Error&) {
+      // the reference's own load reports what is wrong with the file
+    }
     root = YAML::Clone(file_root);
     if (root.IsMap()) {
       root.remove("mesh");
       root.remove("strategy");
       root["strategy"]["name"] = "single_device";
+      if (bn_batch > 0 && root["workload"].IsMap()) {
+        root["workload"].remove("bn_group");
+        root["workload"]["bn_batch"] = bn_batch;
+      }
     }
+    if (bn_batch > 0)
+      overrides.erase(std::remove_if(overrides.begin(), overrides.end(),
+                                     [](const Override& o) {
+                                       return o.path == "workload.bn_group" || o.path == "workload.bn_batch";
+                                     }),
+                      overrides.end());
     overrides.erase(std::remove_if(overrides.begin(), overrides.end(),
                                    [](const Override& o) {
                                      return o.path.rfind("strategy.", 0) == 0 || o.path.rfind("mesh.", 0) == 0;

@@ -131,10 +131,27 @@ void build_typed(Experiment& e, const ParamSet& p) {
   h.faults = read_faults(p, h.pod, r.seed);
 }
 
+// workload.bn_batch 0 (its default) under data parallelism: each replica's examples are one group, as TensorFlow's and
+// Flax's batch norm normalize under data parallelism unless told otherwise (a pipeline keeps its micro-batches).
+bool resolve_bn_default(Experiment& e, const Mesh& mesh) {
+  const auto& values = e.params.values();
+  const auto it = values.find("workload.bn_batch");
+  if (it == values.end() || e.params.i("workload.bn_batch") != 0) return false;
+  if (std::find(e.strategies.begin(), e.strategies.end(), "pipeline") != e.strategies.end()) return false;
+  const int64_t data = mesh.axis_index("data") < 0 ? 1 : mesh.axis_size("data");
+  const int64_t batch = e.params.i("workload.batch");
+  if (data <= 1 || batch % data != 0) return false;  // one replica, or the strategy's own error names the batch
+  ParamValue v = it->second;
+  v.data = batch / data;
+  if (v.where.origin == "default") v.where.origin = "default (per replica: workload.batch / the data axis)";
+  e.params.put(v);
+  return true;
+}
+
 bool resolve_bn_group(Experiment& e, const Mesh& mesh) {
   const auto& values = e.params.values();
   const auto it = values.find("workload.bn_group");
-  if (it == values.end() || !it->second.set || e.params.i("workload.bn_group") == 0) return false;
+  if (it == values.end() || !it->second.set || e.params.i("workload.bn_group") == 0) return resolve_bn_default(e, mesh);
   const int64_t group = e.params.i("workload.bn_group"), data = mesh.axis_size("data");
   const SourceLocation& where = it->second.where;
   if (e.params.where("workload.bn_batch").origin != "default")

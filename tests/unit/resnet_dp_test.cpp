@@ -80,7 +80,7 @@ TEST(ResNetDataParallelTest, GroupsOfReplicasAreGroupsOfTheirExamples) {
 
 // The whole batch as one group: the statistics all-reduce spans every replica.
 TEST(ResNetDataParallelTest, TheWholeBatchAsOneGroup) {
-  const Step s = resnet18(0);
+  const Step s = resnet18(16);
   const Reductions r = reductions(s.plan.programs[0]);
   EXPECT_EQ(r.grouped, 0);
   EXPECT_EQ(r.whole, kParams + 1 + 3 * kBatchNorms);
@@ -100,5 +100,33 @@ TEST(ResNetDataParallelTest, WeightUpdateShardingSplitsFiltersAlongTheirFeatures
   EXPECT_TRUE(has(rs("layer2.0.down.conv.w.grad", "data", 2, 64 * 128 * 4, 16 * 128 * 4)));
   EXPECT_TRUE(has(ag("layer2.0.down.conv.w.new", "data", 2, 16 * 128 * 4, 64 * 128 * 4)));
   EXPECT_TRUE(has(rs("fc.w.grad", "data", 0, 512 * 12 * 4, 128 * 12 * 4)));
+  expect_reproduces_the_step(s);
+}
+
+// Left unset (or 0), bn_batch is the per-replica batch, as TensorFlow's and Flax's batch norm normalize under data
+// parallelism: 16 images over 4 replicas are groups of 4, the plan of bn_batch 4 (no statistics all-reduce), and the
+// single-device reference normalizes the same groups of 4.
+TEST(ResNetDataParallelTest, TheDefaultIsPerReplicaBatchNorm) {
+  const std::string yaml = hardware("[4, 1]") +
+                           "workload: {model: resnet, depth: 18, image_size: 32, classes: 10, batch: 16, dtype: fp32}\n"
+                           "strategy: {name: data_parallel}\n";
+  const Step s = plan_step(yaml);
+  EXPECT_EQ(s.exp.params.i("workload.bn_batch"), 4);
+  EXPECT_NE(s.exp.params.where("workload.bn_batch").str().find("per replica"), std::string::npos);
+  const Reductions r = reductions(s.plan.programs[0]);
+  EXPECT_EQ(r.grouped, 0);
+  EXPECT_EQ(r.whole, kParams + 1);
+  EXPECT_EQ(collectives(s.plan.programs[0]), collectives(resnet18(4).plan.programs[0]));
+  EXPECT_EQ(resnet18(0).exp.params.i("workload.bn_batch"), 4);  // written as 0
+  LoadOptions reference;
+  reference.single_device = true;
+  EXPECT_EQ(load_experiment_text(yaml, "bn", reference).params.i("workload.bn_batch"), 4);
+  // One replica: the whole batch is its examples.
+  LoadOptions none;
+  EXPECT_EQ(load_experiment_text(hardware("[1, 1]") +
+                                     "workload: {model: resnet, depth: 18, image_size: 32, classes: 10, batch: 16}\n",
+                                 "one", none)
+                .params.i("workload.bn_batch"),
+            0);
   expect_reproduces_the_step(s);
 }

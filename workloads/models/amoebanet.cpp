@@ -158,7 +158,8 @@ class AmoebaNetWorkload : public IWorkload {
         ParamSpec::integer("workload.classes", "Output classes.").range(2, 1LL << 24).def("1000"),
         ParamSpec::integer("workload.bn_batch",
                            "Examples per batch-norm group: batch statistics over each run of this many consecutive "
-                           "examples (0: the whole batch; under strategy pipeline, each micro-batch, as GPipe).")
+                           "examples (0: each data-parallel replica's examples, the whole batch on one replica; under "
+                           "strategy pipeline, each micro-batch, as GPipe).")
             .range(0, 1LL << 24)
             .def("0"),
     };
@@ -197,7 +198,7 @@ class AmoebaNetWorkload : public IWorkload {
     if (group > 0 && batch % group != 0)
       throw Error(Err::NotDivisible, p.where("workload.bn_batch"),
                   "workload.bn_batch = " + std::to_string(group) + " does not divide workload.batch = " +
-                      std::to_string(batch) + "; choose a divisor of the batch (or 0 for the whole batch)",
+                      std::to_string(batch) + "; choose a divisor of the batch (or 0 for each data-parallel replica's examples)",
                   "workload.bn_batch");
   }
 

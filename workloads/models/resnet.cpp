@@ -55,9 +55,10 @@ class ResNetWorkload : public IWorkload {
             .def("false"),
         ParamSpec::integer("workload.bn_batch",
                            "Examples per batch-norm group: batch statistics over each run of this many consecutive "
-                           "examples (0: the whole batch). With data parallelism, the per-replica batch is one group "
-                           "(per-replica batch norm); a multiple of it makes groups of replicas whose statistics "
-                           "are all-reduced (Ying et al. 2018's distributed batch norm).")
+                           "examples. 0: each data-parallel replica's examples (the per-replica batch norm TensorFlow's "
+                           "and Flax's batch norm compute under data parallelism), the whole batch on one replica. A "
+                           "multiple of the per-replica batch makes groups of replicas whose statistics are "
+                           "all-reduced (Ying et al. 2018's distributed batch norm).")
             .range(0, 1LL << 24)
             .def("0"),
         ParamSpec::integer("workload.bn_group",
@@ -78,7 +79,7 @@ class ResNetWorkload : public IWorkload {
     if (group > 0 && batch % group != 0)
       throw Error(Err::NotDivisible, p.where("workload.bn_batch"),
                   "workload.bn_batch = " + std::to_string(group) + " does not divide workload.batch = " +
-                      std::to_string(batch) + "; choose a divisor of the batch (or 0 for the whole batch)",
+                      std::to_string(batch) + "; choose a divisor of the batch (or 0 for each data-parallel replica's examples)",
                   "workload.bn_batch");
     if (p.b("workload.space_to_depth") && p.i("workload.image_size") % 2 != 0)
       throw Error(Err::NotDivisible, p.where("workload.space_to_depth"),
