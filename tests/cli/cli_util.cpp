@@ -183,4 +183,20 @@ void Hold::release() {
   std::remove(m_path.c_str());
 }
 
+double union_s(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  double total = 0, start = 0, end = -1;
+  for (auto [a, b] : v) {
+    if (a > end) {
+      if (end > start) total += end - start;
+      start = a;
+      end = b;
+    } else {
+      end = std::max(end, b);
+    }
+  }
+  if (end > start) total += end - start;
+  return total;
+}
+
 }  // namespace podsim::test

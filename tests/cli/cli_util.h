@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace podsim::test {
@@ -33,6 +34,9 @@ std::string source_dir();
 
 // `s` as one single-quoted shell word.
 std::string quote(const std::string& s);
+
+// The length of the union of [start, end) intervals (the spans of a run's ops).
+double union_s(std::vector<std::pair<double, double>> spans);
 
 // A run that waits for the test: a FIFO that the test plugin's `test_hold` workload (tests/plugins/hold_workload.cpp,
 // loaded with --plugin PODSIM_TEST_PLUGIN) opens while it builds its step and reads until the test releases it. The

@@ -245,23 +245,6 @@ TEST(FiguresTest, WaitingReceiveRanksBelowCompute) {
 
 namespace {
 
-// The length of the union of [start, end) intervals.
-double union_s(std::vector<std::pair<double, double>> v) {
-  std::sort(v.begin(), v.end());
-  double total = 0, start = 0, end = -1;
-  for (auto [a, b] : v) {
-    if (a > end) {
-      if (end > start) total += end - start;
-      start = a;
-      end = b;
-    } else {
-      end = std::max(end, b);
-    }
-  }
-  if (end > start) total += end - start;
-  return total;
-}
-
 struct Exposure {
   double exposed = 0, communication = 0;
 };

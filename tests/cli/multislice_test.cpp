@@ -6,6 +6,7 @@
 // published); slices of 4 x 1 chips share one host, 2 x 2 x 1 ... the presets' host blocks (topology/hosts.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "tests/cli/cli_util.h"
@@ -215,4 +216,50 @@ TEST(MultisliceSymmetryTest, TheBoxGivesTheWholePodsFigures) {
     s->erase("notes");
   }
   EXPECT_EQ(sa.dump(1), sb.dump(1));
+}
+
+// summary.json's dcn block against its definitions, recomputed from the run's own tables: communication_s is the
+// union of the result chip's ops that cross the DCN (ops[] with dcn: true; a receive's span is its wait), exposed_s
+// the part of the step during which nothing else runs (the union of every op's span less that of the others),
+// bytes / max_bytes_per_chip / max_bytes_per_host the sum and maxima of the per-chip and per-host rows, and
+// nic_busy_fraction the hosts' mean. Data over the 2 slices with the gradient all-reduces partly behind the
+// backward pass and partly after it (one collective per gradient), so that both figures are neither 0 nor the step.
+TEST(MultisliceFiguresTest, TheDcnBlockFollowsFromTheOpTables) {
+  auto s = run_hand("strategy: {name: [data_parallel, fsdp]}\nmesh: {axes: [data, fsdp], shape: [2, 4]}\n"
+                    "run: {trace: {format: \"off\"}, combine_threshold: 0B}\n");
+  ASSERT_TRUE(s.contains("dcn")) << s.dump();
+  const auto& d = s["dcn"];
+  std::vector<std::pair<double, double>> across, other;
+  for (const auto& op : s["ops"]) {
+    if (op["kind"] == "recv") continue;
+    const std::pair<double, double> span{op["start_ns"].get<double>() * 1e-9, op["end_ns"].get<double>() * 1e-9};
+    (op.value("dcn", false) ? across : other).push_back(span);
+  }
+  ASSERT_FALSE(across.empty());
+  std::vector<std::pair<double, double>> all = other;
+  all.insert(all.end(), across.begin(), across.end());
+  const double tol = 1e-11 * static_cast<double>(s["ops"].size());
+  EXPECT_NEAR(d["communication_s"].get<double>(), union_s(across), tol);
+  EXPECT_NEAR(d["exposed_s"].get<double>(), union_s(all) - union_s(other), tol);
+  EXPECT_GT(d["exposed_s"].get<double>(), 0);
+  EXPECT_LT(d["exposed_s"].get<double>(), d["communication_s"].get<double>());
+
+  double bytes = 0, chip_max = 0, host_max = 0, busy = 0;
+  for (const auto& b : d["per_chip_bytes"]) {
+    bytes += b.get<double>();
+    chip_max = std::max(chip_max, b.get<double>());
+  }
+  for (const auto& b : d["per_host"]["bytes_out"]) host_max = std::max(host_max, b.get<double>());
+  for (const auto& b : d["per_host"]["nic_busy_fraction"]) busy += b.get<double>();
+  const double hosts = static_cast<double>(d["per_host"]["nic_busy_fraction"].size());
+  EXPECT_EQ(d["hosts"].get<double>(), hosts);
+  EXPECT_DOUBLE_EQ(d["bytes"].get<double>(), bytes);
+  EXPECT_DOUBLE_EQ(d["max_bytes_per_chip"].get<double>(), chip_max);
+  EXPECT_DOUBLE_EQ(d["max_bytes_per_host"].get<double>(), host_max);
+  EXPECT_NEAR(d["nic_busy_fraction"].get<double>(), busy / hosts, 1e-6);
+  // A host's NICs are busy at least as long as its bytes take at the host's bandwidth.
+  const double T = s["step_time_s"];
+  for (size_t h = 0; h < d["per_host"]["bytes_out"].size(); ++h)
+    EXPECT_GE(d["per_host"]["nic_busy_fraction"][h].get<double>() * T + 1e-6 * T,
+              d["per_host"]["bytes_out"][h].get<double>() / d["bandwidth_per_host_Bps"].get<double>());
 }
