@@ -76,6 +76,15 @@ TEST(ResNetDataParallelTest, GroupsOfReplicasAreGroupsOfTheirExamples) {
     EXPECT_EQ(by_replicas.exp.params.i("workload.bn_batch"), examples);
     EXPECT_EQ(collectives(by_replicas.plan.programs[0]), collectives(resnet18(examples).plan.programs[0]));
   }
+  // The single-device reference has no data axis to count replicas on: it takes the partitioned step's groups.
+  LoadOptions reference;
+  reference.single_device = true;
+  EXPECT_EQ(load_experiment_text(hardware("[4, 1]") +
+                                     "workload: {model: resnet, depth: 18, image_size: 32, classes: 10, batch: 16, "
+                                     "bn_group: 2}\nstrategy: {name: data_parallel}\n",
+                                 "groups", reference)
+                .params.i("workload.bn_batch"),
+            8);
 }
 
 // The whole batch as one group: the statistics all-reduce spans every replica.
