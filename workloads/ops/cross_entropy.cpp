@@ -72,7 +72,9 @@ void ce_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
     for (int64_t j = 0; j < v; ++j) mx = std::max<double>(mx, x[j]);
     double sum = 0;
     for (int64_t j = 0; j < v; ++j) sum += std::exp(x[j] - mx);
-    lse.data[r] = static_cast<float>(std::log(sum) + mx);
+    // The sum rounded to fp32 first, as the steps over split classes hold it (one fp32 value per row, all-reduced):
+    // the lse is the same function of the fp32 sum either way.
+    lse.data[r] = static_cast<float>(std::log(static_cast<double>(static_cast<float>(sum))) + mx);
     if (!real[r]) continue;
     int64_t label = static_cast<int64_t>(labels.data[r]);
     ops::check(label >= 0 && label < v, op, "label " + std::to_string(label) + " outside the classes");
