@@ -1,6 +1,6 @@
 // The loss at a large vocabulary held as XLA holds it (docs/model.md, "Memory capacity"): bf16 logits, the
-// log-softmax fused with its reduction (one fp32 log-sum-exp per row kept for the backward, no [T, V]
-// probabilities), the logits' gradient written once, over the logits' buffer. The head's peak bytes by hand.
+// log-softmax fused with its reductions (each row's log-sum-exp kept for the backward as its max and sum of
+// exponentials, two fp32 values, no [T, V] probabilities), the logits' gradient written once, over the logits' buffer. The head's peak bytes by hand.
 #include <gtest/gtest.h>
 
 #include "hw/compiler/lower.h"
@@ -17,8 +17,8 @@ namespace {
 // cross-entropy against labels [T] (int32), its backward and SGD. Every op its own kernel (no fusion). By hand:
 //   live all step: x 64*8*2 = 1024, labels 64*4 = 256, W 8*1024*2 = 16384: 17664;
 //   the logits matmul: + logits 64*1024*2 = 131072 -> 148736;
-//   the cross-entropy: + the loss 4 and the rows' lse 64*4 = 256 -> 148996;
-//   its gradient: dlogits (131072) over the logits' buffer (they die with it), the lse dies after -> 148740;
+//   the cross-entropy: + the loss 4 and the rows' max and sum 2*64*4 = 512 -> 149252;
+//   its gradient: dlogits (131072) over the logits' buffer (they die with it), the max and sum die after -> 148740;
 //   W's gradient dlogits^T x: + dW 8*1024*2 = 16384 -> 165124, the peak; then dlogits dies and SGD updates W in
 //   place.
 // Holding the fp32 probabilities [T, V] (262144 bytes) from the loss to its gradient, as a step that stores the
@@ -34,15 +34,17 @@ TEST(LossMemoryTest, TheHeadsPeakByHand) {
   const TensorId loss = b.softmax_cross_entropy(logits, labels, "loss");
   b.backward(loss);
   b.optimizer(OptimizerConfig{});
-  // The cross-entropy keeps one fp32 value per row, and its gradient reads the logits and it.
+  // The cross-entropy keeps two fp32 values per row, and its gradient reads the logits and them.
   const Op& ce = g.op(g.producer(loss));
-  ASSERT_EQ(ce.outputs.size(), 2u);
-  EXPECT_EQ(g.tensor(ce.outputs[1]).shape, (std::vector<int64_t>{T}));
-  EXPECT_EQ(g.tensor(ce.outputs[1]).dtype, DType::F32);
+  ASSERT_EQ(ce.outputs.size(), 3u);
+  for (int i : {1, 2}) {
+    EXPECT_EQ(g.tensor(ce.outputs[i]).shape, (std::vector<int64_t>{T}));
+    EXPECT_EQ(g.tensor(ce.outputs[i]).dtype, DType::F32);
+  }
   const TensorId dlogits = g.find_tensor("loss.dlogits");
   ASSERT_GE(dlogits, 0);
   const Op& grad = g.op(g.producer(dlogits));
-  EXPECT_EQ(grad.inputs, (std::vector<TensorId>{logits, ce.outputs[1], labels}));
+  EXPECT_EQ(grad.inputs, (std::vector<TensorId>{logits, ce.outputs[1], ce.outputs[2], labels}));
   EXPECT_EQ(g.tensor(dlogits).dtype, DType::BF16);
 
   const Step s = plan_step("hardware: {preset: tpu-v6e, pod: {dims: [1, 1]}}\nworkload: {model: mlp, batch: 8, input: "
@@ -64,7 +66,7 @@ TEST(LossMemoryTest, TheHeadsPeakByHand) {
     return -1.0;
   };
   EXPECT_EQ(after("logits"), 148736);
-  EXPECT_EQ(after("loss"), 148996);
+  EXPECT_EQ(after("loss"), 149252);
   EXPECT_EQ(after("loss.dlogits"), 148740);
 }
 

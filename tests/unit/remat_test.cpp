@@ -235,7 +235,7 @@ TEST(RematTest, PeakActivationsByHand) {
 // by hand, per token (fp32 floats; D = 16, F = 32, H = 4 heads, S = 8, B = 4: 32 tokens, V = 24):
 //   every policy: token ids and labels (int32, 2 per token), the embedding and each layer's output (the next
 //     cell's input; 3 D), the final norm's output and statistics (D + 2), the logits (V, which the loss's gradient
-//     reads), each row's log-sum-exp (1) and the loss (4 B);
+//     reads), each row's max and sum of exponentials (2) and the loss (4 B);
 //   none, per layer: LN1's output and statistics (D + 2), q, k, v (3 D), the attention probabilities (H S), the
 //     context (D), the residual after attention (D), LN2's output and statistics (D + 2), the FFN's biased
 //     pre-activation and GELU output (2 F): 7 D + 4 + H S + 2 F = 212;
@@ -269,7 +269,7 @@ TEST(RematTest, TransformerHoldsForTheBackwardByHand) {
     return 0.0;
   };
   const double tokens = 32, D = 16, F = 32, HS = 4 * 8, V = 24;
-  const double common = tokens * (2 + 3 * D + D + 2 + V + 1) * F32 + 4;
+  const double common = tokens * (2 + 3 * D + D + 2 + V + 2) * F32 + 4;
   EXPECT_EQ(held("full"), common);
   EXPECT_EQ(held("none"), common + 2 * tokens * (7 * D + 4 + HS + 2 * F) * F32);
   EXPECT_EQ(held("dots"), common + 2 * tokens * (4 * D + F) * F32);

@@ -1,8 +1,10 @@
 // Softmax cross-entropy loss, averaged over rows: loss = mean_t (logsumexp(logits[t]) - logits[t][label[t]]).
-// The forward op also outputs each row's log-sum-exp (fp32, one value per row); the gradient,
-// (exp(logits - lse) - onehot(labels)) / T, is computed from the logits and it, as XLA fuses the log-softmax with
-// its reduction and its gradient with the exponential: no [T, V] probabilities are ever stored, and the gradient is
-// written over the logits' buffer (the logits die with it; OpCost::in_place, hw/compiler/memory_plan.cpp).
+// The forward op also outputs each row's log-sum-exp in two fp32 values, its max m and its sum of exponentials
+// z = sum exp(logits - m) (lse = m + log z); the gradient, (exp(logits - m) / z - onehot(labels)) / T, is computed
+// from the logits and them, as XLA fuses the log-softmax with its reductions and its gradient with the exponential:
+// no [T, V] probabilities are ever stored, and the gradient is written over the logits' buffer (the logits die with
+// it; OpCost::in_place, hw/compiler/memory_plan.cpp). (Kept apart, m and z give each row's probabilities to fp32
+// rounding of z; one fp32 lse would put its own rounding, up to half an ulp of the lse, into every row's sum.)
 // T is attrs.count, the step's global row count: a device holding a shard of the rows adds its rows' terms
 // divided by the global T (the partial losses sum to the mean), and rows of a padded shard count for nothing.
 //
@@ -10,9 +12,9 @@
 // vocab_parallel_cross_entropy) are never gathered. The op runs as three local steps with collectives of one
 // value per row between them: each row's max over the local classes, all-reduced by maximum; the local sum of
 // exp(x - max) and the label's logit (0 on the devices that do not hold the label's class), each all-reduced by
-// sum; then loss = log(sum) + max - target and lse = log(sum) + max per row. The gradient needs no communication:
-// each device takes exp(x - lse) on its own classes (0 on padding classes of a vocabulary the axes do not divide)
-// and subtracts the one-hot there.
+// sum; then loss = log(sum) + max - target, the max and the sum kept per row. The gradient needs no communication:
+// each device takes exp(x - max) / sum on its own classes (0 on padding classes of a vocabulary the axes do not
+// divide) and subtracts the one-hot there.
 #include <limits>
 
 #include "workloads/ops/kernel_util.h"
@@ -63,7 +65,7 @@ void ce_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& logits = in(s, op, 0);
   const Tensor& labels = in(s, op, 1);
   const int64_t v = logits.shape.back(), rows = logits.elements() / v;
-  Tensor loss = ops::out_like(g, op, 0), lse = ops::out_like(g, op, 1);
+  Tensor loss = ops::out_like(g, op, 0), row_max = ops::out_like(g, op, 1), row_sum = ops::out_like(g, op, 2);
   const std::vector<uint8_t> real = real_rows(op, logits.shape, s);
   double total = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -72,9 +74,8 @@ void ce_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
     for (int64_t j = 0; j < v; ++j) mx = std::max<double>(mx, x[j]);
     double sum = 0;
     for (int64_t j = 0; j < v; ++j) sum += std::exp(x[j] - mx);
-    // The sum rounded to fp32 first, as the steps over split classes hold it (one fp32 value per row, all-reduced):
-    // the lse is the same function of the fp32 sum either way.
-    lse.data[r] = static_cast<float>(std::log(static_cast<double>(static_cast<float>(sum))) + mx);
+    row_max.data[r] = static_cast<float>(mx);
+    row_sum.data[r] = static_cast<float>(sum);
     if (!real[r]) continue;
     int64_t label = static_cast<int64_t>(labels.data[r]);
     ops::check(label >= 0 && label < v, op, "label " + std::to_string(label) + " outside the classes");
@@ -82,7 +83,8 @@ void ce_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   }
   loss.data[0] = static_cast<float>(total / row_count(op, rows));
   ops::put(g, op, s, std::move(loss), 0);
-  ops::put(g, op, s, std::move(lse), 1);
+  ops::put(g, op, s, std::move(row_max), 1);
+  ops::put(g, op, s, std::move(row_sum), 2);
 }
 
 std::vector<TensorId> ce_grad(GraphBuilder& b, const Op& op, const std::vector<TensorId>& dy) {
@@ -91,22 +93,24 @@ std::vector<TensorId> ce_grad(GraphBuilder& b, const Op& op, const std::vector<T
   OpAttrs at;
   at.count = op.attrs.count;
   return {b.emit(op.name + ".dlogits", OpKind::SoftmaxCrossEntropyGrad, Phase::Backward,
-                 {op.inputs[0], op.outputs[1], op.inputs[1]}, logits.shape, logits.dtype, TensorRole::Gradient, at),
+                 {op.inputs[0], op.outputs[1], op.outputs[2], op.inputs[1]}, logits.shape, logits.dtype,
+                 TensorRole::Gradient, at),
           -1};
 }
 
-// Per element: subtract the row's lse, exponentiate, scale by 1 / T, subtract the one-hot (a compare and select);
-// written over the logits' buffer.
+// Per element: subtract the row's max, exponentiate, divide by the row's sum, scale by 1 / T, subtract the one-hot
+// (a compare and select); written over the logits' buffer.
 OpCost ce_grad_cost(const ModelGraph& g, const Op& op) {
-  OpCost c = ops::elementwise(ops::vpu_cost(g, op, 3, 1));
+  OpCost c = ops::elementwise(ops::vpu_cost(g, op, 3, 1, 1));
   c.in_place = true;
   return c;
 }
 
 void ce_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& logits = in(s, op, 0);
-  const Tensor& lse = in(s, op, 1);
-  const Tensor& labels = in(s, op, 2);
+  const Tensor& row_max = in(s, op, 1);
+  const Tensor& row_sum = in(s, op, 2);
+  const Tensor& labels = in(s, op, 3);
   const int64_t v = logits.shape.back(), rows = logits.elements() / v;
   Tensor d = ops::out_like(g, op);
   const std::vector<uint8_t> real = real_rows(op, logits.shape, s), cls = real_classes(op, logits.shape, s);
@@ -115,9 +119,9 @@ void ce_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const int64_t offset = s.device_index(op.attrs.axes) * v;
   for (int64_t r = 0; r < rows; ++r) {
     if (!real[r]) continue;  // padding: no gradient
-    const double z = lse.data[r];
+    const double m = row_max.data[r], z = row_sum.data[r];
     for (int64_t j = 0; j < v; ++j)
-      if (cls[j]) d.data[r * v + j] = static_cast<float>(std::exp(logits.data[r * v + j] - z)) * inv;
+      if (cls[j]) d.data[r * v + j] = static_cast<float>(std::exp(logits.data[r * v + j] - m) / z) * inv;
     const int64_t label = static_cast<int64_t>(labels.data[r]) - offset;
     if (label >= 0 && label < v) d.data[r * v + label] -= inv;
   }
@@ -166,7 +170,8 @@ void ce_sums_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   ops::put(g, op, s, std::move(target), 1);
 }
 
-// Per row: the log of the sum, the max added (the lse), the target subtracted and summed into the loss.
+// Per row: the log of the sum, the max added, the target subtracted and summed into the loss; the max and the sum
+// kept.
 OpCost ce_finish_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 2, 1, 0, 1)); }
 
 void ce_finish_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
@@ -177,16 +182,18 @@ void ce_finish_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   std::vector<int64_t> shape = mx.shape;
   shape.push_back(1);  // the rows' shape and one class: which rows are real
   const std::vector<uint8_t> real = real_rows(op, shape, s);
-  Tensor loss = ops::out_like(g, op, 0), lse = ops::out_like(g, op, 1);
+  Tensor loss = ops::out_like(g, op, 0), row_max = ops::out_like(g, op, 1), row_sum = ops::out_like(g, op, 2);
   double total = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const double m = mx.data[r], z = sum.data[r];
-    lse.data[r] = static_cast<float>(std::log(z) + m);
+    row_max.data[r] = mx.data[r];
+    row_sum.data[r] = sum.data[r];
     if (real[r]) total += std::log(z) + m - target.data[r];
   }
   loss.data[0] = static_cast<float>(total / row_count(op, rows));
   ops::put(g, op, s, std::move(loss), 0);
-  ops::put(g, op, s, std::move(lse), 1);
+  ops::put(g, op, s, std::move(row_max), 1);
+  ops::put(g, op, s, std::move(row_sum), 2);
 }
 
 // ---- partitioning: rows may be split (each device adds its rows' terms over the global count, so the loss is
@@ -205,22 +212,23 @@ OpSharding ce_split_classes(const OpShardingQuery& q, const ShardSpec& x) {
   r.attrs.padded = sharding::padding(logits.shape, x, q.mesh, x.rank());
   r.attrs.axes = x.dims.back();
   r.in = {x, rows};
-  r.out = {loss, rows};
+  r.out = {loss, rows, rows};
   std::vector<int64_t> global_rows(logits.shape.begin(), logits.shape.end() - 1);
   const std::vector<int64_t> local_rows = local_shape(global_rows, rows, q.mesh);
-  // Slots: 0 logits, 1 labels, 2 loss, 3 lse, then the scratch values 4.. below.
+  // Slots: 0 logits, 1 labels, 2 loss, 3 the rows' max, 4 their sum of exponentials, then the scratch values 5..
+  // below.
   const std::string& n = q.op.name;
   r.scratch = {{n + ".max", local_rows},    {n + ".max.global", local_rows},    {n + ".sumexp", local_rows},
                {n + ".sumexp.global", local_rows}, {n + ".target", local_rows}, {n + ".target.global", local_rows}};
   OpAttrs max_reduce, sum_reduce;
   max_reduce.axes = sum_reduce.axes = x.dims.back();
   max_reduce.reduce_max = true;
-  r.steps = {{"max", OpKind::CrossEntropyMax, {0}, {4}, r.attrs},
-             {"", OpKind::AllReduce, {4}, {5}, max_reduce},
-             {"sums", OpKind::CrossEntropySums, {0, 1, 5}, {6, 8}, r.attrs},
-             {"", OpKind::AllReduce, {6}, {7}, sum_reduce},
-             {"", OpKind::AllReduce, {8}, {9}, sum_reduce},
-             {"", OpKind::CrossEntropyFinish, {5, 7, 9}, {2, 3}, r.attrs}};
+  r.steps = {{"max", OpKind::CrossEntropyMax, {0}, {5}, r.attrs},
+             {"", OpKind::AllReduce, {5}, {6}, max_reduce},
+             {"sums", OpKind::CrossEntropySums, {0, 1, 6}, {7, 9}, r.attrs},
+             {"", OpKind::AllReduce, {7}, {8}, sum_reduce},
+             {"", OpKind::AllReduce, {9}, {10}, sum_reduce},
+             {"", OpKind::CrossEntropyFinish, {6, 8, 10}, {2, 3, 4}, r.attrs}};
   return r;
 }
 
@@ -238,7 +246,7 @@ OpSharding ce_rule(const OpShardingQuery& q) {
   loss.partial = sharding::reduced_axes(x, lead);
   r.attrs.padded = sharding::padding(logits.shape, x, q.mesh, lead.size());
   r.in = {x, rows};
-  r.out = {loss, rows};
+  r.out = {loss, rows, rows};
   return r;
 }
 
@@ -253,7 +261,7 @@ OpSharding ce_grad_rule(const OpShardingQuery& q) {
   rows.dims.pop_back();
   r.attrs.axes = x.dims.back();
   r.attrs.padded = sharding::padding(logits.shape, x, q.mesh, x.rank());
-  r.in = {x, rows, rows};
+  r.in = {x, rows, rows, rows};
   r.out = {x};
   return r;
 }
