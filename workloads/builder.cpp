@@ -284,14 +284,18 @@ TensorId GraphBuilder::softmax_cross_entropy(TensorId logits, TensorId labels, c
       m_g.tensor(labels).shape != std::vector<int64_t>(li.shape.begin(), li.shape.end() - 1))
     shape_error(name, "cross-entropy takes [..., V] logits and labels of the leading shape");
   TensorId loss = m_g.add_tensor({name, {1}, DType::F32, TensorRole::Loss});
-  TensorId probs = m_g.add_tensor({name + ".probs", li.shape, DType::F32, TensorRole::Activation});
+  // Each row's log-sum-exp, as its max and its sum of exponentials (fp32), is all the gradient needs beside the
+  // logits (docs/model.md).
+  const std::vector<int64_t> rows(li.shape.begin(), li.shape.end() - 1);
+  TensorId row_max = m_g.add_tensor({name + ".row_max", rows, DType::F32, TensorRole::Activation});
+  TensorId row_sum = m_g.add_tensor({name + ".row_sum", rows, DType::F32, TensorRole::Activation});
   Op op;
   op.name = name;
   op.kind = OpKind::SoftmaxCrossEntropy;
   op.phase = Phase::Loss;
   op.attrs.count = li.elements() / li.shape.back();  // the mean's denominator: every row of the step
   op.inputs = {logits, labels};
-  op.outputs = {loss, probs};
+  op.outputs = {loss, row_max, row_sum};
   op.cell = m_cell;
   m_g.add_op(op);
   return loss;

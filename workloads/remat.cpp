@@ -22,7 +22,8 @@ namespace {
 constexpr RematPolicy kPolicies[] = {RematPolicy::None,          RematPolicy::Full,        RematPolicy::Dots,
                                      RematPolicy::Names,         RematPolicy::Minimal,     RematPolicy::SaveQkvProj,
                                      RematPolicy::SaveOutProj,   RematPolicy::SaveDotExceptMlp,
-                                     RematPolicy::QkvProjOffloaded, RematPolicy::MinimalOffloaded};
+                                     RematPolicy::QkvProjOffloaded, RematPolicy::MinimalOffloaded,
+                                     RematPolicy::Custom};
 
 }  // namespace
 
@@ -44,6 +45,7 @@ const char* remat_policy_name(RematPolicy p) {
     case RematPolicy::SaveDotExceptMlp: return "save_dot_except_mlp";
     case RematPolicy::QkvProjOffloaded: return "qkv_proj_offloaded";
     case RematPolicy::MinimalOffloaded: return "minimal_offloaded";
+    case RematPolicy::Custom: return "custom";
   }
   return "none";
 }
@@ -60,6 +62,20 @@ std::vector<std::string> remat_checkpoint_names(RematPolicy p) {
   }
 }
 
+const std::vector<std::string>& remat_custom_names() {
+  static const std::vector<std::string> names = {"decoder_layer_input", "query_proj", "key_proj", "value_proj",
+                                                 "context",             "out_proj",   "mlpwi_0",  "mlpwi_1",
+                                                 "mlpwi",               "mlpwo"};
+  return names;
+}
+
+RematPlace remat_place(const std::string& name) {
+  if (name == "device") return RematPlace::Device;
+  if (name == "offload") return RematPlace::Offload;
+  if (name == "remat") return RematPlace::Remat;
+  throw Error(Err::Internal, "unknown re-materialization place '" + name + "'");
+}
+
 bool remat_name_kept(const std::string& name, const std::vector<std::string>& patterns) {
   for (const std::string& p : patterns)
     if (fnmatch(p.c_str(), name.c_str(), 0) == 0) return true;
@@ -68,8 +84,10 @@ bool remat_name_kept(const std::string& name, const std::vector<std::string>& pa
 
 Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(OpId)>& segment,
                              const std::function<bool(TensorId)>& saved, bool gate,
-                             const std::function<bool(TensorId)>& offloaded) {
+                             const std::function<bool(TensorId)>& offloaded,
+                             const std::function<bool(TensorId)>& offloaded_input) {
   auto off = [&](TensorId t) { return offloaded && offloaded(t); };
+  auto off_in = [&](TensorId t) { return offloaded_input && offloaded_input(t); };
   const size_t n = g.num_ops();
   std::vector<int64_t> seg(n, -1);
   for (size_t i = 0; i < n; ++i) seg[i] = segment(static_cast<OpId>(i));
@@ -101,11 +119,15 @@ Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(Op
   // right after the op that makes it, and comes back (prefetched) as the backward of the cell before the segment's
   // in backward order begins, so that the transfer overlaps that cell's backward (XLA's host offloading: the copy
   // to the host starts when the value is produced, the copy back is scheduled ahead of its use).
+  // A value made outside a segment (its input) and read by the segment's backward or copies goes the same way when
+  // offloaded_input says so: one copy to the host, one back per segment reading it.
   std::set<TensorId> to_move;
+  std::set<std::pair<TensorId, int64_t>> moves;     // (value, the segment it comes back for)
   std::map<int64_t, std::vector<TensorId>> moved;  // per segment, in the order they are made
   auto wants = [&](TensorId t, int64_t s) {
     const OpId p = g.producer(t);
-    if (p >= 0 && s >= 0 && seg[p] == s && forward_phase(g.op(p).phase) && off(t)) to_move.insert(t);
+    if (p < 0 || s < 0 || !forward_phase(g.op(p).phase)) return;
+    if ((seg[p] == s && off(t)) || (seg[p] != s && off_in(t))) to_move.insert(t), moves.insert({t, s});
   };
   for (size_t i = 0; i < n; ++i)
     if ((g.op(static_cast<OpId>(i)).phase == Phase::Backward || mark[i]) && seg[i] >= 0)
@@ -114,7 +136,8 @@ Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(Op
   if (!to_move.empty()) {
     for (OpId o : order)
       for (TensorId t : g.op(o).outputs)
-        if (to_move.count(t)) moved[seg[o]].push_back(t);
+        for (auto it = moves.lower_bound({t, INT64_MIN}); it != moves.end() && it->first == t; ++it)
+          moved[it->second].push_back(t);
     OpId run_start = -1, previous_run = -1;
     int32_t run_cell = INT32_MIN;
     std::set<int64_t> seen;
@@ -140,15 +163,21 @@ Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(Op
   std::map<TensorId, TensorId> copy_of;  // recomputed value of each original
   // What an op of segment s reads for `t`: the recomputed value, unless `t` is kept (an op recomputed for another
   // of its outputs leaves its kept outputs to the originals).
-  std::map<TensorId, TensorId> host_of, reload_of;  // an offloaded value's copy in host memory, and back in HBM
+  std::map<TensorId, TensorId> host_of;  // an offloaded value's copy in host memory
+  std::map<std::pair<TensorId, int64_t>, TensorId> reload_of;  // ... and back in HBM for a segment
   auto read = [&](TensorId t, int64_t s) {
     const OpId p = g.producer(t);
-    if (p >= 0 && s >= 0 && seg[p] == s && reload_of.count(t)) return reload_of.at(t);
+    if (auto r = reload_of.find({t, s}); p >= 0 && s >= 0 && r != reload_of.end()) return r->second;
     auto it = copy_of.find(t);
     return p >= 0 && s >= 0 && seg[p] == s && it != copy_of.end() && !saved(t) ? it->second : t;
   };
   // A transfer of `t` (its producer's cell and segment) to or from the host, with a fresh output tensor.
-  auto transfer = [&](TensorId t, TensorId from, OpKind kind, const char* suffix) {
+  // A transfer of `t` (its producer's cell and segment) to or from the host, with a fresh output tensor; a layer's
+  // input comes back in the cell of the layer reading it.
+  std::map<int64_t, int32_t> cell_of;
+  for (size_t i = 0; i < n; ++i)
+    if (g.op(static_cast<OpId>(i)).phase == Phase::Backward && seg[i] >= 0) cell_of.emplace(seg[i], g.op(static_cast<OpId>(i)).cell);
+  auto transfer = [&](TensorId t, TensorId from, OpKind kind, const char* suffix, int64_t s) {
     TensorInfo info = g.tensor(t);
     info.name += suffix;
     info.checkpoint.clear();
@@ -159,6 +188,7 @@ Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(Op
     c.kind = kind;
     c.phase = kind == OpKind::ToHost ? g.op(g.producer(t)).phase : Phase::Backward;
     c.cell = g.op(g.producer(t)).cell;
+    if (kind == OpKind::FromHost && seg[g.producer(t)] != s && cell_of.count(s)) c.cell = cell_of.at(s);
     c.inputs = {from};
     c.outputs = {y};
     const OpId id = r.add_op(c);
@@ -176,8 +206,8 @@ Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(Op
       const OpId before = static_cast<OpId>(r.num_ops()) - 1;
       for (int64_t s : it->second)
         for (TensorId t : moved[s]) {
-          const auto [id, y] = transfer(t, host_of.at(t), OpKind::FromHost, "/reload");
-          reload_of[t] = y;
+          const auto [id, y] = transfer(t, host_of.at(t), OpKind::FromHost, "/reload", s);
+          reload_of[{t, s}] = y;
           if (gate && before >= 0) r.add_control(before, id);
         }
     }
@@ -219,7 +249,7 @@ Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(Op
     out.source_op.push_back(o);
     if (op.phase == Phase::Backward) last_backward = id;
     for (TensorId t : op.outputs)
-      if (to_move.count(t)) host_of[t] = transfer(t, t, OpKind::ToHost, ".host").second;
+      if (to_move.count(t)) host_of[t] = transfer(t, t, OpKind::ToHost, ".host", -1).second;
   }
   return out;
 }
@@ -243,9 +273,22 @@ ModelGraph rematerialize_layers(const ModelGraph& g, const RematOptions& opt) {
   auto named = [&](TensorId t) {
     return std::find(names.begin(), names.end(), g.tensor(t).checkpoint) != names.end();
   };
+  // MaxText's custom policy: each name's place; a name not given is recomputed.
+  auto place = [&](TensorId t) {
+    const std::string& c = g.tensor(t).checkpoint;
+    for (const auto& [name, where] : opt.custom)
+      if (name == c) return where;
+    return RematPlace::Remat;
+  };
+  const bool custom = opt.policy == RematPolicy::Custom;
   auto offloaded = [&](TensorId t) {
     return (opt.policy == RematPolicy::QkvProjOffloaded && named(t)) ||
-           (opt.policy == RematPolicy::MinimalOffloaded && dot(t));
+           (opt.policy == RematPolicy::MinimalOffloaded && dot(t)) || (custom && place(t) == RematPlace::Offload);
+  };
+  // The layer's input (made by the layer before, or the embedding) is kept on the device as a scanned layer's carry
+  // is, unless the custom policy offloads decoder_layer_input.
+  auto offloaded_input = [&](TensorId t) {
+    return custom && g.tensor(t).checkpoint == "decoder_layer_input" && place(t) == RematPlace::Offload;
   };
   auto saved = [&](TensorId t) {
     switch (opt.policy) {
@@ -255,10 +298,11 @@ ModelGraph rematerialize_layers(const ModelGraph& g, const RematOptions& opt) {
       case RematPolicy::SaveQkvProj:
       case RematPolicy::SaveOutProj:
       case RematPolicy::SaveDotExceptMlp: return named(t);
+      case RematPolicy::Custom: return place(t) == RematPlace::Device;
       default: return false;
     }
   };
-  return rematerialize(g, segment, saved, true, offloaded).graph;
+  return rematerialize(g, segment, saved, true, offloaded, offloaded_input).graph;
 }
 
 }  // namespace podsim

@@ -20,6 +20,10 @@
 //   save_dot_except_mlp  save_only_these_names(query_proj, key_proj, value_proj, out_proj)
 //   qkv_proj_offloaded   save_and_offload_only_these_names(offloaded: query_proj, key_proj, value_proj)
 //   minimal_offloaded    offload_dot_with_no_batch_dims: the dots' outputs offloaded
+//   custom               MaxText's custom policy: for each checkpoint name (RematOptions::custom) device (kept in
+//                        HBM), offload (kept in host memory) or remat (recomputed, the default), as
+//                        save_and_offload_only_these_names of the names given device and offload; the layer's input
+//                        (decoder_layer_input, made by the layer before) is kept on the device unless offloaded
 // An offloaded value goes to host memory right after it is made (a to_host op) and comes back (from_host) ahead of
 // the backward that reads it: it takes no HBM in between.
 //
@@ -29,6 +33,7 @@
 
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "workloads/graph.h"
@@ -36,7 +41,8 @@
 namespace podsim {
 
 enum class RematPolicy : uint8_t {
-  None, Full, Dots, Names, Minimal, SaveQkvProj, SaveOutProj, SaveDotExceptMlp, QkvProjOffloaded, MinimalOffloaded
+  None, Full, Dots, Names, Minimal, SaveQkvProj, SaveOutProj, SaveDotExceptMlp, QkvProjOffloaded, MinimalOffloaded,
+  Custom
 };
 
 RematPolicy remat_policy(const std::string& name);  // "none" | "full" | "dots" | "names" | MaxText's names above
@@ -45,9 +51,20 @@ const char* remat_policy_name(RematPolicy p);
 // for the others.
 std::vector<std::string> remat_checkpoint_names(RematPolicy p);
 
+// Where MaxText's custom policy holds a named value for the backward pass.
+enum class RematPlace : uint8_t { Device, Offload, Remat };
+
+// The checkpoint names RematPolicy::Custom takes (MaxText's, TensorInfo::checkpoint): decoder_layer_input,
+// query_proj, key_proj, value_proj, context, out_proj, mlpwi_0, mlpwi_1, mlpwi (an ungated FFN's), mlpwo.
+const std::vector<std::string>& remat_custom_names();
+RematPlace remat_place(const std::string& name);  // "device" | "offload" | "remat"
+
 struct RematOptions {
   RematPolicy policy = RematPolicy::None;
   std::vector<std::string> keep;  // glob patterns of tensor names kept (RematPolicy::Names)
+  // RematPolicy::Custom: where each checkpoint name is held; a name not given is recomputed (decoder_layer_input:
+  // kept on the device).
+  std::vector<std::pair<std::string, RematPlace>> custom;
 };
 
 struct Rematerialized {
@@ -66,10 +83,14 @@ struct Rematerialized {
 // that runs ready ops at once does not run the recomputation early. `offloaded(t)` (may be empty): a forward value
 // kept in host memory instead: a to_host op right after its producer, and a from_host op placed where the backward of
 // the cell before the segment's (in backward order) begins, gated like the recomputation; the segment's backward
-// and copies read what came back.
+// and copies read what came back. `offloaded_input(t)` (may be empty): a value made by a forward op outside a
+// segment (the layer's input, made by the layer before) that the segment's backward or copies read, kept in host
+// memory the same way: one to_host after its producer, and a from_host for each segment that reads it, placed and
+// gated as above.
 Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(OpId)>& segment,
                              const std::function<bool(TensorId)>& saved, bool gate,
-                             const std::function<bool(TensorId)>& offloaded = {});
+                             const std::function<bool(TensorId)>& offloaded = {},
+                             const std::function<bool(TensorId)>& offloaded_input = {});
 
 // The per-layer policies on a logical step: segments are the model cells (layers), except cells holding the loss
 // (their backward starts as soon as their forward ends: nothing to gain). Returns `g` itself for RematPolicy::None.

@@ -5,8 +5,26 @@
 
 namespace podsim {
 
+namespace {
+
+// What each of MaxText's checkpoint names tags in podsim's layers (docs/model.md).
+std::string remat_custom_what(const std::string& name) {
+  if (name == "decoder_layer_input") return "each layer's input (the residual stream the layer before made)";
+  if (name == "query_proj") return "the queries (after their rotary embedding)";
+  if (name == "key_proj") return "the keys (after their rotary embedding)";
+  if (name == "value_proj") return "the values";
+  if (name == "context") return "the attention's output (with a fused kernel's row statistics)";
+  if (name == "out_proj") return "the attention's output projection";
+  if (name == "mlpwi_0") return "a gated FFN's gate projection (ffn.gate)";
+  if (name == "mlpwi_1") return "a gated FFN's up projection (ffn.up)";
+  if (name == "mlpwi") return "an ungated FFN's input projection before its bias";
+  return "the FFN's output projection";  // mlpwo
+}
+
+}  // namespace
+
 std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer, const std::string& default_lr) {
-  return {
+  std::vector<ParamSpec> specs = {
       ParamSpec::choice("workload.dtype", {"bf16", "fp32"},
                         "Storage type of weights and activations; the MXU takes bf16 inputs and accumulates in fp32.")
           .def("bf16"),
@@ -53,7 +71,7 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
       ParamSpec::real("workload.rmsprop_decay", "RMSProp decay of the mean square.").range(0, 0.999999).def("0.9"),
       ParamSpec::choice("workload.remat",
                         {"none", "full", "dots", "names", "minimal", "save_qkv_proj", "save_out_proj",
-                         "save_dot_except_mlp", "qkv_proj_offloaded", "minimal_offloaded"},
+                         "save_dot_except_mlp", "qkv_proj_offloaded", "minimal_offloaded", "custom"},
                         "Re-materialization (activation checkpointing) of every layer, as JAX's checkpoint policies: "
                         "none keeps every activation (everything_saveable); full keeps only each layer's input and "
                         "recomputes the layer's forward just before its backward (nothing_saveable); dots keeps the "
@@ -64,8 +82,9 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
                         "values), save_out_proj (the attention's output projection), save_dot_except_mlp (both); "
                         "qkv_proj_offloaded and minimal_offloaded keep the queries, keys and values, or minimal's "
                         "values, in host memory "
-                        "(moved over the host link after the forward makes them and back before the backward). The "
-                        "layer holding the loss is not recomputed. Works with every strategy (docs/model.md).")
+                        "(moved over the host link after the forward makes them and back before the backward); "
+                        "custom is MaxText's custom policy: workload.remat_custom.NAME gives each named value's place. "
+                        "The layer holding the loss is not recomputed. Works with every strategy (docs/model.md).")
           .def("none"),
       ParamSpec::text_list("workload.remat_keep",
                            "With workload.remat: names, glob patterns (*, ?, [..]) of the activations kept, e.g. "
@@ -73,6 +92,20 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
           .length(0, 1024)
           .def("[]"),
   };
+  for (const std::string& name : remat_custom_names()) {
+    const bool input = name == "decoder_layer_input";
+    specs.push_back(
+        ParamSpec::choice("workload.remat_custom." + name, {"device", "offload", "remat"},
+                          "With workload.remat: custom (MaxText's remat_policy: custom and its option of the same "
+                          "name), where the backward pass finds " + remat_custom_what(name) +
+                              ": device (kept in HBM), offload (kept in host memory: moved over the host link after "
+                              "the forward makes it, back ahead of the backward) or remat (recomputed). " +
+                              (input ? "Not given: device; remat is device too (a layer's input is where its "
+                                       "recomputation starts, as a scanned layer's carry)."
+                                     : "Not given: remat."))
+            .optional());
+  }
+  return specs;
 }
 
 DType training_dtype(const ParamSet& p) { return p.s("workload.dtype") == "bf16" ? DType::BF16 : DType::F32; }
@@ -98,6 +131,13 @@ void validate_training(const ParamSet& p) {
                 "workload.remat: names keeps the activations workload.remat_keep names; give it glob patterns, e.g. "
                 "remat_keep: ['*.attn.o'] (or use remat: full to keep none)",
                 "workload.remat_keep");
+  if (p.s("workload.remat") != "custom")
+    for (const std::string& name : remat_custom_names())
+      if (p.has("workload.remat_custom." + name))
+        throw Error(Err::BadChoice, p.where("workload.remat_custom." + name),
+                    "workload.remat_custom." + name + " is a place of MaxText's custom policy, but workload.remat is " +
+                        p.s("workload.remat") + "; set remat: custom or drop remat_custom",
+                    "workload.remat_custom." + name);
   if (!names && !p.strings("workload.remat_keep").empty())
     throw Error(Err::BadChoice, p.where("workload.remat_keep"),
                 "workload.remat_keep applies to workload.remat: names, but workload.remat is " + p.s("workload.remat") +
@@ -125,6 +165,10 @@ ModelGraph training_remat(const ModelGraph& g, const ParamSet& p) {
   RematOptions o;
   o.policy = remat_policy(p.s("workload.remat"));
   o.keep = p.strings("workload.remat_keep");
+  if (o.policy == RematPolicy::Custom)
+    for (const std::string& name : remat_custom_names())
+      if (p.has("workload.remat_custom." + name))
+        o.custom.emplace_back(name, remat_place(p.s("workload.remat_custom." + name)));
   return rematerialize_layers(g, o);
 }
 

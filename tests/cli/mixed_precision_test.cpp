@@ -81,9 +81,10 @@ TEST(MixedPrecisionEquivalenceMoeTest, ExpertAndDataParallel) {
 }
 
 // Bytes at the peak of llm-tiny's single-device step (106816 parameters, of which the embedding 256 x 64 = 16384),
-// counted by hand. Without producer duplication the peak is at the loss, where the backward pass starts; with it
-// (the default), each matmul converts its fp32 weight in its own prologue, as XLA fuses the convert into the dot,
-// and the peak moves to the unembedding's weight gradient.
+// counted by hand. The peak is at the unembedding's weight gradient, where the logits' gradient (written over the
+// logits) and the unembedding's gradient are live at once. Without producer duplication the bf16 weight copies are
+// stored; with it (the default), each matmul converts its fp32 weight in its own prologue, as XLA fuses the convert
+// into the dot.
 TEST(MixedPrecisionMemoryTest, MastersCopiesAndAdamMomentsByHand) {
   const double P = 106816, embedding = 256 * 64, d = 64, tokens = 8 * 16, vocab = 256;
   const std::string pod = "hardware:\n  preset: tpu-v4\n  pod: {dims: [1, 1, 1]}\n";
@@ -98,10 +99,11 @@ TEST(MixedPrecisionMemoryTest, MastersCopiesAndAdamMomentsByHand) {
   EXPECT_EQ(stored["optimizer_state"].get<double>(), 2 * 4 * P);  // Adam's m and v, fp32
   // The bf16 copies, 2 bytes per parameter: every one is still live (the matmuls and norms read theirs again in the
   // backward pass) but the embedding's, whose only reader is the lookup (its gradient, a scatter-add, does not read
-  // the table).
-  EXPECT_EQ(stored["weight_copies"].get<double>(), 2 * (P - embedding));
-  // The logits' gradient (8 x 16 tokens x 256, bf16) is the only gradient yet.
-  EXPECT_EQ(stored["gradients"].get<double>(), tokens * vocab * 2);
+  // the table), and the unembedding's (256 x 64), whose last reader, the logits' input gradient, has run.
+  EXPECT_EQ(stored["weight_copies"].get<double>(), 2 * (P - 2 * embedding));
+  // The logits' gradient (8 x 16 tokens x 256, bf16), the final norm's output gradient (8 x 16 x 64, bf16) and the
+  // unembedding's fp32 gradient, as below.
+  EXPECT_EQ(stored["gradients"].get<double>(), tokens * vocab * 2 + tokens * d * 2 + vocab * d * 4);
   const nlohmann::json mixed = memory("mixed", tiny("bf16", "fp32"));
   EXPECT_EQ(mixed["weights"].get<double>(), 4 * P);
   EXPECT_EQ(mixed["optimizer_state"].get<double>(), 2 * 4 * P);

@@ -144,3 +144,27 @@ TEST(RematCliTest, MisuseIsRefusedWithTheKeysLocation) {
   EXPECT_NE(r.err.find(f3 + ":13:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("Set one of them"), std::string::npos) << r.err;
 }
+
+// MaxText's custom policy: a name podsim's layers do not tag (MaxText's fused qkv_proj), a place that is not one of
+// device, offload, remat, and a place given without remat: custom are each refused at the key, with its id and
+// what would be valid; exit 2.
+TEST(RematCliTest, CustomPolicyMisuseIsRefusedWithTheKeysLocation) {
+  const std::string head = hw("[1, 1]") + kTransformer;
+  const std::string f1 = write_file("custom_name.yaml", head + "  remat: custom\n  remat_custom:\n    qkv_proj: offload\n");
+  CliResult r = run_podsim({"validate", f1});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(f1 + ":17:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("PODSIM-CFG-002"), std::string::npos) << r.err;
+  const std::string f2 = write_file("custom_place.yaml", head + "  remat: custom\n  remat_custom:\n    context: host\n");
+  r = run_podsim({"validate", f2});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(f2 + ":17:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("PODSIM-CFG-009"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("offload"), std::string::npos) << r.err;
+  const std::string f3 = write_file("custom_without.yaml", head + "  remat: full\n  remat_custom:\n    context: device\n");
+  r = run_podsim({"validate", f3});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(f3 + ":17:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("PODSIM-CFG-009"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("remat: custom"), std::string::npos) << r.err;
+}

@@ -75,6 +75,8 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       {"configs/models/maxtext-64b-v5e.yaml", kNarrowModel},
       {"configs/models/maxtext-128b-v5e.yaml", kNarrowModel},
       {"configs/models/maxtext-52b-v4.yaml", kNarrowModel},
+      {"configs/models/llama3.1-8b-v6e.yaml", kNarrowModel},
+      {"configs/models/llama3.1-70b-v6e.yaml", kNarrowModel},
       // configs/serving/: PaLM 540B's decode and prefill on their 64 chips and Llama 3 70B's mixed iteration with
       // their layouts, batches, contexts, chunks and types as shipped; the narrow 2-layer model.
       {"configs/serving/llama3-70b-v6e-8_mixed.yaml", kNarrowModel},

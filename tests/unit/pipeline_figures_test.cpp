@@ -124,19 +124,20 @@ TEST(PlanFiguresTest, OneForwardOneBackwardOrderOfEveryStage) {
 // stage until its backward: on stage 0 its slice of the batch (b x I, read by fc0's weight gradient) and fc0's ReLU
 // output (b x H, the mask of the ReLU's gradient; its biased value dies as the ReLU reads it); on stages 1 and 2 the
 // received input (b x H, read by the weight gradient) and the ReLU output; on the last stage the received input, its
-// labels (b), the softmax's probabilities (b x C) and its loss (one value, added to the step's). At the peak a
-// micro-batch's forward is one value further: fc<k>'s output (b x H) on the first three stages, the logits (b x C) on
-// the last. Besides, stage 0 holds the whole batch (B x I) and the last stage all labels (B). GPipe holds all M
+// labels (b), the logits (b x C) and each row's max and sum of exponentials (2 b), which the loss's gradient reads,
+// and its loss (one value, added to the step's). At the peak a micro-batch's forward is one value further: fc<k>'s output (b x H) on
+// the first three stages; on the last, the output layer's bias add, its matmul's output (b x C) and the logits
+// (b x C) live, the rows' max, sum and loss not yet made. Besides, stage 0 holds the whole batch (B x I) and the last stage all labels (B). GPipe holds all M
 // micro-batches at once; 1F1B holds K - k on stage k (its forwards ahead plus the one in flight), and the last stage
 // the previous micro-batch's loss until it is added.
 TEST(PlanFiguresTest, PipelineStagesHoldTheirMicroBatchesActivations) {
   const int64_t M = 8, b = 4, batch = M * b;
   const double x = b * I * F32, h = b * H * F32;
-  const double last = (b + b * H + b * C + 1) * F32;  // the last stage's per micro-batch
+  const double last = (3 * b + b * H + b * C + 1) * F32;  // the last stage's per micro-batch
   auto held = [&](int64_t k, int64_t n, bool one_f_one_b) {
     if (k == 0) return batch * I * F32 + n * (x + h) + h;
     if (k < K - 1) return (2 * n + 1) * h;
-    return batch * F32 + (n - 1) * last + last + b * C * F32 + (one_f_one_b ? F32 : 0);
+    return batch * F32 + (n - 1) * last + (b + b * H + 2 * b * C) * F32 + (one_f_one_b ? F32 : 0);
   };
   const Step gpipe = plan_step(pipeline("gpipe", M, false, batch));
   const Step one = plan_step(pipeline("1f1b", M, false, batch));

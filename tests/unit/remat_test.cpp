@@ -234,7 +234,8 @@ TEST(RematTest, PeakActivationsByHand) {
 // What a Transformer holds from its forward pass for the backward (the activations live right after the loss),
 // by hand, per token (fp32 floats; D = 16, F = 32, H = 4 heads, S = 8, B = 4: 32 tokens, V = 24):
 //   every policy: token ids and labels (int32, 2 per token), the embedding and each layer's output (the next
-//     cell's input; 3 D), the final norm's output and statistics (D + 2), the probabilities (V) and the loss (4 B);
+//     cell's input; 3 D), the final norm's output and statistics (D + 2), the logits (V, which the loss's gradient
+//     reads), each row's max and sum of exponentials (2) and the loss (4 B);
 //   none, per layer: LN1's output and statistics (D + 2), q, k, v (3 D), the attention probabilities (H S), the
 //     context (D), the residual after attention (D), LN2's output and statistics (D + 2), the FFN's biased
 //     pre-activation and GELU output (2 F): 7 D + 4 + H S + 2 F = 212;
@@ -268,7 +269,7 @@ TEST(RematTest, TransformerHoldsForTheBackwardByHand) {
     return 0.0;
   };
   const double tokens = 32, D = 16, F = 32, HS = 4 * 8, V = 24;
-  const double common = tokens * (2 + 3 * D + D + 2 + V) * F32 + 4;
+  const double common = tokens * (2 + 3 * D + D + 2 + V + 2) * F32 + 4;
   EXPECT_EQ(held("full"), common);
   EXPECT_EQ(held("none"), common + 2 * tokens * (7 * D + 4 + HS + 2 * F) * F32);
   EXPECT_EQ(held("dots"), common + 2 * tokens * (4 * D + F) * F32);
@@ -564,4 +565,107 @@ TEST(RematTest, OffloadedValuesGoToTheHostAndComeBackAheadOfTheirBackward) {
     EXPECT_EQ(held_after_loss(s), held_after_loss(plan_step(yaml("full"))));
     expect_bit_identical(plan_step(yaml("none")), s);
   }
+}
+
+// MaxText's custom policy (workload.remat: custom, workload.remat_custom.NAME) on the Llama-shaped layer (llm-tiny:
+// batch 2, 16 tokens, d_model 64, 4 query heads of 16 in 2 groups, SwiGLU 128; fp32), counted by hand per layer:
+// what each choice keeps on the device, moves to the host and recomputes. The layer's values by name and their
+// bytes: decoder_layer_input x [2, 16, 64] 8192; query_proj (the rotated queries) [2, 16, 2, 2, 16] 8192; key_proj,
+// value_proj [2, 16, 2, 16] 4096 each; context [2, 16, 2, 2, 16] 8192 with the kernel's row lse [2, 2, 2, 16] 512;
+// out_proj [2, 16, 64] 8192; mlpwi_0 (ffn.gate), mlpwi_1 (ffn.up) [2, 16, 128] 16384 each.
+//  - MaxText's Trillium recipe (decoder_layer_input, query/key/value and out projections offloaded, the rest
+//    recomputed): nothing of the layer kept in HBM; 8192 + 8192 + 4096 + 4096 + 8192 = 32768 bytes to the host and
+//    back per layer, the layer's input included (layer 0's is the embedding's output, layer 1's layer 0's last
+//    residual); recomputed what save_dot_except_mlp recomputes.
+//  - context and mlpwi_0 on the device, mlpwi_1 and mlpwo offloaded: kept 8192 + 512 + 16384 = 25088 bytes; moved
+//    only ffn.up, 16384 bytes (mlpwo, the FFN's output, is read by no backward op: nothing to move); recomputed the
+//    projections, rotations, the output projection and what follows it up to ln2, the SiLU and the GLU product.
+//  - nothing given: MaxText's defaults, full recomputation from the layer's input (kept on the device).
+TEST(RematTest, CustomPolicyKeepsMovesAndRecomputesEachNameByHand) {
+  struct Want {
+    std::string custom;
+    std::vector<std::string> kept, moved, recomputed;
+    double kept_bytes, moved_bytes;
+  };
+  const std::vector<Want> wants = {
+      {"{decoder_layer_input: offload, query_proj: offload, key_proj: offload, value_proj: offload, out_proj: "
+       "offload}",
+       {},
+       {"attn.k.rope", "attn.o", "attn.q.rope", "attn.v", "input"},
+       {"attn.context", "attn.residual", "ffn.gate", "ffn.glu", "ffn.silu", "ffn.up", "ln1", "ln2"},
+       0,
+       32768},
+      {"{context: device, mlpwi_0: device, mlpwi_1: offload, mlpwo: offload}",
+       {"attn.context", "ffn.gate"},
+       {"ffn.up"},
+       {"attn.k", "attn.k.rope", "attn.o", "attn.q", "attn.q.rope", "attn.residual", "attn.v", "ffn.glu", "ffn.silu",
+        "ln1", "ln2"},
+       25088,
+       16384},
+      {"{}",
+       {},
+       {},
+       {"attn.context", "attn.k", "attn.k.rope", "attn.o", "attn.q", "attn.q.rope", "attn.residual", "attn.v",
+        "ffn.gate", "ffn.glu", "ffn.silu", "ffn.up", "ln1", "ln2"},
+       0,
+       0},
+  };
+  auto yaml = [](const std::string& remat, const std::string& extra) {
+    return "hardware: {preset: tpu-v4, pod: {dims: [1, 1, 1]}}\nworkload: {preset: llm-tiny, attention: flash, batch: "
+           "2, dtype: fp32, remat: " + remat + extra + "}\nstrategy: {name: single_device}\n";
+  };
+  for (const Want& w : wants) {
+    SCOPED_TRACE(w.custom);
+    const Step s = plan_step(yaml("custom", ", remat_custom: " + w.custom));
+    const Program& p = s.plan.programs.at(0);
+    const ModelGraph& g = p.graph;
+    for (int32_t cell : {1, 2}) {  // each layer the same
+      SCOPED_TRACE(cell);
+      const std::string layer = "layer" + std::to_string(cell - 1) + ".";
+      auto local = [&](const std::string& name) { return name.rfind(layer, 0) == 0 ? name.substr(layer.size()) : ""; };
+      std::set<std::string> kept, moved, again;
+      std::set<TensorId> kept_t;
+      double moved_bytes = 0;
+      for (const Op& op : g.ops()) {
+        if (op.cell != cell) continue;
+        if (op.kind == OpKind::FromHost) {
+          const std::string n = g.tensor(op.outputs[0]).name;
+          const std::string v = n.substr(0, n.size() - std::string("/reload").size());
+          moved.insert(local(v).empty() ? "input" : local(v));
+          moved_bytes += g.tensor(op.outputs[0]).bytes();
+          continue;
+        }
+        if (op.recompute) again.insert(local(op.name.substr(0, op.name.size() - std::string("/remat").size())));
+        if (!op.recompute && op.phase != Phase::Backward) continue;
+        for (TensorId t : op.inputs) {
+          const OpId q = g.producer(t);
+          if (q >= 0 && g.op(q).cell == cell && g.op(q).phase == Phase::Forward && !g.op(q).recompute &&
+              g.op(q).kind != OpKind::FromHost && g.tensor(t).role == TensorRole::Activation &&
+              !local(g.tensor(t).name).empty())
+            kept.insert(local(g.op(q).name)), kept_t.insert(t);
+        }
+      }
+      double kept_bytes = 0;
+      for (TensorId t : kept_t) kept_bytes += g.tensor(t).bytes();
+      EXPECT_EQ(std::vector<std::string>(kept.begin(), kept.end()), w.kept);
+      EXPECT_EQ(std::vector<std::string>(moved.begin(), moved.end()), w.moved);
+      EXPECT_EQ(std::vector<std::string>(again.begin(), again.end()), w.recomputed);
+      EXPECT_EQ(kept_bytes, w.kept_bytes);
+      EXPECT_EQ(moved_bytes, w.moved_bytes);
+      // What goes to the host comes back: as many bytes each way.
+      double to_host = 0;
+      for (const Op& op : g.ops())
+        if (op.kind == OpKind::ToHost) to_host += g.tensor(op.inputs[0]).bytes();
+      double from_host = 0;
+      for (const Op& op : g.ops())
+        if (op.kind == OpKind::FromHost) from_host += g.tensor(op.outputs[0]).bytes();
+      EXPECT_EQ(to_host, from_host);
+      EXPECT_EQ(from_host, 2 * w.moved_bytes);
+    }
+    expect_bit_identical(plan_step(yaml("none", "")), s);
+  }
+  // The recipe's on-device counterpart keeps the same values in HBM and recomputes the same ops.
+  const Step recipe = plan_step(yaml("custom", ", remat_custom: {query_proj: offload, key_proj: offload, value_proj: "
+                                               "offload, out_proj: offload}"));
+  EXPECT_EQ(recomputed(recipe.graph), recomputed(plan_step(yaml("save_dot_except_mlp", "")).graph));
 }

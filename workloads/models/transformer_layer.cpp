@@ -99,6 +99,8 @@ TensorId DecoderBuilder::layer(TensorId x, int64_t l, const std::string& prefix,
   ModelGraph& g = m_b.graph();
   const int64_t D = m_s.D, F = m_s.F, H = m_s.H, KV = m_s.KV, dh = m_s.dh;
   const std::string w = "layer" + std::to_string(l), n = prefix + w;  // the weights' names, the tensors'
+  // MaxText tags the layer's input decoder_layer_input (its custom policy keeps it on the device or offloads it).
+  if (g.tensor(x).checkpoint.empty()) g.tensor(x).checkpoint = "decoder_layer_input";
   TensorId h = norm(x, n + ".ln1", w + ".ln1");
   auto proj = [&](const char* what, std::vector<int64_t> heads, const char* equation) {
     heads.insert(heads.begin(), D);

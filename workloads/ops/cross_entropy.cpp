@@ -1,5 +1,10 @@
 // Softmax cross-entropy loss, averaged over rows: loss = mean_t (logsumexp(logits[t]) - logits[t][label[t]]).
-// The forward op also outputs the softmax probabilities (fp32); the gradient is (probs - onehot(labels)) / T.
+// The forward op also outputs each row's log-sum-exp in two fp32 values, its max m and its sum of exponentials
+// z = sum exp(logits - m) (lse = m + log z); the gradient, (exp(logits - m) / z - onehot(labels)) / T, is computed
+// from the logits and them, as XLA fuses the log-softmax with its reductions and its gradient with the exponential:
+// no [T, V] probabilities are ever stored, and the gradient is written over the logits' buffer (the logits die with
+// it; OpCost::in_place, hw/compiler/memory_plan.cpp). (Kept apart, m and z give each row's probabilities to fp32
+// rounding of z; one fp32 lse would put its own rounding, up to half an ulp of the lse, into every row's sum.)
 // T is attrs.count, the step's global row count: a device holding a shard of the rows adds its rows' terms
 // divided by the global T (the partial losses sum to the mean), and rows of a padded shard count for nothing.
 //
@@ -7,9 +12,9 @@
 // vocab_parallel_cross_entropy) are never gathered. The op runs as three local steps with collectives of one
 // value per row between them: each row's max over the local classes, all-reduced by maximum; the local sum of
 // exp(x - max) and the label's logit (0 on the devices that do not hold the label's class), each all-reduced by
-// sum; then loss = log(sum) + max - target and probs = exp(x - max) / sum on the local classes (padding classes of
-// a vocabulary the axes do not divide get 0). The gradient needs no communication: each device subtracts the
-// one-hot on its own classes.
+// sum; then loss = log(sum) + max - target, the max and the sum kept per row. The gradient needs no communication:
+// each device takes exp(x - max) / sum on its own classes (0 on padding classes of a vocabulary the axes do not
+// divide) and subtracts the one-hot there.
 #include <limits>
 
 #include "workloads/ops/kernel_util.h"
@@ -19,7 +24,9 @@ namespace {
 
 using ops::in;
 
-OpCost ce_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 4, 2, 1, 2)); }
+// The max and the sum of exponentials per row (two reductions), a subtraction and an exponential per element, the
+// label's logit picked (a compare and select).
+OpCost ce_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 2, 1, 0, 2)); }
 
 // For each local row: whether it is a real row (not padding of an unevenly split dimension).
 std::vector<uint8_t> real_rows(const Op& op, const std::vector<int64_t>& shape, const TensorStore& s) {
@@ -58,7 +65,7 @@ void ce_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& logits = in(s, op, 0);
   const Tensor& labels = in(s, op, 1);
   const int64_t v = logits.shape.back(), rows = logits.elements() / v;
-  Tensor loss = ops::out_like(g, op, 0), probs = ops::out_like(g, op, 1);
+  Tensor loss = ops::out_like(g, op, 0), row_max = ops::out_like(g, op, 1), row_sum = ops::out_like(g, op, 2);
   const std::vector<uint8_t> real = real_rows(op, logits.shape, s);
   double total = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -67,7 +74,8 @@ void ce_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
     for (int64_t j = 0; j < v; ++j) mx = std::max<double>(mx, x[j]);
     double sum = 0;
     for (int64_t j = 0; j < v; ++j) sum += std::exp(x[j] - mx);
-    for (int64_t j = 0; j < v; ++j) probs.data[r * v + j] = static_cast<float>(std::exp(x[j] - mx) / sum);
+    row_max.data[r] = static_cast<float>(mx);
+    row_sum.data[r] = static_cast<float>(sum);
     if (!real[r]) continue;
     int64_t label = static_cast<int64_t>(labels.data[r]);
     ops::check(label >= 0 && label < v, op, "label " + std::to_string(label) + " outside the classes");
@@ -75,7 +83,8 @@ void ce_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   }
   loss.data[0] = static_cast<float>(total / row_count(op, rows));
   ops::put(g, op, s, std::move(loss), 0);
-  ops::put(g, op, s, std::move(probs), 1);
+  ops::put(g, op, s, std::move(row_max), 1);
+  ops::put(g, op, s, std::move(row_sum), 2);
 }
 
 std::vector<TensorId> ce_grad(GraphBuilder& b, const Op& op, const std::vector<TensorId>& dy) {
@@ -84,24 +93,35 @@ std::vector<TensorId> ce_grad(GraphBuilder& b, const Op& op, const std::vector<T
   OpAttrs at;
   at.count = op.attrs.count;
   return {b.emit(op.name + ".dlogits", OpKind::SoftmaxCrossEntropyGrad, Phase::Backward,
-                 {op.outputs[1], op.inputs[1]}, logits.shape, logits.dtype, TensorRole::Gradient, at),
+                 {op.inputs[0], op.outputs[1], op.outputs[2], op.inputs[1]}, logits.shape, logits.dtype,
+                 TensorRole::Gradient, at),
           -1};
 }
 
-OpCost ce_grad_cost(const ModelGraph& g, const Op& op) { return ops::elementwise(ops::vpu_cost(g, op, 2)); }
+// Per element: subtract the row's max, exponentiate, divide by the row's sum, scale by 1 / T, subtract the one-hot
+// (a compare and select); written over the logits' buffer.
+OpCost ce_grad_cost(const ModelGraph& g, const Op& op) {
+  OpCost c = ops::elementwise(ops::vpu_cost(g, op, 3, 1, 1));
+  c.in_place = true;
+  return c;
+}
 
 void ce_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
-  const Tensor& probs = in(s, op, 0);
-  const Tensor& labels = in(s, op, 1);
-  const int64_t v = probs.shape.back(), rows = probs.elements() / v;
+  const Tensor& logits = in(s, op, 0);
+  const Tensor& row_max = in(s, op, 1);
+  const Tensor& row_sum = in(s, op, 2);
+  const Tensor& labels = in(s, op, 3);
+  const int64_t v = logits.shape.back(), rows = logits.elements() / v;
   Tensor d = ops::out_like(g, op);
-  const std::vector<uint8_t> real = real_rows(op, probs.shape, s);
+  const std::vector<uint8_t> real = real_rows(op, logits.shape, s), cls = real_classes(op, logits.shape, s);
   const float inv = static_cast<float>(1.0 / row_count(op, rows));
   // Classes split over attrs.axes: this device holds classes [offset, offset + v).
   const int64_t offset = s.device_index(op.attrs.axes) * v;
   for (int64_t r = 0; r < rows; ++r) {
     if (!real[r]) continue;  // padding: no gradient
-    for (int64_t j = 0; j < v; ++j) d.data[r * v + j] = probs.data[r * v + j] * inv;
+    const double m = row_max.data[r], z = row_sum.data[r];
+    for (int64_t j = 0; j < v; ++j)
+      if (cls[j]) d.data[r * v + j] = static_cast<float>(std::exp(logits.data[r * v + j] - m) / z) * inv;
     const int64_t label = static_cast<int64_t>(labels.data[r]) - offset;
     if (label >= 0 && label < v) d.data[r * v + label] -= inv;
   }
@@ -150,27 +170,30 @@ void ce_sums_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   ops::put(g, op, s, std::move(target), 1);
 }
 
-// sub, exp and divide per element for the probabilities; the loss's log and sum per row.
-OpCost ce_finish_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 1, 1, 1, 0)); }
+// Per row: the log of the sum, the max added, the target subtracted and summed into the loss; the max and the sum
+// kept.
+OpCost ce_finish_cost(const ModelGraph& g, const Op& op) { return ops::reduction(ops::vpu_cost(g, op, 2, 1, 0, 1)); }
 
 void ce_finish_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
-  const Tensor& logits = in(s, op, 0);
-  const Tensor& mx = in(s, op, 1);
-  const Tensor& sum = in(s, op, 2);
-  const Tensor& target = in(s, op, 3);
-  const int64_t v = logits.shape.back(), rows = logits.elements() / v;
-  const std::vector<uint8_t> real = real_rows(op, logits.shape, s), cls = real_classes(op, logits.shape, s);
-  Tensor loss = ops::out_like(g, op, 0), probs = ops::out_like(g, op, 1);
+  const Tensor& mx = in(s, op, 0);
+  const Tensor& sum = in(s, op, 1);
+  const Tensor& target = in(s, op, 2);
+  const int64_t rows = mx.elements();
+  std::vector<int64_t> shape = mx.shape;
+  shape.push_back(1);  // the rows' shape and one class: which rows are real
+  const std::vector<uint8_t> real = real_rows(op, shape, s);
+  Tensor loss = ops::out_like(g, op, 0), row_max = ops::out_like(g, op, 1), row_sum = ops::out_like(g, op, 2);
   double total = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const double m = mx.data[r], z = sum.data[r];
-    for (int64_t j = 0; j < v; ++j)
-      if (cls[j]) probs.data[r * v + j] = static_cast<float>(std::exp(logits.data[r * v + j] - m) / z);
+    row_max.data[r] = mx.data[r];
+    row_sum.data[r] = sum.data[r];
     if (real[r]) total += std::log(z) + m - target.data[r];
   }
   loss.data[0] = static_cast<float>(total / row_count(op, rows));
   ops::put(g, op, s, std::move(loss), 0);
-  ops::put(g, op, s, std::move(probs), 1);
+  ops::put(g, op, s, std::move(row_max), 1);
+  ops::put(g, op, s, std::move(row_sum), 2);
 }
 
 // ---- partitioning: rows may be split (each device adds its rows' terms over the global count, so the loss is
@@ -189,22 +212,23 @@ OpSharding ce_split_classes(const OpShardingQuery& q, const ShardSpec& x) {
   r.attrs.padded = sharding::padding(logits.shape, x, q.mesh, x.rank());
   r.attrs.axes = x.dims.back();
   r.in = {x, rows};
-  r.out = {loss, x};
+  r.out = {loss, rows, rows};
   std::vector<int64_t> global_rows(logits.shape.begin(), logits.shape.end() - 1);
   const std::vector<int64_t> local_rows = local_shape(global_rows, rows, q.mesh);
-  // Slots: 0 logits, 1 labels, 2 loss, 3 probs, then the scratch values 4.. below.
+  // Slots: 0 logits, 1 labels, 2 loss, 3 the rows' max, 4 their sum of exponentials, then the scratch values 5..
+  // below.
   const std::string& n = q.op.name;
   r.scratch = {{n + ".max", local_rows},    {n + ".max.global", local_rows},    {n + ".sumexp", local_rows},
                {n + ".sumexp.global", local_rows}, {n + ".target", local_rows}, {n + ".target.global", local_rows}};
   OpAttrs max_reduce, sum_reduce;
   max_reduce.axes = sum_reduce.axes = x.dims.back();
   max_reduce.reduce_max = true;
-  r.steps = {{"max", OpKind::CrossEntropyMax, {0}, {4}, r.attrs},
-             {"", OpKind::AllReduce, {4}, {5}, max_reduce},
-             {"sums", OpKind::CrossEntropySums, {0, 1, 5}, {6, 8}, r.attrs},
-             {"", OpKind::AllReduce, {6}, {7}, sum_reduce},
-             {"", OpKind::AllReduce, {8}, {9}, sum_reduce},
-             {"", OpKind::CrossEntropyFinish, {0, 5, 7, 9}, {2, 3}, r.attrs}};
+  r.steps = {{"max", OpKind::CrossEntropyMax, {0}, {5}, r.attrs},
+             {"", OpKind::AllReduce, {5}, {6}, max_reduce},
+             {"sums", OpKind::CrossEntropySums, {0, 1, 6}, {7, 9}, r.attrs},
+             {"", OpKind::AllReduce, {7}, {8}, sum_reduce},
+             {"", OpKind::AllReduce, {9}, {10}, sum_reduce},
+             {"", OpKind::CrossEntropyFinish, {6, 8, 10}, {2, 3, 4}, r.attrs}};
   return r;
 }
 
@@ -222,22 +246,22 @@ OpSharding ce_rule(const OpShardingQuery& q) {
   loss.partial = sharding::reduced_axes(x, lead);
   r.attrs.padded = sharding::padding(logits.shape, x, q.mesh, lead.size());
   r.in = {x, rows};
-  r.out = {loss, x};
+  r.out = {loss, rows, rows};
   return r;
 }
 
 OpSharding ce_grad_rule(const OpShardingQuery& q) {
   OpSharding r;
   r.attrs = q.op.attrs;
-  const TensorInfo& probs = q.g.tensor(q.op.inputs[0]);
-  // Classes split (the probabilities of a cross-entropy over split classes) stay split: each device subtracts
-  // the one-hot of the labels on its own classes.
+  const TensorInfo& logits = q.g.tensor(q.op.inputs[0]);
+  // Classes split (the logits of a cross-entropy over split classes) stay split: each device exponentiates its own
+  // classes and subtracts the one-hot of the labels there.
   ShardSpec x = sharding::settled(q.in[0]);
   ShardSpec rows = x;
   rows.dims.pop_back();
   r.attrs.axes = x.dims.back();
-  r.attrs.padded = sharding::padding(probs.shape, x, q.mesh, x.rank() - 1);
-  r.in = {x, rows};
+  r.attrs.padded = sharding::padding(logits.shape, x, q.mesh, x.rank());
+  r.in = {x, rows, rows, rows};
   r.out = {x};
   return r;
 }
