@@ -177,6 +177,10 @@ TensorId Importer::tensor(const std::string& name, const Shape& s, TensorRole ro
   t.shape = s.dims;
   t.dtype = dtype_of(s.type);
   t.role = role;
+  if (!s.tiles.empty() && s.dims.size() >= 1) {  // a TPU layout: stored padded to its tiles
+    t.tile_order = s.major_to_minor();
+    t.tiles = s.tiles;
+  }
   return m_out.graph.add_tensor(t);
 }
 

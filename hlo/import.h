@@ -67,6 +67,12 @@ struct Imported {
 
 Imported import_module(const Module& m, const ImportOptions& opts);
 
+// The custom-call targets podsim knows, what each becomes and where it comes from (docs/hlo.md lists them).
+struct KnownCustomCall {
+  std::string target, becomes, source;
+};
+const std::vector<KnownCustomCall>& known_custom_calls();
+
 // The DType an HLO element type is held in (sizes kept; unsigned as signed, fp8/fp4 as fp8).
 DType dtype_of(Type t);
 

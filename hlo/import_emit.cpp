@@ -415,7 +415,9 @@ Value Importer::instruction(const Computation& c, const Instruction& in, const s
   }
   if (is_collective(op)) return collective(in, vals);
   if (op == "custom-call") return custom_call(in, vals);
-  static const std::set<std::string> unsupported = {"send", "recv", "send-done", "recv-done", "infeed", "outfeed",
+  if (op == "infeed") return infeed(in);
+  if (op == "outfeed") return outfeed(in, vals);
+  static const std::set<std::string> unsupported = {"send", "recv", "send-done", "recv-done",
                                                     "map", "cholesky", "triangular-solve", "fft", "batch-norm-training",
                                                     "batch-norm-inference", "batch-norm-grad", "ragged-dot"};
   if (unsupported.count(op))
