@@ -34,6 +34,7 @@ struct ImportOptions {
   bool numeric = false;        // refuse instructions without a kernel (PODSIM-HLO-007)
   int64_t devices = 0;         // the devices the module runs on (0: from its header and groups)
   int64_t devices_per_chip = 1;  // TPU v2/v3: two; the mesh then has a cut at stride 2 (a chip's devices)
+  int64_t module_index = 0;      // of a file of several modules (`// -----`): the one read (hlo/workload.cpp)
 };
 
 // A sharded entry parameter: the local tensor is a tile of a global array, split along each dimension over the

@@ -181,3 +181,36 @@ TEST(HloTest, XlasBenchmarkModulesFitAsShipped) {
     EXPECT_TRUE(s["memory"]["fits"].get<bool>()) << f << ": " << s["memory"].dump();
   }
 }
+
+TEST(HloTest, GpuDumpsRunEachModuleOfTheirFiles) {
+  // XLA's GPU modules (tests/data/hlo/modules, provenance in LICENSE-NOTICE.md there) on TPU v5p chips: cuBLAS
+  // GEMMs, a cuDNN convolution, Triton GEMM fusions, and MaxText's Llama 3 8B step with Transformer Engine attention
+  // and activation offloading; kernel_reuse.hlo holds five modules, each run by workload.module_index.
+  struct Case {
+    std::string file, dims;
+    int modules;
+  };
+  for (const Case& c : {Case{"gpu_scheduled_cublas_gemm_kernel_reuse.hlo", "[1, 1, 1]", 5},
+                        Case{"gpu_optimized_cudnn_conv_triton_gemm.hlo", "[1, 1, 1]", 1},
+                        Case{"llama3_8b_train_step_te_attn_offload_8gpu.hlo.gz", "[2, 2, 2]", 1}}) {
+    for (int k = 0; k < c.modules; ++k) {
+      const std::string exp = write_file("gpu.yaml", "hardware:\n  preset: tpu-v5p\n  pod: {dims: " + c.dims +
+                                                         "}\nworkload:\n  model: hlo\n  module: " +
+                                                         data("modules/" + c.file) + "\n  module_index: " +
+                                                         std::to_string(k) + "\n");
+      const std::string out = test_dir() + "/gpu_" + std::to_string(k);
+      CliResult r = run_podsim({"run", exp, "--out", out, "--force"});
+      ASSERT_EQ(r.code, 0) << c.file << " module " << k << "\n" << r.err;
+      json s = json::parse(read_file(out + "/summary.json"));
+      EXPECT_GT(s["step_time_s"].get<double>(), 0) << c.file << " module " << k;
+    }
+  }
+  // A sixth module of kernel_reuse.hlo is not there.
+  const std::string exp = write_file("gpu.yaml", "hardware:\n  preset: tpu-v5p\n  pod: {dims: [1, 1, 1]}\nworkload:\n"
+                                                 "  model: hlo\n  module: " +
+                                                     data("modules/gpu_scheduled_cublas_gemm_kernel_reuse.hlo") +
+                                                     "\n  module_index: 5\n");
+  CliResult r = run_podsim({"validate", exp});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("holds 5 modules; pick one from 0 to 4"), std::string::npos) << r.err;
+}

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include "tests/test_paths.h"
 
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -662,4 +663,61 @@ ENTRY %e (x: f32[256]) -> f32[256] {
             "t.hlo:4:8 PODSIM-HLO-003 instruction 'y' (collective-permute): its source_target_pairs move devices by "
             "different steps (1 and -1 along their groups): podsim runs a collective-permute as one shift along mesh "
             "axes");
+}
+
+namespace {
+
+// The modules of a file, split at its `// -----` lines (lit tests hold several).
+std::vector<std::string> modules_of(const std::string& path) {
+  const std::string text = read_module_text(path);
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t next = text.find("// -----", at);
+    std::string piece = text.substr(at, next == std::string::npos ? std::string::npos : next - at);
+    if (piece.find('{') != std::string::npos) out.push_back(piece);
+    if (next == std::string::npos) break;
+    at = next + 8;
+  }
+  return out;
+}
+
+// FLOPs of an imported program's matrix-unit work (dots, convolutions, fused attention).
+double mxu_flops(const Imported& im) {
+  double f = 0;
+  for (const Op& op : im.graph.ops())
+    if (op.kind == OpKind::MatMul || op.kind == OpKind::Convolution || op.kind == OpKind::FusedAttention ||
+        op.kind == OpKind::FusedAttentionGrad)
+      f += op_cost(im.graph, op).flops;
+  return f;
+}
+
+}  // namespace
+
+TEST(HloImportTest, EveryReferenceModuleImportsAndLowers) {
+  // XLA's small test modules and the GPU dumps (tests/data/hlo/small, tests/data/hlo/modules; provenance in their
+  // LICENSE-NOTICE.md): every module of every file imports and lowers for a TPU v4 chip.
+  std::map<std::string, std::vector<double>> flops;
+  for (const char* f : {"small/gpu_hlo_collective_cse.hlo", "small/import.hlo", "small/import_async.hlo",
+                        "small/multiple_gemm_fusions.hlo", "small/sharded_computation.hlo", "small/spmd.hlo",
+                        "small/while_with_known_trip_count.hlo", "modules/gpu_optimized_cudnn_conv_triton_gemm.hlo",
+                        "modules/gpu_scheduled_cublas_gemm_kernel_reuse.hlo",
+                        "modules/llama3_8b_train_step_te_attn_offload_8gpu.hlo.gz"}) {
+    const std::vector<std::string> ms = modules_of(data(f));
+    ASSERT_FALSE(ms.empty()) << f;
+    for (size_t k = 0; k < ms.size(); ++k) {
+      SCOPED_TRACE(std::string(f) + " module " + std::to_string(k));
+      Imported im;
+      ASSERT_NO_THROW(im = import_module(parse_module(ms[k], f), ImportOptions{})) << error_of([&] {
+        import_module(parse_module(ms[k], f), ImportOptions{});
+      });
+      ASSERT_NO_THROW(lower(im.graph, im.order, v4(), LowerOptions{}));
+      flops[f].push_back(mxu_flops(im));
+    }
+  }
+  // Counted by hand. Three batched GEMMs of 64 [64, 64] x [64, 64] products: 3 x 2 x 64^4.
+  EXPECT_DOUBLE_EQ(flops["small/multiple_gemm_fusions.hlo"].at(0), 3 * 2 * std::pow(64.0, 4));
+  // kernel_reuse's first module: four cuBLAS GEMMs of 5 x 5 matrices, 2 x 5^3 each.
+  EXPECT_DOUBLE_EQ(flops["modules/gpu_scheduled_cublas_gemm_kernel_reuse.hlo"].at(0), 4 * 2 * 125.0);
+  EXPECT_EQ(flops["modules/gpu_scheduled_cublas_gemm_kernel_reuse.hlo"].size(), 5u);
 }
