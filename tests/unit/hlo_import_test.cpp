@@ -721,3 +721,14 @@ TEST(HloImportTest, EveryReferenceModuleImportsAndLowers) {
   EXPECT_DOUBLE_EQ(flops["modules/gpu_scheduled_cublas_gemm_kernel_reuse.hlo"].at(0), 4 * 2 * 125.0);
   EXPECT_EQ(flops["modules/gpu_scheduled_cublas_gemm_kernel_reuse.hlo"].size(), 5u);
 }
+
+TEST(HloImportTest, DocsListEveryCustomCallPodsimKnows) {
+  std::ifstream f(std::string(PODSIM_SOURCE_DIR) + "/docs/hlo.md");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string doc = ss.str();
+  for (const KnownCustomCall& k : known_custom_calls()) {
+    EXPECT_NE(doc.find("`" + k.target + "`"), std::string::npos) << k.target << " is not in docs/hlo.md";
+    EXPECT_FALSE(k.becomes.empty() || k.source.empty()) << k.target;
+  }
+}
