@@ -528,7 +528,14 @@ Value Importer::library_convolution(const Instruction& in, const std::vector<Ten
 // transfer of a value the host holds (a step input read by nothing else, which the memory plan keeps off HBM).
 Value Importer::infeed(const Instruction& in) {
   if (!in.shape.is_tuple() || in.shape.tuple.empty()) fail(in, Err::HloInvalid, "an infeed's shape is (data, token)");
-  const Shape& data = in.shape.tuple[0];
+  Value v;
+  v.tuple = true;
+  v.elems.push_back(from_host(in, in.shape.tuple[0]));
+  v.elems.push_back(Value{});
+  return v;
+}
+
+Value Importer::from_host(const Instruction& in, const Shape& data) {
   const std::string base = m_prefix + in.name + m_copy_suffix;
   std::function<Value(const Shape&, const std::string&)> arrive = [&](const Shape& s, const std::string& name) {
     Value v;
@@ -538,26 +545,31 @@ Value Importer::infeed(const Instruction& in) {
       return v;
     }
     if (!s.is_array() || s.elements() == 0) return v;
-    no_kernel(in, "infeed (the host's data)");
+    no_kernel(in, in.opcode + " (the host's data)");
     const TensorId host = tensor(name + ".host", s, TensorRole::Input);
     const TensorId x = tensor(name, s, TensorRole::Input);
     add(in, OpKind::FromHost, {host}, {x}, {}, name.substr(base.size()));
     return value_of(x);
   };
-  Value v;
-  v.tuple = true;
-  v.elems.push_back(arrive(data, base));
-  v.elems.push_back(Value{});
-  return v;
+  return arrive(data, base);
 }
 
 // outfeed(data, token): each array leaves for the host over the host link (a to_host transfer).
 Value Importer::outfeed(const Instruction& in, const std::vector<Value>& vals) {
   if (vals.empty()) fail(in, Err::HloInvalid, "an outfeed takes the data and a token");
+  to_host(in, vals[0]);
+  return Value{};
+}
+
+void Importer::to_host(const Instruction& in, const Value& v) {
   std::vector<TensorId> xs;
-  need_leaves(vals[0], xs);
+  need_leaves(v, xs);
   for (size_t i = 0; i < xs.size(); ++i) {
-    const std::string suffix = xs.size() > 1 ? "." + std::to_string(i) : "";
+    std::string suffix;
+    if (xs.size() > 1) {
+      suffix = ".";
+      suffix += std::to_string(i);
+    }
     TensorInfo t = m_out.graph.tensor(xs[i]);
     t.name = m_prefix + in.name + m_copy_suffix + suffix;
     t.role = TensorRole::Activation;
@@ -565,7 +577,39 @@ Value Importer::outfeed(const Instruction& in, const std::vector<Value>& vals) {
     const TensorId h = m_out.graph.add_tensor(t);
     add(in, OpKind::ToHost, {xs[i]}, {h}, {}, suffix);
   }
-  return Value{};
+}
+
+Value Importer::send_recv(const Instruction& in, const std::vector<Value>& vals) {
+  const std::string& op = in.opcode;
+  const bool host = word(in, "is_host_transfer").value_or("false") == "true";
+  if (op == "send-done") return Value{};
+  if (op == "recv-done") {  // (data, token)
+    Value v;
+    v.tuple = true;
+    v.elems.push_back(!vals.empty() && vals[0].tuple && !vals[0].elems.empty() ? vals[0].elems[0] : Value{});
+    v.elems.push_back(Value{});
+    return v;
+  }
+  // send: (data, context, token); recv: the same, the data arriving.
+  const Shape* data = in.shape.is_tuple() && !in.shape.tuple.empty() ? &in.shape.tuple[0] : nullptr;
+  if (!data) fail(in, Err::HloInvalid, "a " + op + "'s shape is (data, context, token)");
+  std::vector<TensorId> moved;
+  if (op == "send" && !vals.empty()) need_leaves(vals[0], moved);
+  const bool empty = op == "send" ? moved.empty() : data->bytes() == 0;
+  if (!host && !empty)
+    fail(in, Err::HloUnsupported, "a " + op + " between devices (podsim runs host transfers, is_host_transfer=true, and "
+                                  "collective-permutes between devices)");
+  Value v;
+  v.tuple = true;
+  if (op == "send") {
+    to_host(in, vals.empty() ? Value{} : vals[0]);
+    v.elems.push_back(vals.empty() ? Value{} : vals[0]);
+  } else {
+    v.elems.push_back(from_host(in, *data));
+  }
+  v.elems.push_back(Value{});
+  v.elems.push_back(Value{});
+  return v;
 }
 
 }  // namespace podsim::hlo::import_detail

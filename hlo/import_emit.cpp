@@ -417,7 +417,8 @@ Value Importer::instruction(const Computation& c, const Instruction& in, const s
   if (op == "custom-call") return custom_call(in, vals);
   if (op == "infeed") return infeed(in);
   if (op == "outfeed") return outfeed(in, vals);
-  static const std::set<std::string> unsupported = {"send", "recv", "send-done", "recv-done",
+  if (op == "send" || op == "recv" || op == "send-done" || op == "recv-done") return send_recv(in, vals);
+  static const std::set<std::string> unsupported = {
                                                     "map", "cholesky", "triangular-solve", "fft", "batch-norm-training",
                                                     "batch-norm-inference", "batch-norm-grad", "ragged-dot"};
   if (unsupported.count(op))

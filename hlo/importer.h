@@ -251,6 +251,12 @@ class Importer {
   // infeed: the data arrive from the host over the host link; outfeed: they leave for it.
   Value infeed(const Instruction& in);
   Value outfeed(const Instruction& in, const std::vector<Value>& vals);
+  // The arrays of `data` arriving from the host (from_host transfers), and those of `v` leaving for it (to_host).
+  Value from_host(const Instruction& in, const Shape& data);
+  void to_host(const Instruction& in, const Value& v);
+  // send and recv: with is_host_transfer=true, a transfer to or from the host (TensorFlow's host transfers); between
+  // devices only when nothing moves (an empty tuple).
+  Value send_recv(const Instruction& in, const std::vector<Value>& vals);
 };
 
 }  // namespace podsim::hlo::import_detail

@@ -708,10 +708,11 @@ TEST(HloImportTest, EveryReferenceModuleImportsAndLowers) {
     for (size_t k = 0; k < ms.size(); ++k) {
       SCOPED_TRACE(std::string(f) + " module " + std::to_string(k));
       Imported im;
-      ASSERT_NO_THROW(im = import_module(parse_module(ms[k], f), ImportOptions{})) << error_of([&] {
-        import_module(parse_module(ms[k], f), ImportOptions{});
+      const std::string err = error_of([&] {
+        im = import_module(parse_module(ms[k], f), ImportOptions{});
+        lower(im.graph, im.order, v4(), LowerOptions{});
       });
-      ASSERT_NO_THROW(lower(im.graph, im.order, v4(), LowerOptions{}));
+      EXPECT_EQ(err, "no error");
       flops[f].push_back(mxu_flops(im));
     }
   }
