@@ -155,8 +155,13 @@ Value Importer::collective(const Instruction& in, const std::vector<Value>& vals
     if (!o.tuple && (o.t >= 0 || o.pending >= 0)) xs.push_back(need(o));
   if (xs.empty()) fail(in, Err::HloInvalid, "a collective without array operands");
   const Shape* result = &in.shape;
-  if (async && in.shape.is_tuple() && (op == "all-gather" || op == "collective-permute") && in.shape.tuple.size() >= 2)
-    result = &in.shape.tuple[1];  // (operand, result, ...)
+  // The async forms whose start gives (operand, result, ...): all-gather, collective-permute, and an all-reduce of
+  // one array written so (older XLA).
+  const bool pair = async && in.shape.is_tuple() && in.shape.tuple.size() >= 2 &&
+                    (op == "all-gather" || op == "collective-permute" ||
+                     (op == "all-reduce" && xs.size() == 1 && in.shape.tuple.size() == 2 &&
+                      in.shape.tuple[0].is_array() && in.shape.tuple[1].is_array()));
+  if (pair) result = &in.shape.tuple[1];
   Value out = array_value(m_prefix + in.name, *result);
   std::vector<TensorId> outs;
   leaves(out, outs);
@@ -223,7 +228,7 @@ Value Importer::collective(const Instruction& in, const std::vector<Value>& vals
   } else {
     for (size_t i = 0; i < xs.size(); ++i) add(in, kind, {xs[i]}, {outs[i]}, a, xs.size() > 1 ? "." + std::to_string(i) : "");
   }
-  if (async && in.shape.is_tuple() && (op == "all-gather" || op == "collective-permute")) {
+  if (pair) {
     Value v;
     v.tuple = true;
     v.elems.push_back(vals[0]);

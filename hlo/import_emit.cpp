@@ -157,6 +157,8 @@ Value Importer::instruction(const Computation& c, const Instruction& in, const s
     if (in.operands.empty()) return Value{};
     const Value& v = vals[0];
     if (op == "copy-done" && v.tuple && !v.elems.empty()) return v.elems[0];
+    // An all-reduce-start of the (operand, result) form: its done gives the result.
+    if (op == "all-reduce-done" && v.tuple && v.elems.size() == 2 && in.shape.is_array()) return v.elems[1];
     return v;
   }
   if (op == "all-gather-done" || op == "collective-permute-done" || op == "async-done") {

@@ -696,8 +696,10 @@ double mxu_flops(const Imported& im) {
 
 TEST(HloImportTest, EveryReferenceModuleImportsAndLowers) {
   // XLA's small test modules and the GPU dumps (tests/data/hlo/small, tests/data/hlo/modules; provenance in their
-  // LICENSE-NOTICE.md): every module of every file imports and lowers for a TPU v4 chip.
+  // LICENSE-NOTICE.md): every module of every file imports and lowers for a TPU v4 chip, but one of
+  // import_async.hlo's, a recv between devices that names no source.
   std::map<std::string, std::vector<double>> flops;
+  int refused = 0;
   for (const char* f : {"small/gpu_hlo_collective_cse.hlo", "small/import.hlo", "small/import_async.hlo",
                         "small/multiple_gemm_fusions.hlo", "small/sharded_computation.hlo", "small/spmd.hlo",
                         "small/while_with_known_trip_count.hlo", "modules/gpu_optimized_cudnn_conv_triton_gemm.hlo",
@@ -712,10 +714,16 @@ TEST(HloImportTest, EveryReferenceModuleImportsAndLowers) {
         im = import_module(parse_module(ms[k], f), ImportOptions{});
         lower(im.graph, im.order, v4(), LowerOptions{});
       });
+      // One lit module receives between devices with no sender or pairs named: refused, saying so.
+      if (std::string(f) == "small/import_async.hlo" && err.find("a recv between devices") != std::string::npos) {
+        ++refused;
+        continue;
+      }
       EXPECT_EQ(err, "no error");
       flops[f].push_back(mxu_flops(im));
     }
   }
+  EXPECT_EQ(refused, 1);
   // Counted by hand. Three batched GEMMs of 64 [64, 64] x [64, 64] products: 3 x 2 x 64^4.
   EXPECT_DOUBLE_EQ(flops["small/multiple_gemm_fusions.hlo"].at(0), 3 * 2 * std::pow(64.0, 4));
   // kernel_reuse's first module: four cuBLAS GEMMs of 5 x 5 matrices, 2 x 5^3 each.
