@@ -177,6 +177,10 @@ TensorId Importer::tensor(const std::string& name, const Shape& s, TensorRole ro
   t.shape = s.dims;
   t.dtype = dtype_of(s.type);
   t.role = role;
+  if (!s.tiles.empty() && s.dims.size() >= 1) {  // a TPU layout: stored padded to its tiles
+    t.tile_order = s.major_to_minor();
+    t.tiles = s.tiles;
+  }
   return m_out.graph.add_tensor(t);
 }
 
@@ -204,6 +208,12 @@ int32_t Importer::origin(int32_t comp, int32_t idx, const Instruction& in) {
                                                                                    : "custom fusion";
     if (const Attribute* b = in.attr("backend_config"); b && b->value.find("gemm") != std::string::npos)
       cat = "convolution fusion";
+  }
+  if (opcode == "custom-call") {  // library GEMMs and convolutions are what the profile calls convolution
+    const std::string t = word(in, "custom_call_target").value_or("");
+    if (t.find("cublas") != std::string::npos || t.find("cudnn$conv") != std::string::npos ||
+        t.rfind("__onednn$", 0) == 0)
+      cat = "convolution";
   }
   m_out.origins.push_back({in.name, opcode, cat});
   int32_t o = static_cast<int32_t>(m_out.origins.size() - 1);

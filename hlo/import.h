@@ -34,6 +34,7 @@ struct ImportOptions {
   bool numeric = false;        // refuse instructions without a kernel (PODSIM-HLO-007)
   int64_t devices = 0;         // the devices the module runs on (0: from its header and groups)
   int64_t devices_per_chip = 1;  // TPU v2/v3: two; the mesh then has a cut at stride 2 (a chip's devices)
+  int64_t module_index = 0;      // of a file of several modules (`// -----`): the one read (hlo/workload.cpp)
 };
 
 // A sharded entry parameter: the local tensor is a tile of a global array, split along each dimension over the
@@ -66,6 +67,12 @@ struct Imported {
 };
 
 Imported import_module(const Module& m, const ImportOptions& opts);
+
+// The custom-call targets podsim knows, what each becomes and where it comes from (docs/hlo.md lists them).
+struct KnownCustomCall {
+  std::string target, becomes, source;
+};
+const std::vector<KnownCustomCall>& known_custom_calls();
 
 // The DType an HLO element type is held in (sizes kept; unsigned as signed, fp8/fp4 as fp8).
 DType dtype_of(Type t);

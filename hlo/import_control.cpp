@@ -2,6 +2,10 @@
 // calls.
 #include "hlo/importer.h"
 
+#include <cstring>
+#include <iomanip>
+#include <sstream>
+
 namespace podsim::hlo::import_detail {
 
 // The constant a value was made from, if it was (through converts and copies).
@@ -32,7 +36,8 @@ int64_t Importer::trip_count(const Instruction& in, const Value& init, int32_t c
   if (auto k = known_trip_count(in)) return *k;
   const Computation& c = m_m.computations[cond];
   const Instruction& root = c.instructions[c.root];
-  const std::string why = "; give it in workload.trip_counts: {" + in.name + ": N}";
+  const std::string why = "; give its count as `workload: {trip_counts: [\"" + in.name +
+                          "=1\"]}` with the real count for 1";
   if (root.opcode != "compare" || root.operands.size() != 2)
     fail(in, Err::HloTripCount, "has no known_trip_count and its condition '" + c.name +
                                     "' is not a comparison of the counter with a constant" + why);
@@ -90,14 +95,18 @@ Value Importer::while_loop(const Instruction& in, const std::vector<Value>& vals
   Value v = vals[0];
   const int64_t n = trip_count(in, v, cond, body);
   const std::string base = m_prefix + in.name;
+  const double at_start = static_cast<double>(m_out.graph.num_ops());
   for (int64_t i = 0; i < n; ++i) {
     const size_t before = m_out.graph.num_ops();
     v = emit(body, {v}, base + "[" + std::to_string(i) + "]/", -1);
     const double per_iteration = static_cast<double>(m_out.graph.num_ops() - before);
-    if (static_cast<double>(m_out.graph.num_ops()) + per_iteration * static_cast<double>(n - i - 1) > kMaxOps)
+    if (static_cast<double>(m_out.graph.num_ops()) + per_iteration * static_cast<double>(n - i - 1) > kMaxOps) {
+      const int64_t fits = std::max<int64_t>(1, static_cast<int64_t>((kMaxOps - at_start) / std::max(1.0, per_iteration)));
       fail(in, Err::HloUnsupported, "unrolled " + std::to_string(n) + " times its body would make more than " +
                                         std::to_string(static_cast<int64_t>(kMaxOps)) +
-                                        " podsim ops; give it fewer iterations in workload.trip_counts");
+                                        " podsim ops; give it fewer iterations as `workload: {trip_counts: [\"" +
+                                        in.name + "=" + std::to_string(std::min(fits, n - 1)) + "\"]}`");
+    }
   }
   return v;
 }
@@ -121,7 +130,8 @@ Value Importer::conditional(const Instruction& in, const std::vector<Value>& val
     b = it->second;
     if (b < 0 || b >= static_cast<int64_t>(branches.size()))
       fail(in, Err::HloUnsupported, "workload.branches picks branch " + std::to_string(b) + " of " +
-                                        std::to_string(branches.size()));
+                                        std::to_string(branches.size()) + "; pick one as `workload: {branches: [\"" +
+                                        in.name + "=0\"]}` (0 to " + std::to_string(branches.size() - 1) + ")");
   } else if (m_noted_branch.insert(in.name).second) {
     m_out.notes.push_back("conditional '" + in.name + "' runs branch 0 (" + m_m.computations[branches[0]].name +
                           ") of " + std::to_string(branches.size()) + "; workload.branches picks another");
@@ -145,8 +155,13 @@ Value Importer::collective(const Instruction& in, const std::vector<Value>& vals
     if (!o.tuple && (o.t >= 0 || o.pending >= 0)) xs.push_back(need(o));
   if (xs.empty()) fail(in, Err::HloInvalid, "a collective without array operands");
   const Shape* result = &in.shape;
-  if (async && in.shape.is_tuple() && (op == "all-gather" || op == "collective-permute") && in.shape.tuple.size() >= 2)
-    result = &in.shape.tuple[1];  // (operand, result, ...)
+  // The async forms whose start gives (operand, result, ...): all-gather, collective-permute, and an all-reduce of
+  // one array written so (older XLA).
+  const bool pair = async && in.shape.is_tuple() && in.shape.tuple.size() >= 2 &&
+                    (op == "all-gather" || op == "collective-permute" ||
+                     (op == "all-reduce" && xs.size() == 1 && in.shape.tuple.size() == 2 &&
+                      in.shape.tuple[0].is_array() && in.shape.tuple[1].is_array()));
+  if (pair) result = &in.shape.tuple[1];
   Value out = array_value(m_prefix + in.name, *result);
   std::vector<TensorId> outs;
   leaves(out, outs);
@@ -176,11 +191,9 @@ Value Importer::collective(const Instruction& in, const std::vector<Value>& vals
     a.dim = a.dim2 = d->at(0);
   } else if (op == "collective-permute") {
     kind = OpKind::CollectivePermute;
-    a.shift = 1;
-    bool cycle = false;
-    auto pairs = source_target_pairs(in, file);
-    for (auto [s, t] : pairs) cycle = cycle || (!groups.empty() && t == groups[0].front() && s == groups[0].back());
-    if (!trivial && !cycle) no_kernel(in, "a collective-permute along an open chain");
+    const Permutation p = permutation(in);
+    a.shift = p.shift;
+    if (!trivial && !p.cycles) no_kernel(in, "a collective-permute along an open chain");
   } else if (op == "collective-broadcast") {
     kind = OpKind::Broadcast;
     a.root = 0;
@@ -215,7 +228,7 @@ Value Importer::collective(const Instruction& in, const std::vector<Value>& vals
   } else {
     for (size_t i = 0; i < xs.size(); ++i) add(in, kind, {xs[i]}, {outs[i]}, a, xs.size() > 1 ? "." + std::to_string(i) : "");
   }
-  if (async && in.shape.is_tuple() && (op == "all-gather" || op == "collective-permute")) {
+  if (pair) {
     Value v;
     v.tuple = true;
     v.elems.push_back(vals[0]);
@@ -226,15 +239,111 @@ Value Importer::collective(const Instruction& in, const std::vector<Value>& vals
   return out;
 }
 
+namespace {
+
+bool contains(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+
+std::string lower_case(std::string s) {
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+
+// Markers of the SPMD partitioner, layouts, bounds and placement: the operand itself.
+const std::set<std::string>& identity_calls() {
+  static const std::set<std::string> k = {
+      "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "LayoutConstraint", "annotate_device_placement",
+      "MoveToHost", "MoveToDevice", "AllocateBuffer", "SetBound", "AssumeGatherIndicesInBound",
+      "xla.sdy.GlobalToLocalShape", "xla.sdy.LocalToGlobalShape", "xla.sdy.FuncResultSharding",
+      "xla.sdy.PropagationBarrier", "xla.sdy.ShardingGroup"};
+  return k;
+}
+
+// Threefry-2x32 (Salmon et al., SC'11; JAX's GPU kernel jaxlib/gpu/prng_kernels.cu.cc): per pair of 32-bit
+// outputs 20 rounds of add, rotate (two shifts and an or) and xor, the key schedule's two xors, the first key
+// injection's two adds and five more injections of three adds each.
+constexpr double kThreefryOpsPerPair = 20 * 5 + 2 + 2 + 5 * 3;
+
+}  // namespace
+
+}  // namespace podsim::hlo::import_detail
+
+namespace podsim::hlo {
+
+const std::vector<KnownCustomCall>& known_custom_calls() {
+  static const std::vector<KnownCustomCall> k = {
+      {"Sharding", "the operand (a sharding annotation)", "XLA's SPMD partitioner (xla/service/spmd)"},
+      {"SPMDFullToShardShape", "the operand (the local shape of a manual region)", "XLA's SPMD partitioner"},
+      {"SPMDShardToFullShape", "the operand (back to the global shape)", "XLA's SPMD partitioner"},
+      {"LayoutConstraint", "the operand", "XLA's layout assignment"},
+      {"annotate_device_placement", "the operand", "JAX's memory kinds (compute_on)"},
+      {"MoveToHost", "the operand (its host placement is not modelled)", "XLA's host offloading annotations"},
+      {"MoveToDevice", "the operand", "XLA's host offloading annotations"},
+      {"AllocateBuffer", "an uninitialized buffer (no work)", "XLA (xla/service/hlo_creation_utils)"},
+      {"SetBound", "the operand (a bound on a dynamic dimension)", "XLA's dynamic padder"},
+      {"AssumeGatherIndicesInBound", "the operand (a hint that a gather's indices need no clamping)",
+       "XLA's TPU backend"},
+      {"xla.sdy.GlobalToLocalShape", "the operand", "Shardy's round trip through HLO (xla/service/spmd/shardy)"},
+      {"xla.sdy.LocalToGlobalShape", "the operand", "Shardy's round trip"},
+      {"xla.sdy.FuncResultSharding", "the operand", "Shardy's round trip"},
+      {"xla.sdy.PropagationBarrier", "the operand", "Shardy's round trip"},
+      {"xla.sdy.ShardingGroup", "nothing", "Shardy's round trip"},
+      {"X64SplitLow", "a vector op per element: the low 32 bits of a 64-bit integer",
+       "XLA's 64-bit integer emulation on TPU (JAX's lowering of 64-bit values)"},
+      {"X64SplitHigh", "a vector op per element: the high 32 bits", "XLA's 64-bit integer emulation on TPU"},
+      {"X64Combine", "two vector ops per element (shift and or) joining two 32-bit halves",
+       "XLA's 64-bit integer emulation on TPU"},
+      {"TopK", "a sort of the last dimension", "XLA's TopK rewriter (xla/service/topk_rewriter)"},
+      {"__cublas$gemm", "the dot of its backend_config's dot_dimension_numbers (matrix unit)",
+       "XLA's GPU GEMM rewriter (xla/service/gpu/transforms/gemm_rewriter)"},
+      {"__cublas$lt$matmul", "the dot of its dot_dimension_numbers", "XLA's GPU GEMM rewriter (cuBLASLt)"},
+      {"__cublas$lt$matmul$f8", "the dot of its dot_dimension_numbers", "XLA's GPU GEMM rewriter (fp8)"},
+      {"__onednn$matmul", "the dot of its operands' last two dimensions (transpose_a, transpose_b)",
+       "XLA's CPU oneDNN rewriter (xla/service/cpu/onednn_matmul_rewriter)"},
+      {"__cudnn$convForward", "the convolution of its window and dim_labels",
+       "XLA's GPU convolution rewriter (xla/service/gpu/transforms/conv_rewriter)"},
+      {"__cudnn$convBackwardInput", "the convolution computing the input's gradient", "XLA's GPU convolution rewriter"},
+      {"__cudnn$convBackwardFilter", "the convolution computing the filter's gradient",
+       "XLA's GPU convolution rewriter"},
+      {"__cudnn$convBiasActivationForward", "the convolution (bias and activation fused)",
+       "XLA's GPU convolution rewriter"},
+      {"__onednn$convolution", "the convolution of its window and dim_labels", "XLA's CPU oneDNN rewriter"},
+      {"cu_threefry2x32", "the Threefry-2x32 hash: 119 vector ops per pair of 32-bit outputs",
+       "JAX's GPU random numbers (jaxlib/gpu/prng_kernels)"},
+      {"cu_threefry2x32_ffi", "as cu_threefry2x32", "JAX's GPU random numbers (FFI)"},
+      {"cuda_threefry2x32", "as cu_threefry2x32", "JAX's GPU random numbers (older name)"},
+      {"hip_threefry2x32", "as cu_threefry2x32", "JAX's ROCm random numbers"},
+      {"te_fused_attn_forward_ffi", "fused (flash) attention", "NVIDIA Transformer Engine"},
+      {"te_fused_attn_backward_ffi", "fused attention's gradient", "NVIDIA Transformer Engine"},
+      {"__cudnn$fmhaSoftmax", "fused attention (any target naming fmha, flash or fused_attn)",
+       "XLA's GPU cuDNN fused attention"},
+      {"tpu_custom_call", "fused attention when its backend_config names flash (a Pallas kernel)",
+       "JAX's Pallas on TPU"},
+  };
+  return k;
+}
+
+}  // namespace podsim::hlo
+
+namespace podsim::hlo::import_detail {
+
+Value Importer::first_result(const Instruction& in, TensorId& out) {
+  const Shape& s = in.shape.is_tuple() && !in.shape.tuple.empty() ? in.shape.tuple[0] : in.shape;
+  if (!s.is_array() || s.elements() == 0) fail(in, Err::HloInvalid, "a library call without an array result");
+  out = tensor(m_prefix + in.name + m_copy_suffix, s);
+  Value v = value_of(out);
+  if (!in.shape.is_tuple()) return v;
+  Value t;
+  t.tuple = true;
+  t.elems.push_back(v);
+  for (size_t i = 1; i < in.shape.tuple.size(); ++i) t.elems.push_back(Value{});  // workspace: nothing written
+  return t;
+}
+
 Value Importer::custom_call(const Instruction& in, const std::vector<Value>& vals) {
   const std::string target = word(in, "custom_call_target").value_or("");
   std::vector<TensorId> xs;
   for (const Value& o : vals) need_leaves(o, xs);
-  // Markers of the SPMD partitioner and layout: the operand itself.
-  static const std::set<std::string> identity = {"Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
-                                                 "LayoutConstraint", "annotate_device_placement", "MoveToHost",
-                                                 "MoveToDevice", "X64Combine", "AllocateBuffer"};
-  if (identity.count(target)) {
+  if (identity_calls().count(target)) {
     if (vals.size() == 1 && !vals[0].tuple && (vals[0].t >= 0 || vals[0].pending >= 0) && in.shape.is_array()) {
       const TensorId x = need(vals[0]);
       if (m_out.graph.tensor(x).elements() == in.shape.elements()) {
@@ -243,19 +352,16 @@ Value Importer::custom_call(const Instruction& in, const std::vector<Value>& val
       }
     }
     if (target == "AllocateBuffer") return array_value(m_prefix + in.name, in.shape);
+    if (!in.shape.is_array() && vals.size() <= 1 && (vals.empty() || vals[0].tuple)) return vals.empty() ? Value{} : vals[0];
+    if (vals.size() == 1 && in.shape.is_tuple() && vals[0].tuple) return vals[0];
     fail(in, Err::HloUnsupported, "custom call '" + target + "' changes its operand's shape: the module is not "
                                                              "SPMD-partitioned (podsim runs per-device modules)");
   }
-  Value out = array_value(m_prefix + in.name, in.shape);
-  std::vector<TensorId> outs;
-  leaves(out, outs);
-  std::string lower = target;
-  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  const bool attention = lower.find("fused_attn") != std::string::npos || lower.find("fmha") != std::string::npos ||
-                         lower.find("flash") != std::string::npos ||
-                         (lower == "tpu_custom_call" && in.attr("backend_config") &&
-                          in.attr("backend_config")->value.find("flash") != std::string::npos);
+  const std::string lower = lower_case(target);
   if (auto it = m_o.custom_calls.find(target); it != m_o.custom_calls.end()) {
+    Value out = array_value(m_prefix + in.name, in.shape);
+    std::vector<TensorId> outs;
+    leaves(out, outs);
     OpAttrs a;
     a.flops = it->second.flops;
     a.bytes = it->second.bytes;
@@ -264,9 +370,15 @@ Value Importer::custom_call(const Instruction& in, const std::vector<Value>& val
     add(in, OpKind::CustomCost, xs, outs, a);
     return out;
   }
+  const bool attention = contains(lower, "fused_attn") || contains(lower, "fmha") || contains(lower, "flash") ||
+                         (lower == "tpu_custom_call" && in.attr("backend_config") &&
+                          in.attr("backend_config")->value.find("flash") != std::string::npos);
   if (attention) {
+    Value out = array_value(m_prefix + in.name, in.shape);
+    std::vector<TensorId> outs;
+    leaves(out, outs);
     no_kernel(in, "custom call '" + target + "' (fused attention)");
-    const bool backward = lower.find("backward") != std::string::npos || lower.find("bwd") != std::string::npos;
+    const bool backward = contains(lower, "backward") || contains(lower, "bwd");
     if (xs.size() < 3 || shape_of(xs[0]).size() != 4 || shape_of(xs[1]).size() != 4)
       fail(in, Err::HloUnsupported, "fused attention '" + target + "' whose first operands are not q, k, v of shape "
                                                                    "[batch, sequence, heads, head_dim]");
@@ -277,24 +389,76 @@ Value Importer::custom_call(const Instruction& in, const std::vector<Value>& val
     add(in, backward ? OpKind::FusedAttentionGrad : OpKind::FusedAttention, xs, outs, a);
     return out;
   }
-  if (lower.find("cublas") != std::string::npos && lower.find("gemm") != std::string::npos) return gemm(in, xs, out, outs);
-  if (lower.find("cublas") != std::string::npos && lower.find("matmul") != std::string::npos) return gemm(in, xs, out, outs);
+  if ((contains(lower, "cublas") && (contains(lower, "gemm") || contains(lower, "matmul"))) ||
+      target == "__onednn$matmul")
+    return gemm(in, xs);
+  if (contains(lower, "cudnn$conv") || target == "__onednn$convolution") return library_convolution(in, xs, target);
+  if (target == "X64SplitLow" || target == "X64SplitHigh" || target == "X64Combine") {
+    // TPUs hold a 64-bit integer as two 32-bit words: a split reads the value and writes one word, a combine
+    // shifts the high word and ors the low one in.
+    no_kernel(in, "custom call '" + target + "' (64-bit integer halves)");
+    const bool combine = target == "X64Combine";
+    if (xs.size() != (combine ? 2u : 1u) || !in.shape.is_array())
+      fail(in, Err::HloInvalid, "custom call '" + target + "' takes " + (combine ? "two operands" : "one operand") +
+                                    " and gives one array");
+    OpAttrs a;
+    a.flops = static_cast<double>(in.shape.elements()) * (combine ? 2 : 1);
+    a.bytes = in.shape.bytes();
+    for (TensorId x : xs) a.bytes += m_out.graph.tensor(x).bytes();
+    a.pattern = "vpu";
+    return value_of(make(in, OpKind::CustomCost, xs, a));
+  }
+  if (contains(lower, "threefry2x32")) {
+    no_kernel(in, "custom call '" + target + "' (random bits)");
+    Value out = array_value(m_prefix + in.name, in.shape);
+    std::vector<TensorId> outs;
+    leaves(out, outs);
+    if (outs.empty()) fail(in, Err::HloInvalid, "a random-number call without results");
+    OpAttrs a;
+    a.flops = kThreefryOpsPerPair * static_cast<double>(m_out.graph.tensor(outs[0]).elements());
+    for (TensorId t : xs) a.bytes += m_out.graph.tensor(t).bytes();
+    for (TensorId t : outs) a.bytes += m_out.graph.tensor(t).bytes();
+    a.pattern = "vpu";
+    add(in, OpKind::CustomCost, xs, outs, a);
+    return out;
+  }
   if (target == "TopK" || lower == "topk") {
+    Value out = array_value(m_prefix + in.name, in.shape);
+    std::vector<TensorId> outs;
+    leaves(out, outs);
     no_kernel(in, "custom call TopK");
     OpAttrs a;
     a.dims = {static_cast<int64_t>(shape_of(xs.at(0)).size()) - 1};
     add(in, OpKind::Sort, {xs.at(0)}, outs, a);
     return out;
   }
-  fail(in, Err::HloCustomCall, "custom call '" + target + "' is no kernel podsim knows; give its cost in "
-                               "workload.custom_calls: {\"" + target + "\": {flops: F, bytes: B}}");
+  // Unknown: the hint is the parameter as written, with the call's operands and results as its bytes.
+  double bytes = in.shape.bytes();
+  for (TensorId t : xs) bytes += m_out.graph.tensor(t).bytes();
+  std::vector<std::string> names;
+  for (const KnownCustomCall& k : known_custom_calls()) names.push_back(k.target);
+  std::string near;
+  size_t best = std::numeric_limits<size_t>::max();
+  for (const std::string& n : names) {
+    const size_t d = edit_distance(lower, lower_case(n));
+    if (d < best) {
+      best = d;
+      near = n;
+    }
+  }
+  std::ostringstream b;
+  b << std::setprecision(12) << bytes;
+  fail(in, Err::HloCustomCall,
+       "custom call '" + target + "' is no kernel podsim knows (the nearest it knows is '" + near +
+           "'; docs/hlo.md lists them all); give its cost as `workload: {custom_calls: [\"" + target +
+           "=flops:0,bytes:" + b.str() + "\"]}` (bytes: its operands and results; put in the FLOPs it does)");
 }
 
-// A GEMM library call: its dot dimensions in backend_config ("lhs_contracting_dimensions":["1"], ...).
-Value Importer::gemm(const Instruction& in, const std::vector<TensorId>& xs, const Value& out,
-                     const std::vector<TensorId>& outs) {
+// A GEMM library call: its dot dimensions in backend_config ("lhs_contracting_dimensions":["1"], ...); oneDNN's
+// matmul multiplies its operands' last two dimensions (transpose_a, transpose_b), the others batch.
+Value Importer::gemm(const Instruction& in, const std::vector<TensorId>& xs) {
   no_kernel(in, "a GEMM custom call");
-  if (xs.size() < 2 || outs.empty()) fail(in, Err::HloUnsupported, "a GEMM call without two operands and a result");
+  if (xs.size() < 2) fail(in, Err::HloUnsupported, "a GEMM call without two operands");
   const std::string cfg = in.attr("backend_config") ? in.attr("backend_config")->value : "";
   auto dims = [&](const std::string& key) {
     std::vector<int64_t> v;
@@ -305,34 +469,152 @@ Value Importer::gemm(const Instruction& in, const std::vector<TensorId>& xs, con
     std::string s = cfg.substr(b + 1, e - b - 1);
     for (char& ch : s)
       if (!std::isdigit(static_cast<unsigned char>(ch))) ch = ' ';
-    size_t i = 0;
-    while (i < s.size()) {
-      while (i < s.size() && s[i] == ' ') ++i;
-      size_t j = i;
-      while (j < s.size() && s[j] != ' ') ++j;
-      if (j > i) v.push_back(std::stoll(s.substr(i, j - i)));
-      i = j;
-    }
+    std::istringstream is(s);
+    for (int64_t x; is >> x;) v.push_back(x);
     return v;
   };
-  const auto lc = dims("lhs_contracting_dimensions"), rc = dims("rhs_contracting_dimensions");
-  const auto lb = dims("lhs_batch_dimensions"), rb = dims("rhs_batch_dimensions");
   const auto &ls = shape_of(xs[0]), &rs = shape_of(xs[1]);
-  double batch = 1, k = 1, mm = 1, nn = 1;
-  for (int64_t d : lb) batch *= static_cast<double>(ls.at(d));
-  for (int64_t d : lc) k *= static_cast<double>(ls.at(d));
-  for (size_t d = 0; d < ls.size(); ++d)
-    if (std::find(lb.begin(), lb.end(), d) == lb.end() && std::find(lc.begin(), lc.end(), d) == lc.end())
-      mm *= static_cast<double>(ls[d]);
-  for (size_t d = 0; d < rs.size(); ++d)
-    if (std::find(rb.begin(), rb.end(), d) == rb.end() && std::find(rc.begin(), rc.end(), d) == rc.end())
-      nn *= static_cast<double>(rs[d]);
+  std::vector<int64_t> lc = dims("lhs_contracting_dimensions"), rc = dims("rhs_contracting_dimensions");
+  std::vector<int64_t> lb = dims("lhs_batch_dimensions"), rb = dims("rhs_batch_dimensions");
+  if (in.attr("custom_call_target") && word(in, "custom_call_target").value_or("") == "__onednn$matmul") {
+    if (ls.size() < 2 || rs.size() != ls.size()) fail(in, Err::HloUnsupported, "a oneDNN matmul of operands of other ranks");
+    auto flag = [&](const char* key) {
+      const size_t k = cfg.find(key);
+      return k != std::string::npos && cfg.find("true", k) == cfg.find_first_of("tf", k + std::strlen(key));
+    };
+    const int64_t r = static_cast<int64_t>(ls.size());
+    lc = {flag("transpose_a") ? r - 2 : r - 1};
+    rc = {flag("transpose_b") ? r - 1 : r - 2};
+    lb.clear();
+    rb.clear();
+    for (int64_t d = 0; d + 2 < r; ++d) {
+      lb.push_back(d);
+      rb.push_back(d);
+    }
+  } else if (lc.empty() && rc.empty()) {
+    fail(in, Err::HloUnsupported, "a GEMM call whose backend_config gives no dot_dimension_numbers");
+  }
+  TensorId out = -1;
+  Value v = first_result(in, out);
+  const double beta = config_number(in, "beta").value_or(0);
+  if (xs.size() >= 3 && beta != 0 && m_out.graph.tensor(xs[2]).elements() == m_out.graph.tensor(out).elements()) {
+    // D = alpha A B + beta C: the product, then C added in.
+    TensorInfo t = m_out.graph.tensor(out);
+    t.name += ".product";
+    const TensorId product = m_out.graph.add_tensor(t);
+    matmul(in, xs[0], xs[1], lb, rb, lc, rc, product);
+    OpAttrs a;
+    a.fn = ArrayFn::Add;
+    add(in, OpKind::Elementwise, {product, xs[2]}, {out}, a, ".beta");
+    return v;
+  }
+  matmul(in, xs[0], xs[1], lb, rb, lc, rc, out);
+  return v;
+}
+
+// cuDNN's and oneDNN's convolutions carry the convolution's own window and dim_labels; the backward ones compute
+// the forward input's gradient (operands: the output's gradient and the filter) or the filter's (operands: the
+// forward input and the output's gradient) with the forward convolution's GEMM.
+Value Importer::library_convolution(const Instruction& in, const std::vector<TensorId>& xs, const std::string& target) {
+  no_kernel(in, "a convolution custom call");
+  if (xs.size() < 2) fail(in, Err::HloUnsupported, "a convolution call without two operands");
+  TensorId out = -1;
+  Value v = first_result(in, out);
+  const auto &a0 = shape_of(xs[0]), &a1 = shape_of(xs[1]), &r = shape_of(out);
   OpAttrs a;
-  a.flops = 2 * batch * mm * k * nn;
-  a.bytes = m_out.graph.tensor(xs[0]).bytes() + m_out.graph.tensor(xs[1]).bytes() + m_out.graph.tensor(outs[0]).bytes();
-  a.pattern = "mxu";
-  add(in, OpKind::CustomCost, {xs[0], xs[1]}, outs, a);
-  return out;
+  if (contains(target, "BackwardInput")) a.dims = conv_gemm(in, r, a1, a0);
+  else if (contains(target, "BackwardFilter")) a.dims = conv_gemm(in, a0, r, a1);
+  else a.dims = conv_gemm(in, a0, a1, r);
+  add(in, OpKind::Convolution, {xs[0], xs[1]}, {out}, a);
+  return v;
+}
+
+// infeed(token): the data the host sends, over the host link into HBM. Each array arrives as a from_host
+// transfer of a value the host holds (a step input read by nothing else, which the memory plan keeps off HBM).
+Value Importer::infeed(const Instruction& in) {
+  if (!in.shape.is_tuple() || in.shape.tuple.empty()) fail(in, Err::HloInvalid, "an infeed's shape is (data, token)");
+  Value v;
+  v.tuple = true;
+  v.elems.push_back(from_host(in, in.shape.tuple[0]));
+  v.elems.push_back(Value{});
+  return v;
+}
+
+Value Importer::from_host(const Instruction& in, const Shape& data) {
+  const std::string base = m_prefix + in.name + m_copy_suffix;
+  std::function<Value(const Shape&, const std::string&)> arrive = [&](const Shape& s, const std::string& name) {
+    Value v;
+    if (s.is_tuple()) {
+      v.tuple = true;
+      for (size_t i = 0; i < s.tuple.size(); ++i) v.elems.push_back(arrive(s.tuple[i], name + "." + std::to_string(i)));
+      return v;
+    }
+    if (!s.is_array() || s.elements() == 0) return v;
+    no_kernel(in, in.opcode + " (the host's data)");
+    const TensorId host = tensor(name + ".host", s, TensorRole::Input);
+    const TensorId x = tensor(name, s, TensorRole::Input);
+    add(in, OpKind::FromHost, {host}, {x}, {}, name.substr(base.size()));
+    return value_of(x);
+  };
+  return arrive(data, base);
+}
+
+// outfeed(data, token): each array leaves for the host over the host link (a to_host transfer).
+Value Importer::outfeed(const Instruction& in, const std::vector<Value>& vals) {
+  if (vals.empty()) fail(in, Err::HloInvalid, "an outfeed takes the data and a token");
+  to_host(in, vals[0]);
+  return Value{};
+}
+
+void Importer::to_host(const Instruction& in, const Value& v) {
+  std::vector<TensorId> xs;
+  need_leaves(v, xs);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    std::string suffix;
+    if (xs.size() > 1) {
+      suffix = ".";
+      suffix += std::to_string(i);
+    }
+    TensorInfo t = m_out.graph.tensor(xs[i]);
+    t.name = m_prefix + in.name + m_copy_suffix + suffix;
+    t.role = TensorRole::Activation;
+    t.updates = -1;
+    const TensorId h = m_out.graph.add_tensor(t);
+    add(in, OpKind::ToHost, {xs[i]}, {h}, {}, suffix);
+  }
+}
+
+Value Importer::send_recv(const Instruction& in, const std::vector<Value>& vals) {
+  const std::string& op = in.opcode;
+  const bool host = word(in, "is_host_transfer").value_or("false") == "true";
+  if (op == "send-done") return Value{};
+  if (op == "recv-done") {  // (data, token)
+    Value v;
+    v.tuple = true;
+    v.elems.push_back(!vals.empty() && vals[0].tuple && !vals[0].elems.empty() ? vals[0].elems[0] : Value{});
+    v.elems.push_back(Value{});
+    return v;
+  }
+  // send: (data, context, token); recv: the same, the data arriving.
+  const Shape* data = in.shape.is_tuple() && !in.shape.tuple.empty() ? &in.shape.tuple[0] : nullptr;
+  if (!data) fail(in, Err::HloInvalid, "a " + op + "'s shape is (data, context, token)");
+  std::vector<TensorId> moved;
+  if (op == "send" && !vals.empty()) need_leaves(vals[0], moved);
+  const bool empty = op == "send" ? moved.empty() : data->bytes() == 0;
+  if (!host && !empty)
+    fail(in, Err::HloUnsupported, "a " + op + " between devices (podsim runs host transfers, is_host_transfer=true, and "
+                                  "collective-permutes between devices)");
+  Value v;
+  v.tuple = true;
+  if (op == "send") {
+    to_host(in, vals.empty() ? Value{} : vals[0]);
+    v.elems.push_back(vals.empty() ? Value{} : vals[0]);
+  } else {
+    v.elems.push_back(from_host(in, *data));
+  }
+  v.elems.push_back(Value{});
+  v.elems.push_back(Value{});
+  return v;
 }
 
 }  // namespace podsim::hlo::import_detail

@@ -58,8 +58,9 @@ Groups Importer::groups_of(const Instruction& in) const {
   return replica_groups(in, m_m.file);
 }
 
-// A permutation's cycles (or chains), each in the order data moves.
-Groups Importer::permute_groups(const Instruction& in) const {
+// A collective-permute's pairs as a shift: each cycle (or chain) of the permutation in rank order, and the steps
+// each pair moves along its group, the same for every pair (a ring forwards: 1; backwards: -1).
+Importer::Permutation Importer::permutation(const Instruction& in) const {
   auto pairs = source_target_pairs(in, m_m.file);
   std::map<int64_t, int64_t> next, prev;
   for (auto [s, t] : pairs) {
@@ -67,23 +68,49 @@ Groups Importer::permute_groups(const Instruction& in) const {
     next[s] = t;
     prev[t] = s;
   }
-  Groups g;
+  Permutation p;
   std::set<int64_t> done;
+  std::map<int64_t, std::pair<size_t, int64_t>> where;  // device -> (group, position)
   for (auto [s, t] : pairs) {
     if (done.count(s)) continue;
     int64_t first = s;  // walk back to a chain's start (or once round a cycle)
     while (prev.count(first) && prev[first] != s) first = prev[first];
     if (prev.count(first) && prev[first] == s) first = s;
     std::vector<int64_t> grp;
+    bool closed = false;
     for (int64_t d = first; !done.count(d);) {
       grp.push_back(d);
       done.insert(d);
       if (!next.count(d)) break;
       d = next[d];
+      closed = d == first;
     }
-    g.push_back(grp);
+    p.cycles = p.cycles && closed;
+    std::sort(grp.begin(), grp.end());
+    for (size_t k = 0; k < grp.size(); ++k) where[grp[k]] = {p.groups.size(), static_cast<int64_t>(k)};
+    p.groups.push_back(grp);
   }
-  return g;
+  std::sort(p.groups.begin(), p.groups.end());
+  for (size_t g = 0; g < p.groups.size(); ++g)
+    for (size_t k = 0; k < p.groups[g].size(); ++k) where[p.groups[g][k]] = {g, static_cast<int64_t>(k)};
+  std::optional<int64_t> shift;
+  for (auto [s, t] : pairs) {
+    const int64_t n = static_cast<int64_t>(p.groups[where[s].first].size());
+    int64_t k = where[t].second - where[s].second;
+    if (p.cycles) {
+      k = ((k % n) + n) % n;
+      if (2 * k > n) k -= n;  // the shorter way round
+    }
+    if (n == 1) continue;  // a device keeping its own value
+    if (shift && *shift != k)
+      fail(in, Err::HloUnsupported,
+           "its source_target_pairs move devices by different steps (" + std::to_string(*shift) + " and " +
+               std::to_string(k) + " along their groups): podsim runs a collective-permute as one shift along mesh axes");
+    shift = k;
+  }
+  p.shift = shift.value_or(0);
+  if (p.shift == 0) p.shift = 1;  // pairs of a device with itself: groups of one, nothing moves
+  return p;
 }
 
 // The device count and mesh: from the header, else the collectives' groups; shardings add the digits they split.

@@ -157,6 +157,8 @@ Value Importer::instruction(const Computation& c, const Instruction& in, const s
     if (in.operands.empty()) return Value{};
     const Value& v = vals[0];
     if (op == "copy-done" && v.tuple && !v.elems.empty()) return v.elems[0];
+    // An all-reduce-start of the (operand, result) form: its done gives the result.
+    if (op == "all-reduce-done" && v.tuple && v.elems.size() == 2 && in.shape.is_array()) return v.elems[1];
     return v;
   }
   if (op == "all-gather-done" || op == "collective-permute-done" || op == "async-done") {
@@ -415,7 +417,10 @@ Value Importer::instruction(const Computation& c, const Instruction& in, const s
   }
   if (is_collective(op)) return collective(in, vals);
   if (op == "custom-call") return custom_call(in, vals);
-  static const std::set<std::string> unsupported = {"send", "recv", "send-done", "recv-done", "infeed", "outfeed",
+  if (op == "infeed") return infeed(in);
+  if (op == "outfeed") return outfeed(in, vals);
+  if (op == "send" || op == "recv" || op == "send-done" || op == "recv-done") return send_recv(in, vals);
+  static const std::set<std::string> unsupported = {
                                                     "map", "cholesky", "triangular-solve", "fft", "batch-norm-training",
                                                     "batch-norm-inference", "batch-norm-grad", "ragged-dot"};
   if (unsupported.count(op))

@@ -26,11 +26,17 @@ TensorId Importer::dot(const Instruction& in, const std::vector<Value>& vals) {
   need_operands(in, 2);
   const std::string& file = m_m.file;
   TensorId l = arr(in, vals, 0), r = arr(in, vals, 1);
-  const auto &ls = shape_of(l), &rs = shape_of(r);
   const auto lb = int_list(in, "lhs_batch_dims", file).value_or(std::vector<int64_t>{});
   const auto rb = int_list(in, "rhs_batch_dims", file).value_or(std::vector<int64_t>{});
   const auto lc = int_list(in, "lhs_contracting_dims", file).value_or(std::vector<int64_t>{});
   const auto rc = int_list(in, "rhs_contracting_dims", file).value_or(std::vector<int64_t>{});
+  return matmul(in, l, r, lb, rb, lc, rc);
+}
+
+TensorId Importer::matmul(const Instruction& in, TensorId l, TensorId r, const std::vector<int64_t>& lb,
+                          const std::vector<int64_t>& rb, const std::vector<int64_t>& lc,
+                          const std::vector<int64_t>& rc, TensorId out_tensor) {
+  const auto &ls = shape_of(l), &rs = shape_of(r);
   if (lb.size() != rb.size() || lc.size() != rc.size())
     fail(in, Err::HloInvalid, "the two operands list different numbers of batch or contracting dimensions");
   if (ls.size() + rs.size() - lb.size() - lc.size() > 26) fail(in, Err::HloUnsupported, "a dot of more than 26 dimensions");
@@ -63,18 +69,21 @@ TensorId Importer::dot(const Instruction& in, const std::vector<Value>& vals) {
     size_t p = le.find(ch);
     expect.push_back(p != std::string::npos ? ls[p] : rs[re.find(ch)]);
   }
-  if (expect != in.shape.dims) fail(in, Err::HloInvalid, "its operands' shapes give another result shape than " + in.shape.text());
-  return make(in, OpKind::MatMul, {l, r}, a);
+  const std::vector<int64_t>& got = out_tensor >= 0 ? shape_of(out_tensor) : in.shape.dims;
+  if (expect != got) {
+    std::string want = in.shape.text();
+    if (out_tensor >= 0) want = m_out.graph.tensor(out_tensor).shape_text();
+    fail(in, Err::HloInvalid, "its operands' shapes give another result shape than " + want);
+  }
+  if (out_tensor < 0) return make(in, OpKind::MatMul, {l, r}, a);
+  add(in, OpKind::MatMul, {l, r}, {out_tensor}, a);
+  return out_tensor;
 }
 
-TensorId Importer::convolution(const Instruction& in, const std::vector<Value>& vals) {
-  need_operands(in, 2);
-  no_kernel(in, "convolution");
+std::vector<int64_t> Importer::conv_gemm(const Instruction& in, const std::vector<int64_t>& xs,
+                                         const std::vector<int64_t>& ws, const std::vector<int64_t>& os) {
   const std::string& file = m_m.file;
-  TensorId x = arr(in, vals, 0), w = arr(in, vals, 1);
-  const auto &xs = shape_of(x), &ws = shape_of(w);
   ConvLabels l = conv_labels(in, file);
-  const auto& os = in.shape.dims;
   if (static_cast<size_t>(l.in_spatial.size() + 2) != xs.size() || ws.size() != xs.size() || os.size() != xs.size())
     fail(in, Err::HloInvalid, "dim_labels do not match the operands' ranks");
   const int64_t fg = integer(in, "feature_group_count", file).value_or(1), bg = integer(in, "batch_group_count", file).value_or(1);
@@ -82,9 +91,16 @@ TensorId Importer::convolution(const Instruction& in, const std::vector<Value>& 
   int64_t positions = 1, window = 1;
   for (int64_t d : l.out_spatial) positions *= os[d];
   for (int64_t d : l.k_spatial) window *= ws[d];
-  OpAttrs a;
   const int64_t groups = fg * bg;
-  a.dims = {groups, os[l.out_batch] * positions, ws[l.k_in] * window, std::max<int64_t>(1, ws[l.k_out] / groups)};
+  return {groups, os[l.out_batch] * positions, ws[l.k_in] * window, std::max<int64_t>(1, ws[l.k_out] / groups)};
+}
+
+TensorId Importer::convolution(const Instruction& in, const std::vector<Value>& vals) {
+  need_operands(in, 2);
+  no_kernel(in, "convolution");
+  TensorId x = arr(in, vals, 0), w = arr(in, vals, 1);
+  OpAttrs a;
+  a.dims = conv_gemm(in, shape_of(x), shape_of(w), in.shape.dims);
   return make(in, OpKind::Convolution, {x, w}, a);
 }
 

@@ -80,8 +80,15 @@ class Importer {
 
   Groups groups_of(const Instruction& in) const;
 
-  // A permutation's cycles (or chains), each in the order data moves.
-  Groups permute_groups(const Instruction& in) const;
+  // A collective-permute as a shift: its cycles (or chains), each group's devices in rank order, and the steps
+  // every pair moves along its group (-1: a ring run backwards). Pairs that are no one shift are refused.
+  struct Permutation {
+    Groups groups;
+    int64_t shift = 1;
+    bool cycles = true;  // every group closed (a ring), else open chains
+  };
+  Permutation permutation(const Instruction& in) const;
+  Groups permute_groups(const Instruction& in) const { return permutation(in).groups; }
 
   // The device count and mesh: from the header, else the collectives' groups; shardings add the digits they split.
   void find_devices();
@@ -179,6 +186,16 @@ class Importer {
 
   TensorId convolution(const Instruction& in, const std::vector<Value>& vals);
 
+  // A product of `l` and `r` over the dot dimensions given, into `out` (a new tensor of `result` when -1).
+  TensorId matmul(const Instruction& in, TensorId l, TensorId r, const std::vector<int64_t>& lb,
+                  const std::vector<int64_t>& rb, const std::vector<int64_t>& lc, const std::vector<int64_t>& rc,
+                  TensorId out = -1);
+
+  // A convolution's GEMM (groups, output rows, reduction, columns) from the forward convolution's input, filter and
+  // output shapes and the instruction's dim_labels and group counts.
+  std::vector<int64_t> conv_gemm(const Instruction& in, const std::vector<int64_t>& xs, const std::vector<int64_t>& ws,
+                                 const std::vector<int64_t>& os);
+
   TensorId transpose(const Computation& c, const Instruction& in, const std::vector<Value>& vals);
 
   // An optimization barrier: its results are its operands, available only once every operand is computed (XLA's
@@ -219,8 +236,27 @@ class Importer {
 
   Value custom_call(const Instruction& in, const std::vector<Value>& vals);
 
-  // A GEMM library call: its dot dimensions in backend_config ("lhs_contracting_dimensions":["1"], ...).
-  Value gemm(const Instruction& in, const std::vector<TensorId>& xs, const Value& out, const std::vector<TensorId>& outs);
+  // A GEMM library call (cuBLAS, cuBLASLt, oneDNN): the dot its backend_config's dot_dimension_numbers give.
+  Value gemm(const Instruction& in, const std::vector<TensorId>& xs);
+
+  // A cuDNN convolution (forward, backward input or filter): the convolution its window and dim_labels give.
+  Value library_convolution(const Instruction& in, const std::vector<TensorId>& xs, const std::string& target);
+
+  // Custom-call results: the first array of the result the op writes; the others (a library's workspace) hold
+  // nothing.
+  Value first_result(const Instruction& in, TensorId& out);
+
+  // ---- host transfers ----
+
+  // infeed: the data arrive from the host over the host link; outfeed: they leave for it.
+  Value infeed(const Instruction& in);
+  Value outfeed(const Instruction& in, const std::vector<Value>& vals);
+  // The arrays of `data` arriving from the host (from_host transfers), and those of `v` leaving for it (to_host).
+  Value from_host(const Instruction& in, const Shape& data);
+  void to_host(const Instruction& in, const Value& v);
+  // send and recv: with is_host_transfer=true, a transfer to or from the host (TensorFlow's host transfers); between
+  // devices only when nothing moves (an empty tuple).
+  Value send_recv(const Instruction& in, const std::vector<Value>& vals);
 };
 
 }  // namespace podsim::hlo::import_detail

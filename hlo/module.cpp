@@ -124,6 +124,21 @@ std::string Shape::text() const {
       if (i) s += ',';
       s += std::to_string(minor_to_major[i]);
     }
+    if (!tiles.empty() || memory_space != 0) s += ":";
+    if (!tiles.empty()) s += "T";
+    for (const std::vector<int64_t>& t : tiles) {
+      s += '(';
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (i) s += ',';
+        s += std::to_string(t[i]);
+      }
+      s += ')';
+    }
+    if (memory_space != 0) {
+      s += "S(";
+      s += std::to_string(memory_space);
+      s += ')';
+    }
     s += "}";
   }
   return s;

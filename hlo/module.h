@@ -31,8 +31,12 @@ struct Shape {
   Type type = Type::Invalid;  // Invalid: the text left the shape out (newer XLA infers some)
   std::vector<int64_t> dims;  // -1: an unbounded dynamic dimension ('?')
   // The layout's minor-to-major order ({1,0} for a row-major matrix); empty when the text gives none (the default,
-  // row-major). TPU tiling and memory-space suffixes (":T(8,128)S(1)") are read past.
+  // row-major).
   std::vector<int64_t> minor_to_major;
+  // The layout's tiles (TPU shapes, ":T(8,128)(2,1)": two tiles, each padding the minor dimensions it covers) and
+  // memory space (":S(5)", the host on TPUs; 0 when none is given).
+  std::vector<std::vector<int64_t>> tiles;
+  int64_t memory_space = 0;
   std::vector<Shape> tuple;
 
   bool is_tuple() const { return type == Type::Tuple; }

@@ -299,7 +299,7 @@ class Parser {
     return s;
   }
 
-  // `{1,0}` or `{1,0:T(8,128)(2,1)S(1)}`: the minor-to-major order, the rest read past.
+  // `{1,0}` or `{1,0:T(8,128)(2,1)S(1)}`: the minor-to-major order, the tiles and the memory space.
   void layout(Shape& s) {
     Pos p = pos();
     advance();
@@ -313,7 +313,47 @@ class Parser {
       }
     }
     if (peek() == ':') {
+      // Tiles: `T(8,128)(2,1)`, each `(...)` one tile, `*` a combined dimension (taken as no padding); memory
+      // space S(n), element size E(n) and the rest are read past.
+      advance();
       while (!at_end() && peek() != '}') {
+        if (peek() == 'T') {
+          advance();
+          while (peek() == '(') {
+            advance();
+            std::vector<int64_t> tile;
+            skip();
+            while (!at_end() && peek() != ')') {
+              if (peek() == '*') {
+                advance();
+                tile.push_back(1);
+              } else {
+                tile.push_back(integer("a tile dimension"));
+              }
+              skip();
+              if (peek() == ',') {
+                advance();
+                skip();
+              } else if (peek() != ')') {
+                expected("',' or ')' in a tile");
+              }
+            }
+            if (peek() != ')') expected("')' closing a tile");
+            advance();
+            s.tiles.push_back(std::move(tile));
+          }
+          continue;
+        }
+        if (peek() == 'S' && m_at + 1 < m_s.size() && m_s[m_at + 1] == '(') {
+          advance();
+          advance();
+          skip();
+          s.memory_space = integer("a memory space");
+          skip();
+          if (peek() != ')') expected("')' closing the memory space");
+          advance();
+          continue;
+        }
         if (peek() == '(' || peek() == '[' || peek() == '{') skip_balanced();
         else advance();
       }

@@ -128,6 +128,7 @@ hlo::ImportOptions import_options(const ParamSet& p) {
   }
   o.numeric = p.has("run.numeric") && p.b("run.numeric");
   o.devices_per_chip = devices_per_chip(p);
+  o.module_index = p.i("workload.module_index");
   return o;
 }
 
@@ -135,7 +136,8 @@ std::string options_key(const std::string& path, const hlo::ImportOptions& o) {
   std::ostringstream k;
   std::error_code ec;
   k << path << '|' << fs::file_size(path, ec) << '|'
-    << fs::last_write_time(path, ec).time_since_epoch().count() << '|' << o.numeric << '|' << o.devices_per_chip;
+    << fs::last_write_time(path, ec).time_since_epoch().count() << '|' << o.numeric << '|' << o.devices_per_chip
+    << '|' << o.module_index;
   for (const auto& [n, v] : o.trip_counts) k << "|t" << n << '=' << v;
   for (const auto& [n, v] : o.branches) k << "|b" << n << '=' << v;
   for (const auto& [n, v] : o.custom_calls) k << "|c" << n << '=' << v.flops << ',' << v.bytes << ',' << v.mxu;
@@ -152,8 +154,41 @@ std::shared_ptr<const hlo::Imported> imported(const ParamSet& p) {
   const std::string k = options_key(path, o);
   std::lock_guard<std::mutex> lock(mutex);
   if (last && key == k) return last;
-  hlo::Module m = hlo::read_module(path);
-  last = std::make_shared<const hlo::Imported>(hlo::import_module(m, o));
+  // A file of several modules (`// -----` lines between them): the one workload.module_index picks, its lines
+  // numbered as in the file.
+  const std::string text = hlo::read_module_text(path);
+  std::vector<std::pair<size_t, size_t>> pieces;  // [begin, end) of each module's text
+  size_t begin = 0;
+  auto close = [&](size_t end) {
+    if (text.substr(begin, end - begin).find('{') != std::string::npos) pieces.push_back({begin, end});
+  };
+  for (size_t at = 0; at < text.size();) {
+    size_t eol = text.find('\n', at);
+    if (eol == std::string::npos) eol = text.size();
+    if (trim(text.substr(at, eol - at)) == "// -----" || trim(text.substr(at, eol - at)) == "// -----\r") {
+      close(at);
+      begin = eol;
+    }
+    at = eol + 1;
+  }
+  close(text.size());
+  const int64_t index = p.i("workload.module_index");
+  if (pieces.empty()) pieces.push_back({0, text.size()});
+  if (index >= static_cast<int64_t>(pieces.size()))
+    throw Error(Err::OutOfRange, p.where("workload.module_index"),
+                "workload.module_index is " + std::to_string(index) + " but '" + path + "' holds " +
+                    std::to_string(pieces.size()) + (pieces.size() == 1 ? " module" : " modules") +
+                    "; pick one from 0 to " + std::to_string(pieces.size() - 1),
+                "workload.module_index");
+  const auto [b, e] = pieces[static_cast<size_t>(index)];
+  const std::string lines(static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(b), '\n')), '\n');
+  hlo::Module m = hlo::parse_module(lines + text.substr(b, e - b), path);
+  hlo::Imported im = hlo::import_module(m, o);
+  if (pieces.size() > 1)
+    im.notes.push_back("'" + path + "' holds " + std::to_string(pieces.size()) + " modules; podsim runs module " +
+                       std::to_string(index) + (m.name.empty() ? "" : " (" + m.name + ")") +
+                       "; workload.module_index picks another");
+  last = std::make_shared<const hlo::Imported>(std::move(im));
   key = k;
   return last;
 }
@@ -199,6 +234,11 @@ class HloWorkload : public IWorkload {
                           "The torus dimensions device ids run along, fastest first: with xyz (and a pod whose sizes "
                           "nest with the module's mesh) device d is chip d.")
             .def("xyz"),
+        ParamSpec::integer("workload.module_index",
+                           "Which module to run of a file that holds several, separated by `// -----` lines (XLA's "
+                           "lit tests): 0 for the first.")
+            .range(0, 100000)
+            .def("0"),
         ParamSpec::integer("workload.devices_per_chip",
                            "Devices of the module per chip: 0 for the generation's (2 on TPU v2 and v3, one per "
                            "TensorCore; 1 from v4 on, megacore).")

@@ -3,6 +3,7 @@
 #include "workloads/tensor.h"
 #include "base/error.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 
@@ -92,6 +93,26 @@ int64_t sublanes(int64_t n) {
 
 double TensorInfo::stored_bytes() const {
   const double e = dtype_bytes(dtype);
+  if (!tiles.empty() && tile_order.size() == shape.size() && !shape.empty()) {
+    // XLA's tiling: the physical dimensions, each tile padding the minor dimensions it covers to its multiples and
+    // splitting them into (tile count, tile size); the next tile applies to the minor dimensions of the result.
+    std::vector<int64_t> dims;
+    for (int64_t d : tile_order) dims.push_back(shape.at(static_cast<size_t>(d)));
+    for (const std::vector<int64_t>& tile : tiles) {
+      if (tile.empty() || tile.size() > dims.size()) continue;
+      const size_t first = dims.size() - tile.size();
+      std::vector<int64_t> next(dims.begin(), dims.begin() + static_cast<std::ptrdiff_t>(first));
+      for (size_t i = 0; i < tile.size(); ++i) {
+        const int64_t t = std::max<int64_t>(1, tile[i]);
+        next.push_back((dims[first + i] + t - 1) / t);
+      }
+      for (int64_t t : tile) next.push_back(std::max<int64_t>(1, t));
+      dims = std::move(next);
+    }
+    double n = 1;
+    for (int64_t d : dims) n *= static_cast<double>(d);
+    return n * e;
+  }
   if (layout == Layout::Logical || shape.empty()) return bytes();
   if (image_layout(layout) && shape.size() == 4) {
     const int64_t n = shape[0], h = shape[1], w = shape[2], c = shape[3];

@@ -82,6 +82,11 @@ struct TensorInfo {
   // A result of the step beside the loss and the updated state (an op-level microbenchmark's output): written to
   // HBM even when the ops that read it are fused with the op that makes it.
   bool result = false;
+  // An imported module's own tiled layout (XLA's TPU shapes, f32[3,200]{1,0:T(8,128)}): the dimensions' physical
+  // order, major to minor, and the tiles applied in turn to the minor dimensions, each padding the dimensions it
+  // tiles to its multiples. Set, it decides stored_bytes() instead of `layout`.
+  std::vector<int64_t> tile_order{};
+  std::vector<std::vector<int64_t>> tiles{};
 
   int64_t elements() const;
   double bytes() const { return static_cast<double>(elements()) * dtype_bytes(dtype); }

@@ -33,7 +33,13 @@ bool in_place(const ModelGraph& g, const Op& op) {
 
 bool in_host_memory(const ModelGraph& g, TensorId t) {
   const OpId p = g.producer(t);
-  return p >= 0 && g.op(p).kind == OpKind::ToHost;
+  if (p >= 0) return g.op(p).kind == OpKind::ToHost;
+  // A step input that only host transfers read (an imported module's infeed) arrives from the host's memory.
+  const std::vector<OpId>& readers = g.consumers(t);
+  if (readers.empty()) return false;
+  for (OpId r : readers)
+    if (g.op(r).kind != OpKind::FromHost) return false;
+  return true;
 }
 
 }  // namespace

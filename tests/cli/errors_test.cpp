@@ -318,6 +318,22 @@ CliResult hlo_error(const std::string& module, const std::string& id, const std:
   return r;
 }
 
+// An error's hint as the experiment would hold it: the `workload: {KEY: VALUE}` between backticks, added to the
+// experiment of hlo_error; `podsim run` on it must succeed (the hint works as written).
+void run_hint(const CliResult& failed, const std::string& dims = "[1, 1, 1]") {
+  const size_t b = failed.err.find('`'), e = failed.err.find('`', b + 1);
+  ASSERT_NE(e, std::string::npos) << "no hint between backticks in " << failed.err;
+  const std::string hint = failed.err.substr(b + 1, e - b - 1);
+  const std::string head = "workload: {";
+  ASSERT_EQ(hint.rfind(head, 0), 0u) << hint;
+  ASSERT_EQ(hint.back(), '}') << hint;
+  const std::string entry = hint.substr(head.size(), hint.size() - head.size() - 1);
+  const std::string exp = write_file("hint.yaml", "hardware:\n  preset: tpu-v4\n  pod: {dims: " + dims +
+                                                      "}\nworkload:\n  model: hlo\n  module: m.hlo\n  " + entry + "\n");
+  const CliResult r = run_podsim({"run", exp, "--out", test_dir() + "/hint_out", "--force"});
+  EXPECT_EQ(r.code, 0) << "the hint " << hint << " does not run: " << r.err;
+}
+
 const std::string kLoop = R"(HloModule m
 %cond (p: (s32[], f32[8])) -> pred[] {
   %p = (s32[], f32[8]) parameter(0)
@@ -375,7 +391,10 @@ TEST(ErrorsTest, HLO003_HloUnsupported) {
 
 TEST(ErrorsTest, HLO004_HloTripCount) {
   auto r = hlo_error(kLoop, "PODSIM-HLO-004", test_dir() + "/m.hlo:19:3");
-  EXPECT_NE(r.err.find("give it in workload.trip_counts: {w: N}"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("give its count as `workload: {trip_counts: [\"w=1\"]}` with the real count for 1"),
+            std::string::npos)
+      << r.err;
+  run_hint(r);
   // workload.trip_counts supplies it.
   write_file("m.hlo", kLoop);
   const std::string exp = write_file("ok.yaml", "hardware:\n  preset: tpu-v4\n  pod: {dims: [1, 1, 1]}\nworkload:\n"
@@ -387,7 +406,17 @@ TEST(ErrorsTest, HLO005_HloCustomCall) {
   const std::string module = "ENTRY e {\n  a = f32[8] parameter(0)\n  ROOT b = f32[8] custom-call(a), "
                              "custom_call_target=\"my_kernel\"\n}\n";
   auto r = hlo_error(module, "PODSIM-HLO-005", test_dir() + "/m.hlo:3:8");
-  EXPECT_NE(r.err.find("give its cost in workload.custom_calls"), std::string::npos) << r.err;
+  // The entry as the parameter takes it, with the call's operand and result (32 bytes each).
+  EXPECT_NE(r.err.find("give its cost as `workload: {custom_calls: [\"my_kernel=flops:0,bytes:64\"]}`"),
+            std::string::npos)
+      << r.err;
+  run_hint(r);
+  // A misspelt target: the nearest known one is named.
+  auto t = hlo_error("ENTRY e {\n  a = s64[8] parameter(0)\n  ROOT b = u32[8] custom-call(a), "
+                     "custom_call_target=\"X64SplitLo\"\n}\n",
+                     "PODSIM-HLO-005", test_dir() + "/m.hlo:3:8");
+  EXPECT_NE(t.err.find("the nearest it knows is 'X64SplitLow'"), std::string::npos) << t.err;
+  run_hint(t);
   write_file("m.hlo", module);
   const std::string exp = write_file("ok.yaml", "hardware:\n  preset: tpu-v4\n  pod: {dims: [1, 1, 1]}\nworkload:\n"
                                                 "  model: hlo\n  module: m.hlo\n"

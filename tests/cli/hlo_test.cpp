@@ -181,3 +181,106 @@ TEST(HloTest, XlasBenchmarkModulesFitAsShipped) {
     EXPECT_TRUE(s["memory"]["fits"].get<bool>()) << f << ": " << s["memory"].dump();
   }
 }
+
+TEST(HloTest, GpuDumpsRunEachModuleOfTheirFiles) {
+  // XLA's GPU modules (tests/data/hlo/modules, provenance in LICENSE-NOTICE.md there) on TPU v5p chips: cuBLAS
+  // GEMMs, a cuDNN convolution, Triton GEMM fusions, and MaxText's Llama 3 8B step with Transformer Engine attention
+  // and activation offloading (planned here, --memory-only; the long tier simulates it: hlo_slow_test.cpp);
+  // kernel_reuse.hlo holds five modules, each run by workload.module_index.
+  struct Case {
+    std::string file, dims;
+    int modules;
+    bool memory_only;
+  };
+  for (const Case& c : {Case{"gpu_scheduled_cublas_gemm_kernel_reuse.hlo", "[1, 1, 1]", 5, false},
+                        Case{"gpu_optimized_cudnn_conv_triton_gemm.hlo", "[1, 1, 1]", 1, false},
+                        Case{"llama3_8b_train_step_te_attn_offload_8gpu.hlo.gz", "[2, 2, 2]", 1, true}}) {
+    for (int k = 0; k < c.modules; ++k) {
+      const std::string exp = write_file("gpu.yaml", "hardware:\n  preset: tpu-v5p\n  pod: {dims: " + c.dims +
+                                                         "}\nworkload:\n  model: hlo\n  module: " +
+                                                         data("modules/" + c.file) + "\n  module_index: " +
+                                                         std::to_string(k) + "\n");
+      const std::string out = test_dir() + "/gpu_" + std::to_string(k);
+      std::vector<std::string> args = {"run", exp, "--out", out, "--force"};
+      if (c.memory_only) args.push_back("--memory-only");
+      CliResult r = run_podsim(args);
+      ASSERT_EQ(r.code, 0) << c.file << " module " << k << "\n" << r.err;
+      json s = json::parse(read_file(out + "/summary.json"));
+      if (c.memory_only) EXPECT_TRUE(s["memory"]["fits"].get<bool>()) << c.file;
+      else EXPECT_GT(s["step_time_s"].get<double>(), 0) << c.file << " module " << k;
+    }
+  }
+  // A sixth module of kernel_reuse.hlo is not there.
+  const std::string exp = write_file("gpu.yaml", "hardware:\n  preset: tpu-v5p\n  pod: {dims: [1, 1, 1]}\nworkload:\n"
+                                                 "  model: hlo\n  module: " +
+                                                     data("modules/gpu_scheduled_cublas_gemm_kernel_reuse.hlo") +
+                                                     "\n  module_index: 5\n");
+  CliResult r = run_podsim({"validate", exp});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("holds 5 modules; pick one from 0 to 4"), std::string::npos) << r.err;
+}
+
+TEST(HloTest, CollectivePermutesRunBackwardsAndByTwoStepsCountedByHand) {
+  // 1 MiB on each of 4 chips in a ring (a v4 pod of 4 x 1 x 1 with wrap-around): forwards, backwards, and two steps
+  // round (0 and 2, 1 and 3 swap).
+  auto module = [](const std::string& pairs) {
+    return "HloModule m, num_partitions=4\nENTRY %e (x: f32[262144]) -> f32[262144] {\n"
+           "  %x = f32[262144] parameter(0)\n"
+           "  ROOT %y = f32[262144] collective-permute(%x), channel_id=1, source_target_pairs=" + pairs + "\n}\n";
+  };
+  auto run = [&](const std::string& name, const std::string& pairs) {
+    write_file(name + ".hlo", module(pairs));
+    const std::string exp = write_file(name + ".yaml", "hardware:\n  preset: tpu-v4\n  pod: {dims: [4, 1, 1]}\n"
+                                                       "workload:\n  model: hlo\n  module: " + name + ".hlo\n");
+    return run_json({"run", exp}, test_dir() + "/" + name);
+  };
+  json fwd = run("forward", "{{0,1},{1,2},{2,3},{3,0}}");
+  json back = run("backward", "{{1,0},{2,1},{3,2},{0,3}}");
+  json two = run("two", "{{0,2},{2,0},{1,3},{3,1}}");
+  const double mib = 1 << 20;
+  // Each chip sends its 1 MiB once to its neighbour: 4 MiB over the ICI either way round.
+  EXPECT_DOUBLE_EQ(fwd["ici"]["bytes"].get<double>(), 4 * mib);
+  EXPECT_DOUBLE_EQ(back["ici"]["bytes"].get<double>(), 4 * mib);
+  // The ring run backwards uses the links of the other direction: the same time.
+  EXPECT_DOUBLE_EQ(back["step_time_s"].get<double>(), fwd["step_time_s"].get<double>());
+  // Two steps round: each chip's 1 MiB crosses two links (8 MiB of link traffic; 0 and 2 are two links apart
+  // either way round). The four flows' routes take the eight directed links one each, so no link carries two and
+  // the transfer takes the one-step transfer's time and one more hop's latency (hardware.ici.hop_latency, 1 us).
+  EXPECT_DOUBLE_EQ(two["ici"]["bytes"].get<double>(), 8 * mib);
+  EXPECT_NEAR(two["step_time_s"].get<double>() - fwd["step_time_s"].get<double>(), 1e-6, 1e-12);
+}
+
+TEST(HloTest, ATpuModulesInfeedAndOutfeedCrossTheHostLinkCountedByHand) {
+  // x (4 MiB) and ids (8 KiB) arrive by infeed, y = x w leaves by outfeed; tiled f32 [1024, 1024] pads nothing.
+  write_file("tpu.hlo", R"(HloModule tpu_step
+ENTRY %main (w: f32[1024,1024]) -> f32[1024,1024] {
+  %w = f32[1024,1024]{1,0:T(8,128)} parameter(0)
+  %tok = token[] after-all()
+  %in = ((f32[1024,1024]{1,0:T(8,128)}, s64[1024]{0}), token[]) infeed(%tok)
+  %data = (f32[1024,1024]{1,0:T(8,128)}, s64[1024]{0}) get-tuple-element(%in), index=0
+  %x = f32[1024,1024]{1,0:T(8,128)} get-tuple-element(%data), index=0
+  %ids = s64[1024]{0} get-tuple-element(%data), index=1
+  %y = f32[1024,1024]{1,0:T(8,128)} dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %lo = u32[1024]{0} custom-call(%ids), custom_call_target="X64SplitLow"
+  %done = token[] outfeed(%y, %tok), outfeed_shape=f32[1024,1024]{1,0}
+  ROOT %r = f32[1024,1024]{1,0} copy(%y)
+}
+)");
+  const std::string exp = write_file("tpu.yaml", "hardware:\n  preset: tpu-v4\n  pod: {dims: [1, 1, 1]}\n"
+                                                 "workload:\n  model: hlo\n  module: tpu.hlo\n");
+  json s = run_json({"run", exp}, test_dir() + "/tpu");
+  const double mib = 1 << 20;
+  // Over the host link: 4 MiB + 8 KiB in, 4 MiB out.
+  EXPECT_DOUBLE_EQ(s["host_link"]["bytes_from_host"].get<double>(), 4 * mib + 8192);
+  EXPECT_DOUBLE_EQ(s["host_link"]["bytes_to_host"].get<double>(), 4 * mib);
+  // HBM holds w, x, y (4 MiB each), ids (8 KiB) and its low words (4 KiB): the infeed's host side takes none.
+  EXPECT_DOUBLE_EQ(s["peak_memory_bytes"].get<double>(), 12 * mib + 8192 + 4096);
+  // The outfeed alone on the link: 4 MiB at the v4 host link's 16 GB/s is 262.144 us.
+  auto rows = csv(read_file(test_dir() + "/tpu/hlo_op_stats.csv"));
+  std::map<std::string, std::vector<std::string>> by_name;
+  for (size_t i = 1; i < rows.size(); ++i) by_name[rows[i][3]] = rows[i];
+  ASSERT_TRUE(by_name.count("done") && by_name.count("in"));
+  EXPECT_EQ(by_name["done"][2], "outfeed");
+  EXPECT_EQ(by_name["in"][2], "infeed");
+  EXPECT_NEAR(std::stod(by_name["done"][8]), 4 * mib / 16e9 * 1e6, 1e-3);
+}
