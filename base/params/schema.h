@@ -15,6 +15,9 @@ std::vector<ParamSpec> run_param_specs();
 std::vector<ParamSpec> mesh_param_specs();
 // The `search` section: the space `podsim search` explores (sim/search/, docs/search.md). `podsim run` ignores it.
 std::vector<ParamSpec> search_param_specs();
+// The `serving` section: a request stream through an engine policy, which makes `podsim run` a serving run
+// (sim/serving/, docs/serving.md).
+std::vector<ParamSpec> serving_param_specs();
 
 // An ordered set of specs with lookup by path and by group prefix.
 class Schema {
