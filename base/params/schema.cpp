@@ -547,6 +547,11 @@ const ParamSpec* Schema::find(const std::string& path) const {
   return it == m_index.end() ? nullptr : &m_specs[it->second];
 }
 
+void Schema::set_default(const std::string& path, std::string yaml_text) {
+  auto it = m_index.find(path);
+  if (it != m_index.end()) m_specs[it->second].default_text = std::move(yaml_text);
+}
+
 bool Schema::is_group(const std::string& prefix) const {
   std::string p = prefix + ".";
   for (const auto& s : m_specs)

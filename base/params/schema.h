@@ -26,6 +26,8 @@ class Schema {
   void add_all(std::vector<ParamSpec> specs);
 
   const ParamSpec* find(const std::string& path) const;
+  // Gives a declared parameter a default (a section that decides the value itself, as a serving run the batch).
+  void set_default(const std::string& path, std::string yaml_text);
   // Is `prefix` a group (a path some parameter lives under)?
   bool is_group(const std::string& prefix) const;
   // The valid keys directly under `prefix` ("" for the top), parameters and groups.

@@ -23,7 +23,9 @@ ShapeStats g_stats;
 std::string list(const std::vector<int64_t>& v) {
   std::vector<std::string> parts;
   for (int64_t x : v) parts.push_back(std::to_string(x));
-  return "[" + join(parts, ",") + "]";
+  std::string t = "[";
+  t.append(join(parts, ",")).append("]");
+  return t;
 }
 
 bool all_equal(const std::vector<int64_t>& v) {
@@ -135,8 +137,14 @@ std::vector<std::string> shape_overrides(const Shape& s, const ShapeFrame& f) {
     o.push_back("workload.prefill_padding=none");
     o.push_back("workload.step=mixed");
     std::vector<std::string> parts;
-    for (const Chunk& c : s) parts.push_back("\"" + std::to_string(c.fresh) + "+" + std::to_string(c.cached) + "\"");
-    o.push_back("workload.chunks=[" + join(parts, ",") + "]");
+    for (const Chunk& c : s) {
+      std::string q = "\"";
+      q.append(std::to_string(c.fresh)).append("+").append(std::to_string(c.cached)).append("\"");
+      parts.push_back(q);
+    }
+    std::string t = "workload.chunks=[";
+    t.append(join(parts, ",")).append("]");
+    o.push_back(t);
   }
   // The engine checked every request against the model's context; a stand-in iteration may hold a longer chunk.
   o.push_back("workload.max_context=" + std::to_string(int64_t{1} << 30));
