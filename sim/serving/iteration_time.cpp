@@ -80,7 +80,6 @@ std::vector<std::pair<Shape, double>> IterationTimer::stand_ins(const Shape& exa
   if (d == 0 && fresh_prompts) {
     for (const Chunk& c : exact)
       if (c.fresh != exact.front().fresh) one_length = false;
-    if (one_length) return {{exact, 1.0}};
     if (m_opts.padding != "none") {
       int64_t longest = 0;
       for (const Chunk& c : exact) longest = std::max(longest, c.fresh);
@@ -89,6 +88,7 @@ std::vector<std::pair<Shape, double>> IterationTimer::stand_ins(const Shape& exa
       std::sort(s.begin(), s.end());
       return {{s, 1.0}};
     }
+    if (one_length) return {{exact, 1.0}};
   }
   std::vector<Dim> dims;
   enum { kBatch, kContext, kTokens, kPrefillContext, kPromptLength };
