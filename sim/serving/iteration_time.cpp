@@ -132,7 +132,12 @@ std::vector<std::pair<Shape, double>> IterationTimer::stand_ins(const Shape& exa
         case kPromptLength: lg = v[k]; break;
       }
     }
-    for (int64_t i = 0; i < dg; ++i) s.push_back({1, cg});
+    // The grid's decodes: dg sequences of mean context cg, spread over a block of the decode kernel around it, so
+    // that the blocks they read are, on average, those of sequences of differing contexts (each reads its last
+    // block whole); near the start of the cache, where every context is in its first block, all alike.
+    const int64_t B = m_opts.kv_block;
+    for (int64_t i = 0; i < dg; ++i)
+      s.push_back({1, cg < B ? cg : cg - B / 2 + ((2 * i + 1) * B) / (2 * dg)});
     if (ng > 0) s.push_back({ng, pg});
     for (int64_t i = 0; lg > 0 && i < prompts; ++i) s.push_back({lg, 0});
     std::sort(s.begin(), s.end());

@@ -3,13 +3,15 @@
 // inference step (decode, prefill or mixed) and simulates. Shapes are simulated once and kept.
 //
 // Exact mode simulates each distinct shape as it is. The default mode stands an iteration for a few shapes on a
-// grid and interpolates between them (multilinearly): a decode of d sequences of mean context c between the grid's
-// batch sizes and context lengths around (d, c); a prefill of n prompts of differing lengths between n prompts of
+// grid and interpolates between them (multilinearly): a decode of d sequences reading c blocks of the cache each on
+// average (the decode kernel streams whole blocks of workload.kv_block keys) between the grid's batch sizes and
+// block counts around (d, c), each grid shape d sequences whose contexts fill c blocks; a prefill of n prompts of differing lengths between n prompts of
 // the grid's lengths around their mean; a mixed iteration by its decodes (d, c) and its prefill chunks taken as one
 // chunk of their N new tokens after their mean cached length, between the grid points of all four. The grid has two
-// points an octave (1, 2, 3, 4, 6, 8, 12, ...) for counts, and for lengths the same up to context_bucket, then
-// multiples of it. A prefill of prompts of one length is simulated as it is; with padding (bucket, max) its prompts
-// stand in as the lengths they are padded to, which the step computes (only their caching and sampling differ).
+// points an octave (1, 2, 3, 4, 6, 8, 12, ...) for counts, and for lengths (and block counts) the same up to
+// context_bucket (in blocks: context_bucket / kv_block), then multiples of it. A prefill of prompts of one length
+// is simulated as it is; with padding (bucket, max) its prompts stand in as the lengths they are padded to, which
+// the step computes (only their caching and sampling differ).
 //
 //   IterationTimer t(opts, simulate_shapes);      // simulate_shapes: shapes -> their costs, in order
 //   IterationCost c = t.cost(iteration, sequences);
@@ -40,6 +42,7 @@ struct TimerOptions {
   bool exact = false;
   int64_t context_bucket = 256;
   std::string padding = "none";  // workload.prefill_padding
+  int64_t kv_block = 128;         // workload.kv_block: keys per block of the decode attention kernel
 };
 
 // Simulates shapes (in any order, several at once) and returns their costs in the order given.

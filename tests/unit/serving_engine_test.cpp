@@ -158,13 +158,14 @@ TEST(ServingGrid, TwoPointsAnOctaveThenMultiplesOfTheBucket) {
   EXPECT_EQ(grid_bracket(0.5, 256, true), std::make_pair(int64_t{0}, int64_t{1}));
 }
 
-// A fake simulator whose cost is bilinear in the decodes and their context (a fixed part, one per sequence, one per
-// cached token): the default mode's interpolation reproduces it exactly, with four shapes for any decode.
+// A fake simulator whose cost is bilinear in the decodes and the cache blocks they read (a fixed part, one per
+// sequence, one per block of 128 keys, the new one's place included): the default mode's interpolation reproduces it
+// exactly, with four shapes for any decode.
 IterationCost bilinear(const Shape& s) {
   IterationCost c;
-  double cached = 0;
-  for (const Chunk& k : s) cached += static_cast<double>(k.cached);
-  c.seconds = 1e-2 + 1e-4 * static_cast<double>(s.size()) + 1e-7 * cached;
+  double blocks = 0;
+  for (const Chunk& k : s) blocks += static_cast<double>((k.cached + 1 + 127) / 128);
+  c.seconds = 1e-2 + 1e-4 * static_cast<double>(s.size()) + 1e-5 * blocks;
   return c;
 }
 
@@ -176,12 +177,15 @@ TEST(ServingGrid, DecodesStandInForTheirGridCorners) {
     return out;
   });
   Shape exact;
-  for (int i = 0; i < 50; ++i) exact.push_back({1, 990 + i % 21});  // mean context 1000
+  for (int i = 0; i < 50; ++i) exact.push_back({1, 900 + 5 * i});  // 8 or 9 blocks each
   std::sort(exact.begin(), exact.end());
   const auto parts = t.stand_ins(exact);
-  ASSERT_EQ(parts.size(), 4u);  // 48 and 64 sequences, 768 and 1024 tokens
+  ASSERT_EQ(parts.size(), 4u);  // 48 and 64 sequences of 8 and 10 blocks (1023 and 1279 cached tokens)
   double w = 0;
-  for (const auto& [s, weight] : parts) w += weight;
+  for (const auto& [s, weight] : parts) {
+    w += weight;
+    EXPECT_TRUE(s.front().cached == 1023 || s.front().cached == 1279) << s.front().cached;
+  }
   EXPECT_NEAR(w, 1, 1e-12);
   EXPECT_NEAR(t.cost(exact).seconds, bilinear(exact).seconds, 1e-12);
   EXPECT_EQ(calls, 4);

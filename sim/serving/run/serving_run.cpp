@@ -140,6 +140,7 @@ RunOutcome run_serving(const Experiment& e, const RunOptions& opts) {
   to.exact = p.b("serving.exact");
   to.context_bucket = p.i("serving.context_bucket");
   to.padding = p.s("workload.prefill_padding");
+  to.kv_block = p.i("workload.kv_block");
   IterationTimer timer(to, [&](const std::vector<Shape>& s) { return simulate_shapes(frame, s); });
   Engine engine(config, ServingPolicyRegistry::instance().make(p.s("serving.engine.policy")),
                 [&](const Iteration& it, const std::vector<Sequence>& seqs) { return timer.cost(it, seqs); });
