@@ -237,7 +237,8 @@ int cmd_run(const RunArgs& a) {
   if (serving::serving_run(e.params)) {
     if (a.memory_only || a.single_device)
       throw Error(Err::Usage, std::string("a serving run (the experiment's serving section) simulates its iterations "
-                                          "whole; run it without ") + (a.memory_only ? "--memory-only" : "--single-device"));
+                                          "whole; run it without ") +
+                                  (a.memory_only ? "--memory-only" : "--single-device"));
     RunOutcome r = serving::run_serving(e, {a.out, a.force, false, false});
     if (!a.quiet) print_serving_summary(nlohmann::json::parse(r.summary), r.out_dir);
     return 0;

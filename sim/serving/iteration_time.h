@@ -3,15 +3,15 @@
 // inference step (decode, prefill or mixed) and simulates. Shapes are simulated once and kept.
 //
 // Exact mode simulates each distinct shape as it is. The default mode stands an iteration for a few shapes on a
-// grid and interpolates between them (multilinearly): a decode of d sequences reading c blocks of the cache each on
-// average (the decode kernel streams whole blocks of workload.kv_block keys) between the grid's batch sizes and
-// block counts around (d, c), each grid shape d sequences whose contexts fill c blocks; a prefill of n prompts of differing lengths between n prompts of
-// the grid's lengths around their mean; a mixed iteration by its decodes (d, c) and its prefill chunks taken as one
-// chunk of their N new tokens after their mean cached length, between the grid points of all four. The grid has two
-// points an octave (1, 2, 3, 4, 6, 8, 12, ...) for counts, and for lengths (and block counts) the same up to
-// context_bucket (in blocks: context_bucket / kv_block), then multiples of it. A prefill of prompts of one length
-// is simulated as it is; with padding (bucket, max) its prompts stand in as the lengths they are padded to, which
-// the step computes (only their caching and sampling differ).
+// grid and interpolates between them (multilinearly): a decode of d sequences of mean context c between the grid's
+// batch sizes and context lengths around (d, c), a grid shape's d contexts spread over one block of the decode
+// kernel (workload.kv_block keys) around its point, so that the blocks they read are on average those of differing
+// contexts; a prefill of n prompts of differing lengths between n prompts of the grid's lengths around their mean;
+// a mixed iteration by its decodes (d, c) and its prefill chunks taken as one chunk of their N new tokens after
+// their mean cached length, between the grid points of all four. The grid has two points an octave (1, 2, 3, 4, 6,
+// 8, 12, ...) for counts, and for lengths the same up to context_bucket, then multiples of it. A prefill of prompts
+// of one length is simulated as it is; with padding (bucket, max) its prompts stand in as the lengths they are
+// padded to, which the step computes (only their caching and sampling differ).
 //
 //   IterationTimer t(opts, simulate_shapes);      // simulate_shapes: shapes -> their costs, in order
 //   IterationCost c = t.cost(iteration, sequences);

@@ -47,7 +47,8 @@ TEST(ServingRun, WritesTheServingFiguresAndTheRequestsTable) {
     for (const char* q : {"mean", "p50", "p90", "p99"}) EXPECT_GT(s[k][q].get<double>(), 0) << k << " " << q;
   // Throughputs over the duration, as benchmark_serving divides them.
   const double T = s["duration_s"];
-  EXPECT_NEAR(s["output_tokens_per_s"].get<double>(), s["output_tokens"].get<double>() / T, 1e-6 * s["output_tokens_per_s"].get<double>());
+  const double out_rate = s["output_tokens_per_s"].get<double>();
+  EXPECT_NEAR(out_rate, s["output_tokens"].get<double>() / T, 1e-6 * out_rate);
   EXPECT_NEAR(s["per_chip"]["output_tokens_per_s"].get<double>() * 4, s["output_tokens_per_s"].get<double>(), 1e-3);
   // Every iteration's kind is counted and the kinds' times add up to the duration less the idle gaps.
   double busy = 0;

@@ -76,7 +76,8 @@ void check_section(const ParamSet& p) {
   const std::string policy = p.s("serving.engine.policy");
   if (!ServingPolicyRegistry::instance().find(policy))
     throw Error(Err::ServingPolicy, p.where("serving.engine.policy"),
-                "unknown serving policy '" + policy + "'; one of: " + join(ServingPolicyRegistry::instance().names(), ", "),
+                "unknown serving policy '" + policy +
+                    "'; one of: " + join(ServingPolicyRegistry::instance().names(), ", "),
                 "serving.engine.policy");
 }
 
