@@ -111,7 +111,9 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
 DType training_dtype(const ParamSet& p) { return p.s("workload.dtype") == "bf16" ? DType::BF16 : DType::F32; }
 
 void validate_training(const ParamSet& p) {
-  const bool serving = p.has("workload.step") && p.s("workload.step") != "train";
+  // An inference step, or a serving run (its iterations are inference steps: sim/serving/).
+  const bool serving = (p.has("workload.step") && p.s("workload.step") != "train") ||
+                       p.has("serving.requests.count") || p.has("serving.requests.trace");
   if (p.has("workload.weight_dtype") && !serving &&
       (p.s("workload.weight_dtype") == "int8" || p.s("workload.weight_dtype") == "fp8"))
     throw Error(Err::NumberFormat, p.where("workload.weight_dtype"),

@@ -318,6 +318,100 @@ std::vector<ParamSpec> search_param_specs() {
   };
 }
 
+std::vector<ParamSpec> serving_param_specs() {
+  using P = ParamSpec;
+  return {
+      P::integer("serving.requests.count",
+                 "Requests of a synthetic stream (benchmark_serving's --num-prompts); setting it (or "
+                 "serving.requests.trace) makes `podsim run` a serving run.")
+          .range(1, 1 << 24)
+          .optional(),
+      P::int_list("serving.requests.input_tokens",
+                  "Prompt tokens of each synthetic request: N (all alike) or [LO, HI] (uniform in LO..HI, drawn "
+                  "with serving.requests.seed).")
+          .range(1, 1LL << 30)
+          .length(1, 2)
+          .one_or_more()
+          .optional(),
+      P::int_list("serving.requests.output_tokens",
+                  "Output tokens of each synthetic request, the first sampled by its prefill (benchmark_serving "
+                  "with --ignore-eos): N or [LO, HI] as input_tokens.")
+          .range(1, 1LL << 30)
+          .length(1, 2)
+          .one_or_more()
+          .optional(),
+      P::choice("serving.requests.arrival", {"all_at_once", "constant", "poisson"},
+                "When synthetic requests arrive: all at time 0 (benchmark_serving's default, infinite rate), "
+                "one every 1/rate seconds, or as a Poisson process of serving.requests.rate (exponential gaps "
+                "drawn with serving.requests.seed).")
+          .def("all_at_once"),
+      P::real("serving.requests.rate", "Requests per second of constant or poisson arrivals.")
+          .positive(1e9)
+          .optional(),
+      P::integer("serving.requests.seed", "Seed of the arrival gaps and of the lengths drawn from ranges.")
+          .range(0, 1LL << 62)
+          .def("1"),
+      P::integer("serving.requests.max_concurrency",
+                 "At most this many requests in flight (benchmark_serving's --max-concurrency): a closed loop in "
+                 "which a request is sent when it has arrived and one of the earlier ones has finished; its "
+                 "latencies count from then. Unset: every request is sent when it arrives.")
+          .range(1, 1 << 24)
+          .optional(),
+      P::text("serving.requests.trace",
+              "A CSV file of requests (relative to the experiment file): a header line, then arrival_s,"
+              "input_tokens,output_tokens per request, arrivals in order. Replaces the synthetic stream.")
+          .optional(),
+      P::text("serving.engine.policy",
+              "The engine's batching policy: static (Pope et al.: a batch of up to slots requests prefilled "
+              "together, then decoded to its end before the next), continuous (JetStream: a waiting request is "
+              "prefilled alone and inserted into a free slot; otherwise one generate step for every occupied "
+              "slot), chunked (vLLM: every iteration takes the running sequences' decodes, then chunks of prompts "
+              "up to max_batched_tokens tokens in all).")
+          .def("continuous"),
+      P::integer("serving.engine.slots",
+                 "Sequences in flight at most: JetStream's decode slots (max batch), vLLM's max-num-seqs, a static "
+                 "batch's size.")
+          .range(1, 1 << 16)
+          .def("64"),
+      P::integer("serving.engine.max_batched_tokens",
+                 "chunked: the tokens one iteration processes at most (vLLM's max-num-batched-tokens), decodes "
+                 "and prefill chunks together.")
+          .range(1, 1 << 24)
+          .def("512"),
+      P::choice("serving.engine.kv", {"contiguous", "paged"},
+                "The KV cache: contiguous (each slot owns slot_tokens places, JetStream) or paged (pages of "
+                "page_tokens places handed out as sequences grow, vLLM; a request is admitted while pages last and "
+                "the latest admitted is preempted, to be recomputed, when a running sequence needs a page and none "
+                "is free).")
+          .def("contiguous"),
+      P::integer("serving.engine.page_tokens", "paged: places of one page (vLLM's block size).")
+          .range(1, 1 << 20)
+          .def("128"),
+      P::integer("serving.engine.slot_tokens",
+                 "Places of KV cache per sequence (JetStream's cache length): every request's input and output must "
+                 "fit. Default: workload.max_context, else the longest request's.")
+          .range(1, 1LL << 30)
+          .optional(),
+      P::integer("serving.engine.pages",
+                 "paged: the pages of the cache. Default: what the slots hold at slot_tokens each.")
+          .range(1, 1LL << 40)
+          .optional(),
+      P::boolean("serving.exact",
+                 "Simulate every distinct iteration the stream produces (each batch composition of exact lengths) "
+                 "instead of interpolating between simulated iterations on a grid of batch sizes and context "
+                 "lengths (docs/serving.md, \"Iteration times\").")
+          .def("false"),
+      P::integer("serving.context_bucket",
+                 "Tokens between the grid's context lengths (and prompt lengths above it) that iteration times are "
+                 "interpolated between; below it the grid has two points an octave, as for batch sizes.")
+          .range(1, 1 << 20)
+          .def("256"),
+      P::integer("serving.jobs", "Iterations simulated at once, each in a process of its own.")
+          .range(1, 256)
+          .def("2"),
+  };
+}
+
 std::vector<ParamSpec> run_param_specs() {
   using P = ParamSpec;
   using Q = Quantity;
@@ -451,6 +545,11 @@ void Schema::add_all(std::vector<ParamSpec> specs) {
 const ParamSpec* Schema::find(const std::string& path) const {
   auto it = m_index.find(path);
   return it == m_index.end() ? nullptr : &m_specs[it->second];
+}
+
+void Schema::set_default(const std::string& path, std::string yaml_text) {
+  auto it = m_index.find(path);
+  if (it != m_index.end()) m_specs[it->second].default_text = std::move(yaml_text);
 }
 
 bool Schema::is_group(const std::string& prefix) const {

@@ -167,6 +167,9 @@ int cmd_docs(const std::string& what) {
   std::cout << "\nThe `search` section bounds the space `podsim search` explores (docs/search.md); `podsim run` "
                "ignores it\nand a resolved experiment leaves it out.\n";
   section("search", search_param_specs());
+  std::cout << "\nThe `serving` section makes `podsim run` a serving run: a request stream through an engine "
+               "policy\n(docs/serving.md, \"The serving engine\").\n";
+  section("serving", serving_param_specs());
   return 0;
 }
 

@@ -7,6 +7,8 @@
 #include "base/text.h"
 #include "sim/config/loader.h"
 #include "sim/engine/engine.h"
+#include "sim/serving/request_stream.h"
+#include "sim/serving/run/serving_run.h"
 
 namespace podsim::cli {
 namespace {
@@ -192,6 +194,37 @@ void print_memory_summary(const nlohmann::json& j, const std::string& dir, const
   print_notes(notes, dir);
 }
 
+// A serving run: the stream's latencies and throughputs (summary.json's serving object).
+void print_serving_summary(const nlohmann::json& j, const std::string& dir) {
+  const auto& s = j["serving"];
+  auto ms = [](const nlohmann::json& x) { return format_time(x.get<double>()); };
+  std::cout << "podsim: " << j["experiment"].get<std::string>() << " — serving " << j["workload"].get<std::string>()
+            << " on " << j["chips"].get<int64_t>() << " x " << j["hardware"].get<std::string>() << " ("
+            << j["strategy"].get<std::string>() << "), " << s["policy"].get<std::string>() << " batching\n";
+  std::cout << "  requests      " << s["requests"].get<int64_t>() << " (" << s["input_tokens"].get<int64_t>()
+            << " input, " << s["output_tokens"].get<int64_t>() << " output tokens) in " << ms(s["duration_s"])
+            << "\n";
+  std::cout << "  throughput    " << format_count(s["output_tokens_per_s"]) << " output tokens/s, "
+            << format_count(s["total_tokens_per_s"]) << " total, " << strprintf("%.3f", s["requests_per_s"].get<double>())
+            << " requests/s\n";
+  for (const char* k : {"ttft_s", "tpot_s", "itl_s", "e2e_s"}) {
+    const auto& x = s[k];
+    std::cout << "  " << strprintf("%-14s", std::string(k).substr(0, std::string(k).size() - 2).c_str())
+              << "mean " << ms(x["mean"]) << ", median " << ms(x["p50"]) << ", p90 " << ms(x["p90"]) << ", p99 "
+              << ms(x["p99"]) << "\n";
+  }
+  for (const auto& [kind, it] : s["iterations"].items())
+    if (it["count"].get<int64_t>() > 0)
+      std::cout << "  " << strprintf("%-14s", kind.c_str()) << it["count"].get<int64_t>() << " iterations, "
+                << ms(it["time_s"]) << "; MFU " << pct(it["mfu"]) << ", MBU " << pct(it["mbu"]) << "\n";
+  std::cout << "  KV cache      peak " << format_count(s["kv_cache"]["peak_tokens"]) << " tokens, mean occupancy "
+            << pct(s["kv_cache"]["mean_occupancy"]) << ", " << s["kv_cache"]["preemptions"].get<int64_t>()
+            << " preemptions\n";
+  std::cout << "  simulated     " << s["shapes_simulated"].get<int64_t>() << " iteration shapes"
+            << (s["exact"].get<bool>() ? " (exact)" : "") << "\n";
+  std::cout << "  results in " << dir << "/\n";
+}
+
 }  // namespace
 
 int cmd_run(const RunArgs& a) {
@@ -201,6 +234,15 @@ int cmd_run(const RunArgs& a) {
   lo.overrides = sets;
   lo.single_device = a.single_device;
   Experiment e = load_experiment(a.experiment, lo);
+  if (serving::serving_run(e.params)) {
+    if (a.memory_only || a.single_device)
+      throw Error(Err::Usage, std::string("a serving run (the experiment's serving section) simulates its iterations "
+                                          "whole; run it without ") +
+                                  (a.memory_only ? "--memory-only" : "--single-device"));
+    RunOutcome r = serving::run_serving(e, {a.out, a.force, false, false});
+    if (!a.quiet) print_serving_summary(nlohmann::json::parse(r.summary), r.out_dir);
+    return 0;
+  }
   RunOutcome r = run_experiment(e, {a.out, a.force, a.memory_only, !a.quiet});
   if (a.quiet) return 0;
   if (a.memory_only)

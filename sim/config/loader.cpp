@@ -125,6 +125,7 @@ Schema experiment_schema(const std::string& workload, const std::vector<std::str
   s.add_all(mesh_param_specs());
   s.add_all(run_param_specs());
   s.add_all(search_param_specs());
+  s.add_all(serving_param_specs());
   return s;
 }
 

@@ -25,7 +25,8 @@ class Mesh;
 
 namespace podsim::loader_detail {
 
-inline const std::vector<std::string> kSections = {"hardware", "workload", "strategy", "mesh", "run", "search"};
+inline const std::vector<std::string> kSections = {"hardware", "workload", "strategy", "mesh", "run", "search",
+                                                   "serving"};
 
 // ---- the input (yaml_input.cpp) ----
 

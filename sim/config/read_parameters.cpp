@@ -21,6 +21,10 @@ void read_parameters(ParamReader& L, const YAML::Node& root, const std::string& 
 
   L.schema = experiment_schema(sel.model_ok ? sel.model : "",
                                sel.strategy_ok ? sel.strategy_names : std::vector<std::string>{"auto"});
+  // A serving run chooses every iteration's batch itself (sim/serving/): the models' workload.batch is not asked for.
+  bool serving = sections.node.count("serving") > 0;
+  for (const auto& o : overrides) serving = serving || o.path.rfind("serving.", 0) == 0;
+  if (serving) L.schema.set_default("workload.batch", "1");
   // Selectors that failed were reported once; their values are not read again.
   std::set<std::string> skip;
   if (!sel.model_ok) skip.insert("workload.model");

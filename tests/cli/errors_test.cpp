@@ -725,6 +725,51 @@ TEST(ErrorsTest, INF004_KvShardingSplit) {
   EXPECT_NE(p.err.find("packs its 4 sequences of unequal lengths into one row"), std::string::npos) << p.err;
 }
 
+// ---- serving runs ---------------------------------------------------------------------------------------------
+
+TEST(ErrorsTest, SRV001_ServingLength) {
+  // A request's input and output past the model's context, located at the lengths; nothing written.
+  auto r = expect_error(kTiny + "  max_context: 64\nserving:\n  requests: {count: 2, input_tokens: 60, output_tokens: "
+                                "10}\n",
+                        "PODSIM-SRV-001", 7, 0, {}, true);
+  EXPECT_EQ(r.code, exit_of("PODSIM-SRV-001"));
+  EXPECT_NE(r.err.find("request 0 holds 70 tokens (60 input, 10 output), past the model's context"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(exists(test_dir() + "/out"));
+}
+
+TEST(ErrorsTest, SRV002_ServingCache) {
+  auto r = expect_error(kTiny + "  max_context: 64\nserving:\n  requests: {count: 1, input_tokens: 30, output_tokens: "
+                                "10}\n  engine: {slot_tokens: 16}\n",
+                        "PODSIM-SRV-002", 8, 0, {}, true);
+  EXPECT_EQ(r.code, exit_of("PODSIM-SRV-002"));
+  EXPECT_NE(r.err.find("give at least 39"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists(test_dir() + "/out"));
+}
+
+TEST(ErrorsTest, SRV003_ServingTrace) {
+  // An arrival before the line above's, located at its line of the trace.
+  write_file("trace.csv", "arrival_s,input_tokens,output_tokens\n0.5,8,4\n0.25,8,4\n");
+  const std::string file = write_file("exp.yaml", kTiny + "serving:\n  requests: {trace: trace.csv}\n");
+  const CliResult r = run_podsim({"run", file, "--out", test_dir() + "/out"});
+  EXPECT_EQ(r.code, exit_of("PODSIM-SRV-003"));
+  EXPECT_NE(r.err.find("trace.csv:3: error PODSIM-SRV-003: request 1 arrives at 0.25 s, before the one on the line "
+                       "above"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(exists(test_dir() + "/out"));
+}
+
+TEST(ErrorsTest, SRV004_ServingPolicy) {
+  auto r = expect_error(kTiny + "serving:\n  requests: {count: 1, input_tokens: 3, output_tokens: 2}\n"
+                                "  engine: {policy: speculative}\n",
+                        "PODSIM-SRV-004", 7, 0, {}, true);
+  EXPECT_EQ(r.code, exit_of("PODSIM-SRV-004"));
+  EXPECT_NE(r.err.find("unknown serving policy 'speculative'; one of: chunked, continuous, static"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(exists(test_dir() + "/out"));
+}
+
 TEST(ErrorsTest, EveryCatalogueEntryHasATestHere) {
   std::string self = read_file(source_dir() + "/tests/cli/errors_test.cpp");
   for (const auto& e : error_catalogue()) {

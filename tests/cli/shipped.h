@@ -47,6 +47,17 @@ inline std::vector<std::string> gshard_reduced() {
           "workload.vocab=1024"};
 }
 
+// A serving run's quick-tier size: the narrow 2-layer model of reduced_sizes() and 8 requests of 20 to 100 input
+// and 10 to 30 output tokens (with `capped`, 4 in flight).
+inline std::vector<std::string> serving_reduced(bool capped) {
+  std::vector<std::string> v = {"workload.layers=2",        "workload.d_model=256",
+                                "workload.d_ff=1024",       "workload.head_dim=32",
+                                "workload.vocab=4096",      "serving.requests.count=8",
+                                "serving.requests.input_tokens=[20,100]", "serving.requests.output_tokens=[10,30]"};
+  if (capped) v.push_back("serving.requests.max_concurrency=4");
+  return v;
+}
+
 // Overrides that bring a large experiment within the quick budget, by path. Keep the experiment's character (same
 // pod shape or model family, numeric mode as shipped); shrink what only scales its cost.
 inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
@@ -82,6 +93,11 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       {"configs/serving/llama3-70b-v6e-8_mixed.yaml", kNarrowModel},
       {"configs/serving/palm-540b-v4-64-int8_decode.yaml", kNarrowModel},
       {"configs/serving/palm-540b-v4-64_prefill.yaml", kNarrowModel},
+      // The serving runs: their engines, policies, slices, layouts and types as shipped; the narrow model and a
+      // stream of 8 short requests (4 in flight where the shipped run caps them).
+      {"configs/serving/llama3-70b-v6e-8_continuous.yaml", serving_reduced(true)},
+      {"configs/serving/llama2-7b-v5e-8_jetstream.yaml", serving_reduced(false)},
+      {"configs/serving/llama2-7b-v5e-8-int8_jetstream.yaml", serving_reduced(false)},
       // 256 chips as shipped; 1/64 of the data (4 MiB per chip instead of 256 MiB).
       {"configs/examples/allreduce_16x16.yaml", {"workload.bytes=4MiB"}},
       // ResNet-18 split 2 ways spatially x 2 data on 2 x 2 chips instead of 4 x 2 (the numeric step at 128 pixels is

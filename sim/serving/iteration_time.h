@@ -1,0 +1,71 @@
+// Iteration times for the serving engine (docs/serving.md, "Iteration times"). An iteration is posed to the
+// simulator as a shape: its chunks (new tokens after cached ones), which sim/serving/run/ builds as an ordinary
+// inference step (decode, prefill or mixed) and simulates. Shapes are simulated once and kept.
+//
+// Exact mode simulates each distinct shape as it is. The default mode stands an iteration for a few shapes on a
+// grid and interpolates between them (multilinearly): a decode of d sequences of mean context c between the grid's
+// batch sizes and context lengths around (d, c), a grid shape's d contexts spread over one block of the decode
+// kernel (workload.kv_block keys) around its point, so that the blocks they read are on average those of differing
+// contexts; a prefill of n prompts of differing lengths between n prompts of the grid's lengths around their mean;
+// a mixed iteration by its decodes (d, c) and its prefill chunks taken as one chunk of their N new tokens after
+// their mean cached length, between the grid points of all four. The grid has two points an octave (1, 2, 3, 4, 6,
+// 8, 12, ...) for counts, and for lengths the same up to context_bucket, then multiples of it. A prefill of prompts
+// of one length is simulated as it is; with padding (bucket, max) its prompts stand in as the lengths they are
+// padded to, which the step computes (only their caching and sampling differ).
+//
+//   IterationTimer t(opts, simulate_shapes);      // simulate_shapes: shapes -> their costs, in order
+//   IterationCost c = t.cost(iteration, sequences);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/serving/engine.h"
+
+namespace podsim::serving {
+
+struct Chunk {
+  int64_t fresh = 0, cached = 0;
+  bool operator<(const Chunk& o) const { return fresh != o.fresh ? fresh < o.fresh : cached < o.cached; }
+  bool operator==(const Chunk& o) const { return fresh == o.fresh && cached == o.cached; }
+};
+using Shape = std::vector<Chunk>;  // sorted
+
+// "NEW+CACHED" per chunk, joined by commas.
+std::string shape_text(const Shape& s);
+
+struct TimerOptions {
+  bool exact = false;
+  int64_t context_bucket = 256;
+  std::string padding = "none";  // workload.prefill_padding
+  int64_t kv_block = 128;         // workload.kv_block: keys per block of the decode attention kernel
+};
+
+// Simulates shapes (in any order, several at once) and returns their costs in the order given.
+using ShapeSimulator = std::function<std::vector<IterationCost>(const std::vector<Shape>&)>;
+
+class IterationTimer {
+ public:
+  IterationTimer(TimerOptions o, ShapeSimulator simulate) : m_opts(o), m_simulate(std::move(simulate)) {}
+  IterationCost cost(const Iteration& it, const std::vector<Sequence>& seqs);
+  IterationCost cost(const Shape& exact);
+  // The shapes (with weights summing to 1) that stand for an exact one.
+  std::vector<std::pair<Shape, double>> stand_ins(const Shape& exact) const;
+  int64_t simulated() const { return static_cast<int64_t>(m_cache.size()); }
+  const std::map<Shape, IterationCost>& simulated_shapes() const { return m_cache; }
+
+ private:
+  TimerOptions m_opts;
+  ShapeSimulator m_simulate;
+  std::map<Shape, IterationCost> m_cache;
+};
+
+// The grid points around x (lo <= x <= hi; lo == hi on a point): counts (from 1) or lengths (from 0), two points an
+// octave up to `bucket`, multiples of it above (counts: bucket 0, octaves throughout).
+std::pair<int64_t, int64_t> grid_bracket(double x, int64_t bucket, bool from_zero);
+
+}  // namespace podsim::serving

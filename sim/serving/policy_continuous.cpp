@@ -1,0 +1,30 @@
+// Continuous batching into decode slots (JetStream): while a slot is free and a request waits, that request is
+// prefilled alone (its whole prompt) and its cache inserted into the slot; otherwise one generate step advances
+// every occupied slot by a token. Prefill goes first, as JetStream's prefill thread keeps the slots full.
+#include "sim/serving/policy_steps.h"
+
+namespace podsim::serving {
+namespace {
+
+class ContinuousBatching : public IServingPolicy {
+ public:
+  Iteration next(EngineState& s) override {
+    Iteration it;
+    if (!s.waiting().empty() && s.slot_free()) {
+      const int64_t i = s.waiting().front();
+      if (s.admit_front(s.seq(i).prompt)) {
+        it.work.push_back({i, s.seq(i).prompt, 0, false});
+        return it;
+      }
+    }
+    add_decodes(s, it);
+    return it;
+  }
+};
+
+PODSIM_REGISTER_SERVING_POLICY(ContinuousBatching, "continuous",
+                               "JetStream: prefill a request alone, insert it into a free slot; else one generate "
+                               "step over every occupied slot");
+
+}  // namespace
+}  // namespace podsim::serving

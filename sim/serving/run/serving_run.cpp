@@ -1,0 +1,266 @@
+#include "sim/serving/run/serving_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/text.h"
+#include "sim/config/loader.h"
+#include "sim/engine/output_dir.h"
+#include "sim/serving/engine.h"
+#include "sim/serving/iteration_time.h"
+#include "sim/serving/request_stream.h"
+#include "sim/serving/run/shape_simulator.h"
+
+namespace podsim::serving {
+namespace {
+
+using J = nlohmann::ordered_json;
+
+std::string ll(int64_t v) { return std::to_string(v); }
+double r9(double x) { return std::isfinite(x) ? std::round(x * 1e9) / 1e9 : 0; }
+
+J stats(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return {{"mean", r9(v.empty() ? 0 : sum / static_cast<double>(v.size()))},
+          {"p50", r9(percentile(v, 50))},
+          {"p90", r9(percentile(v, 90))},
+          {"p99", r9(percentile(v, 99))}};
+}
+
+EngineConfig engine_config(const ParamSet& p, const std::vector<Request>& rs) {
+  EngineConfig c;
+  c.slots = p.i("serving.engine.slots");
+  c.max_batched_tokens = p.i("serving.engine.max_batched_tokens");
+  c.paged = p.s("serving.engine.kv") == "paged";
+  c.page_tokens = p.i("serving.engine.page_tokens");
+  if (p.has("serving.requests.max_concurrency")) c.max_concurrency = p.i("serving.requests.max_concurrency");
+  int64_t longest = 0;
+  for (const Request& r : rs) longest = std::max(longest, r.input + r.output);
+  c.slot_tokens = p.has("serving.engine.slot_tokens") ? p.i("serving.engine.slot_tokens")
+                  : p.has("workload.max_context") ? p.i("workload.max_context")
+                                                  : longest;
+  c.pages = p.has("serving.engine.pages") ? p.i("serving.engine.pages")
+                                          : c.slots * ((c.slot_tokens + c.page_tokens - 1) / c.page_tokens);
+  // Every request must fit the cache alone: at its end it holds its input and output but the last token.
+  for (const Request& r : rs) {
+    const int64_t need = r.input + r.output - 1;
+    if (need > c.slot_tokens)
+      throw Error(Err::ServingCache,
+                  p.where(p.has("serving.engine.slot_tokens") ? "serving.engine.slot_tokens" : "workload.max_context"),
+                  "request " + ll(r.id) + " holds " + ll(need) + " tokens at its end (" + ll(r.input) + " input, " +
+                      ll(r.output) + " output, the last never cached), more than a sequence's " + ll(c.slot_tokens) +
+                      " places of KV cache (serving.engine.slot_tokens); give at least " + ll(need),
+                  "serving.engine.slot_tokens");
+    const int64_t pages = (need + c.page_tokens - 1) / c.page_tokens;
+    if (c.paged && pages > c.pages)
+      throw Error(Err::ServingCache, p.where("serving.engine.pages"),
+                  "request " + ll(r.id) + " needs " + ll(pages) + " pages of " + ll(c.page_tokens) + " tokens (" +
+                      ll(need) + " tokens at its end), more than the cache's " + ll(c.pages) +
+                      " (serving.engine.pages); give at least " + ll(pages),
+                  "serving.engine.pages");
+  }
+  return c;
+}
+
+void check_section(const ParamSet& p) {
+  if (p.where("workload.step").origin != "default" && p.s("workload.step") != "train")
+    throw Error(Err::ServingPolicy, p.where("workload.step"),
+                "a serving run chooses each iteration's step itself; drop workload.step (it is " +
+                    p.s("workload.step") + ") or the serving section",
+                "workload.step");
+  const std::string policy = p.s("serving.engine.policy");
+  if (!ServingPolicyRegistry::instance().find(policy))
+    throw Error(Err::ServingPolicy, p.where("serving.engine.policy"),
+                "unknown serving policy '" + policy +
+                    "'; one of: " + join(ServingPolicyRegistry::instance().names(), ", "),
+                "serving.engine.policy");
+}
+
+void write(const OutputDir& od, const std::string& name, const std::string& text) {
+  std::ofstream f(od.file(name));
+  f << text;
+  if (!f) throw Error(Err::OutputUnwritable, "cannot write into '" + od.path() + "'");
+}
+
+// Chrome trace JSON: the engine's iterations on one track, each request's waiting and decoding on one of its own.
+int64_t write_trace(const OutputDir& od, const EngineResult& r) {
+  std::ofstream f(od.file("trace.json"));
+  int64_t events = 0;
+  auto us = [](double s) { return strprintf("%.3f", s * 1e6); };
+  f << "{\"traceEvents\":[\n";
+  f << R"({"ph":"M","pid":1,"name":"process_name","args":{"name":"engine"}})";
+  f << ",\n" << R"({"ph":"M","pid":2,"name":"process_name","args":{"name":"requests"}})";
+  for (const IterationRecord& it : r.iterations) {
+    f << ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"name\":\"" << kind_name(it.kind) << "\",\"ts\":" << us(it.start)
+      << ",\"dur\":" << us(it.seconds) << ",\"args\":{\"sequences\":" << it.sequences
+      << ",\"new_tokens\":" << it.new_tokens << ",\"kv_tokens\":" << it.kv_tokens << "}}";
+    f << ",\n{\"ph\":\"C\",\"pid\":1,\"name\":\"batch\",\"ts\":" << us(it.start) << ",\"args\":{\"sequences\":"
+      << it.sequences << ",\"kv_tokens\":" << it.kv_tokens << "}}";
+    events += 2;
+  }
+  for (const Sequence& s : r.sequences) {
+    const int64_t tid = s.req.id + 1;
+    f << ",\n{\"ph\":\"M\",\"pid\":2,\"tid\":" << tid << ",\"name\":\"thread_name\",\"args\":{\"name\":\"request "
+      << s.req.id << "\"}}";
+    f << ",\n{\"ph\":\"X\",\"pid\":2,\"tid\":" << tid << ",\"name\":\"to first token\",\"ts\":" << us(s.sent)
+      << ",\"dur\":" << us(s.first - s.sent) << "}";
+    f << ",\n{\"ph\":\"X\",\"pid\":2,\"tid\":" << tid << ",\"name\":\"decoding\",\"ts\":" << us(s.first)
+      << ",\"dur\":" << us(s.finish - s.first) << ",\"args\":{\"output_tokens\":" << s.req.output << "}}";
+    events += 3;
+  }
+  f << "\n]}\n";
+  if (!f) throw Error(Err::OutputUnwritable, "cannot write into '" + od.path() + "'");
+  return events + 2;
+}
+
+}  // namespace
+
+RunOutcome run_serving(const Experiment& e, const RunOptions& opts) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ParamSet& p = e.params;
+  check_section(p);
+  const std::vector<Request> requests = request_stream(p);
+  const EngineConfig config = engine_config(p, requests);
+  RunOutcome out;
+  const std::string dir = opts.out_dir.empty() ? "results/" + e.run.name : opts.out_dir;
+  OutputDir od(dir, opts.force);
+
+  ShapeFrame frame;
+  frame.yaml = resolved_yaml(e, false);
+  frame.label = e.run.name + " (an iteration of its serving run)";
+  frame.kv_capacity = config.slot_tokens;
+  frame.resident = config.paged ? (config.pages * config.page_tokens + config.slot_tokens - 1) / config.slot_tokens
+                                : config.slots;
+  frame.jobs = p.i("serving.jobs");
+  TimerOptions to;
+  to.exact = p.b("serving.exact");
+  to.context_bucket = p.i("serving.context_bucket");
+  to.padding = p.s("workload.prefill_padding");
+  to.kv_block = p.i("workload.kv_block");
+  IterationTimer timer(to, [&](const std::vector<Shape>& s) { return simulate_shapes(frame, s); });
+  Engine engine(config, ServingPolicyRegistry::instance().make(p.s("serving.engine.policy")),
+                [&](const Iteration& it, const std::vector<Sequence>& seqs) { return timer.cost(it, seqs); });
+  const EngineResult r = engine.run(requests);
+
+  // Figures as benchmark_serving computes them.
+  const double T = r.duration;
+  const int64_t chips = e.hardware.pod.chips();
+  std::vector<double> ttft, tpot, itl, e2e;
+  int64_t in_tokens = 0, out_tokens = 0;
+  std::string csv = "id,arrival_s,sent_s,first_token_s,finish_s,input_tokens,output_tokens,ttft_s,tpot_s,e2e_s,"
+                    "preemptions\n";
+  for (const Sequence& s : r.sequences) {
+    ttft.push_back(s.first - s.sent);
+    e2e.push_back(s.finish - s.sent);
+    const double tp = s.req.output > 1 ? (s.finish - s.first) / static_cast<double>(s.req.output - 1) : 0;
+    if (s.req.output > 1) tpot.push_back(tp);
+    itl.insert(itl.end(), s.gaps.begin(), s.gaps.end());
+    in_tokens += s.req.input;
+    out_tokens += s.req.output;
+    csv += strprintf("%lld,%.9f,%.9f,%.9f,%.9f,%lld,%lld,%.9f,%.9f,%.9f,%lld\n", static_cast<long long>(s.req.id),
+                     s.req.arrival, s.sent, s.first, s.finish, static_cast<long long>(s.req.input),
+                     static_cast<long long>(s.req.output), s.first - s.sent, tp, s.finish - s.sent,
+                     static_cast<long long>(s.preemptions));
+  }
+  const double peak = e.hardware.chip.peak_flops() * static_cast<double>(chips);
+  const double bw = e.hardware.chip.hbm.bandwidth;
+  J kinds = J::object();
+  std::string iter_csv = "start_s,duration_s,kind,sequences,new_tokens,running,kv_tokens,kv_pages\n";
+  double peak_kv = 0, kv_time = 0;
+  int64_t peak_batch = 0;
+  for (IterationKind k : {IterationKind::Prefill, IterationKind::Decode, IterationKind::Mixed}) {
+    int64_t n = 0;
+    double time = 0, flops = 0, bytes = 0, tokens = 0;
+    for (const IterationRecord& it : r.iterations)
+      if (it.kind == k) {
+        ++n;
+        time += it.seconds;
+        flops += it.model_flops;
+        bytes += it.stream_bytes_per_chip;
+        tokens += static_cast<double>(it.new_tokens);
+      }
+    kinds[kind_name(k)] = {{"count", n},
+                           {"time_s", r9(time)},
+                           {"tokens", tokens},
+                           {"mfu", time > 0 ? r9(flops / (peak * time)) : 0.0},
+                           {"mbu", time > 0 && bw > 0 ? r9(bytes / (bw * time)) : 0.0}};
+  }
+  for (const IterationRecord& it : r.iterations) {
+    iter_csv += strprintf("%.9f,%.9f,%s,%lld,%lld,%lld,%lld,%lld\n", it.start, it.seconds, kind_name(it.kind),
+                          static_cast<long long>(it.sequences), static_cast<long long>(it.new_tokens),
+                          static_cast<long long>(it.running), static_cast<long long>(it.kv_tokens),
+                          static_cast<long long>(it.kv_pages));
+    peak_kv = std::max(peak_kv, static_cast<double>(it.kv_tokens));
+    kv_time += static_cast<double>(it.kv_tokens) * it.seconds;
+    peak_batch = std::max(peak_batch, it.sequences);
+  }
+  const double capacity = config.paged ? static_cast<double>(config.pages * config.page_tokens)
+                                       : static_cast<double>(config.slots * config.slot_tokens);
+  J s;
+  s["policy"] = p.s("serving.engine.policy");
+  s["requests"] = static_cast<int64_t>(requests.size());
+  s["input_tokens"] = in_tokens;
+  s["output_tokens"] = out_tokens;
+  s["duration_s"] = r9(T);
+  s["ttft_s"] = stats(ttft);
+  s["tpot_s"] = stats(tpot);
+  s["itl_s"] = stats(itl);
+  s["e2e_s"] = stats(e2e);
+  s["requests_per_s"] = T > 0 ? r9(static_cast<double>(requests.size()) / T) : 0.0;
+  s["output_tokens_per_s"] = T > 0 ? r9(static_cast<double>(out_tokens) / T) : 0.0;
+  s["total_tokens_per_s"] = T > 0 ? r9(static_cast<double>(in_tokens + out_tokens) / T) : 0.0;
+  s["per_chip"] = {{"requests_per_s", r9(s["requests_per_s"].get<double>() / static_cast<double>(chips))},
+                   {"output_tokens_per_s", r9(s["output_tokens_per_s"].get<double>() / static_cast<double>(chips))},
+                   {"total_tokens_per_s", r9(s["total_tokens_per_s"].get<double>() / static_cast<double>(chips))}};
+  s["iterations"] = kinds;
+  s["batch"] = {{"max_sequences", peak_batch}, {"slots", config.slots}};
+  s["kv_cache"] = {{"kind", config.paged ? "paged" : "contiguous"},
+                   {"capacity_tokens", capacity},
+                   {"peak_tokens", peak_kv},
+                   {"mean_occupancy", T > 0 && capacity > 0 ? r9(kv_time / T / capacity) : 0.0},
+                   {"preemptions", r.preemptions}};
+  s["shapes_simulated"] = timer.simulated();
+  s["exact"] = to.exact;
+
+  J j;
+  j["podsim_version"] = PODSIM_VERSION;
+  j["experiment"] = e.run.name;
+  j["hardware"] = e.hardware.preset;
+  j["workload"] = e.workload;
+  j["strategy"] = e.strategy;
+  j["numeric"] = false;
+  j["seed"] = e.run.seed;
+  j["pod_dims"] = e.hardware.pod.dims;
+  j["chips"] = chips;
+  j["simulated"] = true;
+  // A serving run's "step" is the whole stream: from the first request sent to the last token.
+  j["step_time_s"] = r9(T);
+  j["serving"] = s;
+  out.summary = j.dump(2) + "\n";
+  write(od, "summary.json", out.summary);
+  write(od, "config.resolved.yaml", resolved_yaml(e));
+  write(od, "requests.csv", csv);
+  write(od, "iterations.csv", iter_csv);
+  const int64_t events = write_trace(od, r);
+  const ShapeStats& st = shape_stats();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  J h;
+  h["simulated"] = true;
+  h["wall_s"] = r9(wall);
+  h["iterations"] = static_cast<int64_t>(r.iterations.size());
+  h["shapes_simulated"] = st.shapes;
+  h["shapes_wall_s"] = r9(st.wall);
+  h["activations"] = st.activations;
+  h["trace"] = {{"file", "trace.json"}, {"events", events}};
+  write(od, "host.json", h.dump(2) + "\n");
+  od.commit();
+  out.out_dir = od.final_path();
+  return out;
+}
+
+}  // namespace podsim::serving
