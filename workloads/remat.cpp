@@ -171,12 +171,13 @@ Rematerialized rematerialize(const ModelGraph& g, const std::function<int64_t(Op
     auto it = copy_of.find(t);
     return p >= 0 && s >= 0 && seg[p] == s && it != copy_of.end() && !saved(t) ? it->second : t;
   };
-  // A transfer of `t` (its producer's cell and segment) to or from the host, with a fresh output tensor.
   // A transfer of `t` (its producer's cell and segment) to or from the host, with a fresh output tensor; a layer's
   // input comes back in the cell of the layer reading it.
-  std::map<int64_t, int32_t> cell_of;
-  for (size_t i = 0; i < n; ++i)
-    if (g.op(static_cast<OpId>(i)).phase == Phase::Backward && seg[i] >= 0) cell_of.emplace(seg[i], g.op(static_cast<OpId>(i)).cell);
+  std::map<int64_t, int32_t> cell_of;  // per segment, the cell of its backward ops
+  for (size_t i = 0; i < n; ++i) {
+    const Op& op = g.op(static_cast<OpId>(i));
+    if (op.phase == Phase::Backward && seg[i] >= 0) cell_of.emplace(seg[i], op.cell);
+  }
   auto transfer = [&](TensorId t, TensorId from, OpKind kind, const char* suffix, int64_t s) {
     TensorInfo info = g.tensor(t);
     info.name += suffix;

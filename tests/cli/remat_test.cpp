@@ -150,18 +150,20 @@ TEST(RematCliTest, MisuseIsRefusedWithTheKeysLocation) {
 // what would be valid; exit 2.
 TEST(RematCliTest, CustomPolicyMisuseIsRefusedWithTheKeysLocation) {
   const std::string head = hw("[1, 1]") + kTransformer;
-  const std::string f1 = write_file("custom_name.yaml", head + "  remat: custom\n  remat_custom:\n    qkv_proj: offload\n");
+  const std::string custom = "  remat: custom\n  remat_custom:\n";
+  const std::string f1 = write_file("custom_name.yaml", head + custom + "    qkv_proj: offload\n");
   CliResult r = run_podsim({"validate", f1});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(f1 + ":17:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("PODSIM-CFG-002"), std::string::npos) << r.err;
-  const std::string f2 = write_file("custom_place.yaml", head + "  remat: custom\n  remat_custom:\n    context: host\n");
+  const std::string f2 = write_file("custom_place.yaml", head + custom + "    context: host\n");
   r = run_podsim({"validate", f2});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(f2 + ":17:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("PODSIM-CFG-009"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("offload"), std::string::npos) << r.err;
-  const std::string f3 = write_file("custom_without.yaml", head + "  remat: full\n  remat_custom:\n    context: device\n");
+  const std::string f3 =
+      write_file("custom_without.yaml", head + "  remat: full\n  remat_custom:\n    context: device\n");
   r = run_podsim({"validate", f3});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find(f3 + ":17:"), std::string::npos) << r.err;

@@ -1,6 +1,7 @@
 // The loss at a large vocabulary held as XLA holds it (docs/model.md, "Memory capacity"): bf16 logits, the
 // log-softmax fused with its reductions (each row's log-sum-exp kept for the backward as its max and sum of
-// exponentials, two fp32 values, no [T, V] probabilities), the logits' gradient written once, over the logits' buffer. The head's peak bytes by hand.
+// exponentials, two fp32 values, no [T, V] probabilities), the logits' gradient written once, over the logits'
+// buffer. The head's peak bytes by hand.
 #include <gtest/gtest.h>
 
 #include "hw/compiler/lower.h"
