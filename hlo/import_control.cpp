@@ -352,6 +352,7 @@ Value Importer::custom_call(const Instruction& in, const std::vector<Value>& val
       }
     }
     if (target == "AllocateBuffer") return array_value(m_prefix + in.name, in.shape);
+    if (in.shape.is_tuple() && in.shape.tuple.empty()) return Value{};  // a marker with no result (ShardingGroup)
     if (!in.shape.is_array() && vals.size() <= 1 && (vals.empty() || vals[0].tuple)) return vals.empty() ? Value{} : vals[0];
     if (vals.size() == 1 && in.shape.is_tuple() && vals[0].tuple) return vals[0];
     fail(in, Err::HloUnsupported, "custom call '" + target + "' changes its operand's shape: the module is not "

@@ -571,6 +571,10 @@ ENTRY %main (w: f32[128,256], p: f32[3,200], q: bf16[3,200]) -> s64[1024] {
   const OpCost j = op_cost(im.graph, op_named(im, "joined"));
   EXPECT_DOUBLE_EQ(j.flops, 2048.0);
   EXPECT_DOUBLE_EQ(j.bytes_read + j.bytes_written, 1024.0 * (4 + 4 + 8));
+  // A marker without a result (Shardy's sharding group) is nothing.
+  std::string grouped = text;
+  grouped.replace(grouped.find("  %done ="), 0, "  %g = () custom-call(%safe), custom_call_target=\"xla.sdy.ShardingGroup\"\n");
+  EXPECT_EQ(error_of([&] { import_text(grouped); }), "no error");
   // The gather hint is its operand: r copies the combine's result.
   EXPECT_EQ(im.graph.tensor(op_named(im, "r").inputs[0]).name, "joined");
   // Tiles pad the dimensions they cover: [3, 200] in (8, 128) tiles takes 8 x 256 elements; bf16 [3, 200] stored
