@@ -174,6 +174,17 @@ ModelGraph training_remat(const ModelGraph& g, const ParamSet& p) {
   return rematerialize_layers(g, o);
 }
 
+TensorId cross_entropy_loss(GraphBuilder& b, TensorId logits, TensorId labels, const std::vector<TensorId>& terms) {
+  const TensorId nll = b.softmax_cross_entropy(logits, labels, terms.empty() ? "loss" : "loss.nll");
+  return terms.empty() ? nll : add_loss_terms(b, nll, terms);
+}
+
+ModelGraph finish_training_step(GraphBuilder& b, TensorId loss, const ParamSet& p) {
+  b.backward(loss);
+  b.optimizer(training_optimizer(p));
+  return training_remat(b.graph(), p);
+}
+
 DType training_weight_dtype(const ParamSet& p) {
   if (!p.has("workload.weight_dtype")) return training_dtype(p);
   const std::string& w = p.s("workload.weight_dtype");

@@ -24,5 +24,11 @@ void validate_training(const ParamSet& p);
 TensorId add_loss_terms(GraphBuilder& b, TensorId first, const std::vector<TensorId>& terms);
 // The step re-materialized as workload.remat and workload.remat_keep say (workloads/remat.h); `g` for none.
 ModelGraph training_remat(const ModelGraph& g, const ParamSet& p);
+// The cross-entropy of `logits` against `labels` as the step's loss "loss", or, with terms (MoE load balancing), as
+// "loss.nll" plus them (add_loss_terms).
+TensorId cross_entropy_loss(GraphBuilder& b, TensorId logits, TensorId labels, const std::vector<TensorId>& terms);
+// The end of every training step: the backward pass from `loss`, the optimizer's update (workload.optimizer) and the
+// re-materialization workload.remat asks for (training_remat) of the builder's graph.
+ModelGraph finish_training_step(GraphBuilder& b, TensorId loss, const ParamSet& p);
 
 }  // namespace podsim

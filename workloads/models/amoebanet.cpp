@@ -248,9 +248,7 @@ class AmoebaNetWorkload : public IWorkload {
     const int64_t classes = p.i("workload.classes");
     TensorId logits = b.bias_add(b.matmul(pooled, b.param("fc.w", {s[3], classes}), "fc"),
                                  b.param("fc.b", {classes}), "fc.bias");
-    b.backward(b.softmax_cross_entropy(logits, labels, "loss"));
-    b.optimizer(training_optimizer(p));
-    ModelGraph out = training_remat(g, p);
+    ModelGraph out = finish_training_step(b, b.softmax_cross_entropy(logits, labels, "loss"), p);
     assign_image_layouts(out, image_layouts_from(p.s("run.layout")));
     return out;
   }

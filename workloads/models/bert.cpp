@@ -130,9 +130,7 @@ class BertWorkload : public IWorkload {
                                      b.param("nsp.b", {2}), "nsp.out");
     TensorId nsp = b.softmax_cross_entropy(nsp_logits, nsp_labels, "loss.nsp");
     TensorId loss = add_loss_terms(b, mlm, {nsp});
-    b.backward(loss);
-    b.optimizer(training_optimizer(p));
-    return training_remat(g, p);
+    return finish_training_step(b, loss, p);
   }
 };
 

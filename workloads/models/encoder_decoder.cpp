@@ -149,11 +149,8 @@ class EncoderDecoderWorkload : public IWorkload {
     }
     b.set_cell(cell);
     TensorId logits = b.einsum(norm(y, "dec.final_ln"), table, "btd,vd->btv", "logits");
-    TensorId loss = b.softmax_cross_entropy(logits, labels, aux_terms.empty() ? "loss" : "loss.nll");
-    if (!aux_terms.empty()) loss = add_loss_terms(b, loss, aux_terms);
-    b.backward(loss);
-    b.optimizer(training_optimizer(p));
-    return training_remat(g, p);
+    const TensorId loss = cross_entropy_loss(b, logits, labels, aux_terms);
+    return finish_training_step(b, loss, p);
   }
 };
 

@@ -103,9 +103,7 @@ class GnmtWorkload : public IWorkload {
     TensorId logits = b.bias_add(b.einsum(y, b.param("classifier.w", {H, V}), "bth,hv->btv", "classifier"),
                                  b.param("classifier.b", {V}), "logits");
     TensorId loss = b.softmax_cross_entropy(logits, labels, "loss");
-    b.backward(loss);
-    b.optimizer(training_optimizer(p));
-    return training_remat(g, p);
+    return finish_training_step(b, loss, p);
   }
 };
 

@@ -45,9 +45,7 @@ class MlpWorkload : public IWorkload {
     TensorId bias = b.param("out.b", {p.i("workload.classes")});
     TensorId logits = b.bias_add(b.matmul(x, w, "out"), bias, "out.bias");
     TensorId loss = b.softmax_cross_entropy(logits, labels, "loss");
-    b.backward(loss);
-    b.optimizer(training_optimizer(p));
-    return training_remat(g, p);
+    return finish_training_step(b, loss, p);
   }
 };
 

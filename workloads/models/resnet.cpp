@@ -172,9 +172,7 @@ class ResNetWorkload : public IWorkload {
     TensorId logits = b.bias_add(b.matmul(pooled, b.param("fc.w", {s[3], classes}), "fc"),
                                  b.param("fc.b", {classes}), "fc.bias");
     TensorId loss = b.softmax_cross_entropy(logits, labels, "loss");
-    b.backward(loss);
-    b.optimizer(training_optimizer(p));
-    ModelGraph out = training_remat(g, p);
+    ModelGraph out = finish_training_step(b, loss, p);
     assign_image_layouts(out, image_layouts_from(p.s("run.layout")));
     return out;
   }

@@ -177,11 +177,8 @@ class TransformerWorkload : public IWorkload {
     }
     b.set_cell(static_cast<int32_t>(s.L + 1));
     TensorId logits = d.logits(d.norm(x, "final_ln"), "bs", "logits");
-    TensorId loss = b.softmax_cross_entropy(logits, labels, aux_terms.empty() ? "loss" : "loss.nll");
-    if (!aux_terms.empty()) loss = add_loss_terms(b, loss, aux_terms);
-    b.backward(loss);
-    b.optimizer(training_optimizer(p));
-    return training_remat(g, p);
+    const TensorId loss = cross_entropy_loss(b, logits, labels, aux_terms);
+    return finish_training_step(b, loss, p);
   }
 };
 
