@@ -396,6 +396,25 @@ std::vector<ParamSpec> serving_param_specs() {
                  "paged: the pages of the cache. Default: what the slots hold at slot_tokens each.")
           .range(1, 1LL << 40)
           .optional(),
+      P::int_list("serving.disaggregated.prefill_pod",
+                  "Disaggregated serving (docs/serving.md, \"Disaggregated serving\"): chips per torus dimension "
+                  "of a slice that only prefills, as hardware.pod.dims; hardware.pod becomes the slice that only "
+                  "decodes. Each prefill's KV cache crosses serving.disaggregated.link before its request joins "
+                  "the decode slice. Unset: one slice does both.")
+          .range(1, 1 << 18)
+          .length(2, 3)
+          .optional(),
+      P::integer("serving.disaggregated.prefill_batch",
+                 "Prompts the prefill slice prefills together (JetStream's prefill engine: 1; vLLM's prefill "
+                 "instance batches).")
+          .range(1, 1 << 16)
+          .def("1"),
+      P::choice("serving.disaggregated.link", {"dcn", "ici"},
+                "What carries the KV caches from the prefill slice to the decode slice: dcn (separate slices: "
+                "every host of the smaller slice sends or receives at hardware.dcn.bandwidth) or ici (both slices "
+                "in one torus, side by side along its first dimension: the links across the face they share, "
+                "each at hardware.ici.link_bandwidth).")
+          .def("dcn"),
       P::boolean("serving.exact",
                  "Simulate every distinct iteration the stream produces (each batch composition of exact lengths) "
                  "instead of interpolating between simulated iterations on a grid of batch sizes and context "

@@ -33,6 +33,22 @@ const std::vector<SweepFigure>& default_sweep_figures() {
   return figures;
 }
 
+const std::vector<SweepFigure>& serving_sweep_figures() {
+  static const std::vector<SweepFigure> figures = {
+      {"output_tokens_per_s", "/serving/output_tokens_per_s", {}},
+      {"requests_per_s", "/serving/requests_per_s", {}},
+      {"ttft_mean_s", "/serving/ttft_s/mean", {}},
+      {"ttft_p50_s", "/serving/ttft_s/p50", {}},
+      {"ttft_p99_s", "/serving/ttft_s/p99", {}},
+      {"tpot_mean_s", "/serving/tpot_s/mean", {}},
+      {"itl_p50_s", "/serving/itl_s/p50", {}},
+      {"itl_p99_s", "/serving/itl_s/p99", {}},
+      {"e2e_mean_s", "/serving/e2e_s/mean", {}},
+      {"kv_transfer_mean_s", "/serving/disaggregated/kv_transfer_s/mean", {}},
+  };
+  return figures;
+}
+
 namespace {
 
 const std::vector<std::string> kSections = {"name", "base", "set", "grid", "zip", "runs", "run_name", "figures"};

@@ -63,5 +63,7 @@ SweepFile load_sweep_file(const std::string& path);
 
 // The figures every results.db has (docs/sweeps.md); `figures:` entries add to them or replace one by name.
 const std::vector<SweepFigure>& default_sweep_figures();
+// The figures a sweep whose runs include serving runs has besides (docs/sweeps.md).
+const std::vector<SweepFigure>& serving_sweep_figures();
 
 }  // namespace podsim

@@ -100,6 +100,11 @@ EngineResult Engine::run(const std::vector<Request>& requests) {
     Sequence s;
     s.req = q;
     s.prompt = q.input;
+    if (q.prefilled) {  // its cache came from a prefill elsewhere, with the first token
+      s.prefilled = s.kv = q.input;
+      s.generated = 1;
+      s.first = s.last = q.first;
+    }
     seqs.push_back(s);
   }
   // Send order: by arrival, then id (a trace is in order already; a synthetic stream too).
@@ -121,6 +126,11 @@ EngineResult Engine::run(const std::vector<Request>& requests) {
       st.waiting().push_back(order[next]);
       ++next;
       if (++in_flight == cap) free_since = std::numeric_limits<double>::infinity();
+    }
+    // A sequence that arrived with its cache is inserted into a free slot as it comes (JetStream's insert); the
+    // policy only decodes it.
+    while (!st.waiting().empty() && !seqs[static_cast<size_t>(st.waiting().front())].prefilling() &&
+           st.admit_front(seqs[static_cast<size_t>(st.waiting().front())].kv + 1)) {
     }
     Iteration it = m_policy->next(st);
     if (it.empty()) {

@@ -30,6 +30,7 @@ class ChunkedPrefill : public IServingPolicy {
     drop_preempted(s, it);
     while (budget > 0 && !s.waiting().empty() && s.slot_free()) {
       const int64_t i = s.waiting().front();
+      if (!s.seq(i).prefilling()) break;  // it came with its cache: the engine inserts it
       const int64_t n = std::min(s.seq(i).prompt, budget);
       if (!s.admit_front(n)) break;
       it.work.push_back({i, n, 0, false});

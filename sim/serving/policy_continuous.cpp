@@ -12,7 +12,7 @@ class ContinuousBatching : public IServingPolicy {
     Iteration it;
     if (!s.waiting().empty() && s.slot_free()) {
       const int64_t i = s.waiting().front();
-      if (s.admit_front(s.seq(i).prompt)) {
+      if (s.seq(i).prefilling() && s.admit_front(s.seq(i).prompt)) {
         it.work.push_back({i, s.seq(i).prompt, 0, false});
         return it;
       }

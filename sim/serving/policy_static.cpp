@@ -10,9 +10,11 @@ class StaticBatching : public IServingPolicy {
   Iteration next(EngineState& s) override {
     Iteration it;
     if (s.running().empty()) {
-      while (!s.waiting().empty() && s.admit_front(s.seq(s.waiting().front()).prompt)) {
+      while (!s.waiting().empty() && s.seq(s.waiting().front()).prefilling() &&
+             s.admit_front(s.seq(s.waiting().front()).prompt)) {
       }
-      for (int64_t i : s.running()) it.work.push_back({i, s.seq(i).prompt, 0, false});
+      for (int64_t i : s.running())
+        if (s.seq(i).prefilling()) it.work.push_back({i, s.seq(i).prompt, 0, false});
       return it;
     }
     add_decodes(s, it);

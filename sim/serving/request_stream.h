@@ -18,6 +18,10 @@ struct Request {
   double arrival = 0;  // seconds from the start of the run
   int64_t input = 0;   // prompt tokens
   int64_t output = 0;  // output tokens, the first sampled by the prefill
+  // Disaggregated serving's decode slice: the request arrives with its prompt's KV cache and its first token,
+  // sampled on the prefill slice at `first` (docs/serving.md, "Disaggregated serving").
+  bool prefilled = false;
+  double first = -1;
 };
 
 // Whether the experiment is a serving run: a request count or a trace given.

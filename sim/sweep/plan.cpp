@@ -5,6 +5,7 @@
 
 #include "base/text.h"
 #include "sim/config/loader.h"
+#include "sim/serving/request_stream.h"
 #include "sim/sweep/run_name.h"
 
 namespace podsim {
@@ -64,13 +65,6 @@ SweepPlan plan_sweep(const SweepFile& f) {
   SweepPlan plan;
   plan.name = f.name;
   plan.file = f.path;
-  plan.figures = default_sweep_figures();
-  for (const auto& fig : f.figures) {
-    auto it = std::find_if(plan.figures.begin(), plan.figures.end(),
-                           [&](const SweepFigure& d) { return d.column == fig.column; });
-    if (it != plan.figures.end()) *it = fig;
-    else plan.figures.push_back(fig);
-  }
   size_t total = 1;
   for (const auto& axis : f.axes) {
     for (const auto& p : axis.points)
@@ -83,6 +77,7 @@ SweepPlan plan_sweep(const SweepFile& f) {
     total *= axis.points.size();
   }
 
+  bool serving = false;  // a run with a serving section: the serving figures join the defaults
   std::map<std::string, size_t> names;
   std::vector<size_t> digit(f.axes.size(), 0);  // mixed-radix counter, first axis most significant
   for (size_t index = 0; index < total; ++index) {
@@ -93,6 +88,7 @@ SweepPlan plan_sweep(const SweepFile& f) {
     std::string label = strprintf("run %zu of %zu", index, total) + (swept.empty() ? "" : " (" + describe(swept) + ")");
 
     Experiment e = load_run(f, values, label);
+    serving = serving || serving::serving_run(e.params);
     std::vector<std::string> swept_paths;
     for (const auto& v : swept) swept_paths.push_back(v.path);
     std::string name = render_run_name({f.run_name, f.run_name_where, e, index, total, f.name, swept_paths, label});
@@ -127,6 +123,15 @@ SweepPlan plan_sweep(const SweepFile& f) {
       if (++digit[a] < f.axes[a].points.size()) break;
       digit[a] = 0;
     }
+  }
+  plan.figures = default_sweep_figures();
+  if (serving)
+    plan.figures.insert(plan.figures.end(), serving_sweep_figures().begin(), serving_sweep_figures().end());
+  for (const auto& fig : f.figures) {
+    auto it = std::find_if(plan.figures.begin(), plan.figures.end(),
+                           [&](const SweepFigure& d) { return d.column == fig.column; });
+    if (it != plan.figures.end()) *it = fig;
+    else plan.figures.push_back(fig);
   }
   return plan;
 }

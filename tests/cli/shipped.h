@@ -98,6 +98,7 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       {"configs/serving/llama3-70b-v6e-8_continuous.yaml", serving_reduced(true)},
       {"configs/serving/llama2-7b-v5e-8_jetstream.yaml", serving_reduced(false)},
       {"configs/serving/llama2-7b-v5e-8-int8_jetstream.yaml", serving_reduced(false)},
+      {"configs/serving/llama2-7b-v5e-8x2_disaggregated.yaml", serving_reduced(false)},
       // 256 chips as shipped; 1/64 of the data (4 MiB per chip instead of 256 MiB).
       {"configs/examples/allreduce_16x16.yaml", {"workload.bytes=4MiB"}},
       // ResNet-18 split 2 ways spatially x 2 data on 2 x 2 chips instead of 4 x 2 (the numeric step at 128 pixels is

@@ -10,10 +10,12 @@
 #include "base/text.h"
 #include "sim/config/loader.h"
 #include "sim/engine/output_dir.h"
+#include "sim/serving/disaggregated.h"
 #include "sim/serving/engine.h"
 #include "sim/serving/iteration_time.h"
 #include "sim/serving/request_stream.h"
 #include "sim/serving/run/shape_simulator.h"
+#include "workloads/models/transformer_layer.h"
 
 namespace podsim::serving {
 namespace {
@@ -81,6 +83,85 @@ void check_section(const ParamSet& p) {
                 "serving.engine.policy");
 }
 
+// Disaggregated serving (docs/serving.md, "Disaggregated serving"): the prefill slice and the link between it and
+// the decode slice (hardware.pod).
+struct Disaggregation {
+  bool on = false;
+  std::vector<int64_t> dims;  // the prefill slice
+  int64_t chips = 0;
+  int64_t batch = 1;
+  std::string link;
+  double bandwidth = 0;        // bytes/s the link carries one cache at
+  double latency = 0;          // seconds before its first byte arrives
+  double bytes_per_token = 0;  // of a prompt's cache: every layer's keys and values (and scales)
+  int64_t hosts_prefill = 0, hosts_decode = 0, links = 0;
+};
+
+std::string dims_text(const std::vector<int64_t>& v) {
+  std::vector<std::string> parts;
+  for (int64_t x : v) parts.push_back(std::to_string(x));
+  std::string t = "[";
+  t.append(join(parts, ",")).append("]");
+  return t;
+}
+
+Disaggregation disaggregation(const Experiment& e) {
+  const ParamSet& p = e.params;
+  Disaggregation d;
+  if (!p.has("serving.disaggregated.prefill_pod")) return d;
+  d.on = true;
+  d.dims = p.ints("serving.disaggregated.prefill_pod");
+  d.batch = p.i("serving.disaggregated.prefill_batch");
+  d.link = p.s("serving.disaggregated.link");
+  const std::vector<int64_t>& decode = e.hardware.pod.dims;
+  if (d.dims.size() != decode.size())
+    throw Error(Err::ServingPolicy, p.where("serving.disaggregated.prefill_pod"),
+                "the prefill slice " + dims_text(d.dims) + " has " + ll(static_cast<int64_t>(d.dims.size())) +
+                    " torus dimensions, the decode slice (hardware.pod.dims " + dims_text(decode) + ") " +
+                    ll(static_cast<int64_t>(decode.size())) + "; give the prefill slice as many",
+                "serving.disaggregated.prefill_pod");
+  if (e.hardware.pod.slices > 1)
+    throw Error(Err::ServingPolicy, p.where("hardware.slices"),
+                "disaggregated serving runs the decode slice as one slice (hardware.slices is " +
+                    ll(e.hardware.pod.slices) + "); drop hardware.slices or serving.disaggregated",
+                "hardware.slices");
+  if (p.has("serving.requests.max_concurrency"))
+    throw Error(Err::ServingPolicy, p.where("serving.requests.max_concurrency"),
+                "disaggregated serving sends every request when it arrives (an open loop); drop "
+                "serving.requests.max_concurrency or serving.disaggregated",
+                "serving.requests.max_concurrency");
+  d.chips = 1;
+  for (int64_t x : d.dims) d.chips *= x;
+  const int64_t per_host = std::max<int64_t>(1, e.hardware.host.chips);
+  d.hosts_prefill = (d.chips + per_host - 1) / per_host;
+  d.hosts_decode = (e.hardware.pod.slice_chips() + per_host - 1) / per_host;
+  if (d.link == "dcn") {
+    if (e.hardware.dcn.bandwidth <= 0)
+      throw Error(Err::ServingPolicy, p.where("serving.disaggregated.link"),
+                  "the KV caches cross the DCN, but hardware " + e.hardware.preset +
+                      " gives it no bandwidth (hardware.dcn.bandwidth is 0B/s); set hardware.dcn.bandwidth or "
+                      "link: ici",
+                  "serving.disaggregated.link");
+    // Every host of the smaller slice sends (or receives) its chips' part of the cache through its NICs.
+    d.bandwidth = static_cast<double>(std::min(d.hosts_prefill, d.hosts_decode)) * e.hardware.dcn.bandwidth;
+    d.latency = e.hardware.dcn.latency;
+  } else {
+    // Side by side along the first torus dimension: one link per chip of the face they share, one hop.
+    d.links = 1;
+    for (size_t k = 1; k < d.dims.size(); ++k) d.links *= std::min(d.dims[k], decode[k]);
+    d.bandwidth = static_cast<double>(d.links) * e.hardware.ici.link_bandwidth;
+    d.latency = e.hardware.ici.hop_latency;
+  }
+  // The cache as the memory plan holds it (workloads/models/transformer_inference.cpp): per layer a key and a
+  // value of kv_heads x head_dim per token, in workload.kv_dtype, with an f32 scale per token and head if int8/fp8.
+  const TransformerShape t = transformer_shape(p, 1);
+  const std::string kv = p.has("workload.kv_dtype") ? p.s("workload.kv_dtype") : p.s("workload.dtype");
+  const bool quantized = kv == "int8" || kv == "fp8";
+  const double elem = quantized ? 1 : kv == "fp32" ? 4 : 2;
+  d.bytes_per_token = static_cast<double>(t.L * 2 * t.KV) * (static_cast<double>(t.dh) * elem + (quantized ? 4 : 0));
+  return d;
+}
+
 void write(const OutputDir& od, const std::string& name, const std::string& text) {
   std::ofstream f(od.file(name));
   f << text;
@@ -88,19 +169,22 @@ void write(const OutputDir& od, const std::string& name, const std::string& text
 }
 
 // Chrome trace JSON: the engine's iterations on one track, each request's waiting and decoding on one of its own.
-int64_t write_trace(const OutputDir& od, const EngineResult& r) {
+int64_t write_trace(const OutputDir& od, const EngineResult& r, const std::vector<bool>& on_prefill) {
   std::ofstream f(od.file("trace.json"));
   int64_t events = 0;
   auto us = [](double s) { return strprintf("%.3f", s * 1e6); };
   f << "{\"traceEvents\":[\n";
   f << R"({"ph":"M","pid":1,"name":"process_name","args":{"name":"engine"}})";
   f << ",\n" << R"({"ph":"M","pid":2,"name":"process_name","args":{"name":"requests"}})";
-  for (const IterationRecord& it : r.iterations) {
-    f << ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":1,\"name\":\"" << kind_name(it.kind) << "\",\"ts\":" << us(it.start)
-      << ",\"dur\":" << us(it.seconds) << ",\"args\":{\"sequences\":" << it.sequences
+  for (size_t i = 0; i < r.iterations.size(); ++i) {
+    const IterationRecord& it = r.iterations[i];
+    // Disaggregated: the prefill slice's iterations on a second track.
+    f << ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":" << (on_prefill[i] ? 2 : 1) << ",\"name\":\"" << kind_name(it.kind)
+      << "\",\"ts\":" << us(it.start) << ",\"dur\":" << us(it.seconds) << ",\"args\":{\"sequences\":" << it.sequences
       << ",\"new_tokens\":" << it.new_tokens << ",\"kv_tokens\":" << it.kv_tokens << "}}";
-    f << ",\n{\"ph\":\"C\",\"pid\":1,\"name\":\"batch\",\"ts\":" << us(it.start) << ",\"args\":{\"sequences\":"
-      << it.sequences << ",\"kv_tokens\":" << it.kv_tokens << "}}";
+    f << ",\n{\"ph\":\"C\",\"pid\":1,\"name\":\"" << (on_prefill[i] ? "prefill batch" : "batch")
+      << "\",\"ts\":" << us(it.start) << ",\"args\":{\"sequences\":" << it.sequences
+      << ",\"kv_tokens\":" << it.kv_tokens << "}}";
     events += 2;
   }
   for (const Sequence& s : r.sequences) {
@@ -124,6 +208,7 @@ RunOutcome run_serving(const Experiment& e, const RunOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   const ParamSet& p = e.params;
   check_section(p);
+  const Disaggregation dis = disaggregation(e);
   const std::vector<Request> requests = request_stream(p);
   const EngineConfig config = engine_config(p, requests);
   RunOutcome out;
@@ -143,17 +228,58 @@ RunOutcome run_serving(const Experiment& e, const RunOptions& opts) {
   to.padding = p.s("workload.prefill_padding");
   to.kv_block = p.i("workload.kv_block");
   IterationTimer timer(to, [&](const std::vector<Shape>& s) { return simulate_shapes(frame, s); });
-  Engine engine(config, ServingPolicyRegistry::instance().make(p.s("serving.engine.policy")),
-                [&](const Iteration& it, const std::vector<Sequence>& seqs) { return timer.cost(it, seqs); });
-  const EngineResult r = engine.run(requests);
+  auto decode_engine = std::make_unique<Engine>(
+      config, ServingPolicyRegistry::instance().make(p.s("serving.engine.policy")),
+      [&](const Iteration& it, const std::vector<Sequence>& seqs) { return timer.cost(it, seqs); });
+  EngineResult r;
+  std::vector<Transfer> transfers;
+  std::vector<bool> on_prefill;  // per iteration of r: on the prefill slice (disaggregated)
+  std::unique_ptr<IterationTimer> prefill_timer;
+  if (!dis.on) {
+    r = decode_engine->run(requests);
+    on_prefill.assign(r.iterations.size(), false);
+  } else {
+    // The prefill slice: the experiment on its own pod, prefilling batches of prefill_batch prompts (the static
+    // policy, every request ending with its first token there).
+    ShapeFrame pf = frame;
+    pf.label = e.run.name + " (an iteration of its serving run's prefill slice)";
+    pf.overrides = {"hardware.pod.dims=" + dims_text(dis.dims)};
+    pf.resident = dis.batch;
+    prefill_timer = std::make_unique<IterationTimer>(
+        to, [pf](const std::vector<Shape>& s) { return simulate_shapes(pf, s); });
+    EngineConfig pc = config;
+    pc.slots = dis.batch;
+    pc.paged = false;
+    pc.max_concurrency = 0;
+    IterationTimer& pt = *prefill_timer;
+    auto prefill_engine = std::make_unique<Engine>(
+        pc, ServingPolicyRegistry::instance().make("static"),
+        [&pt](const Iteration& it, const std::vector<Sequence>& seqs) { return pt.cost(it, seqs); });
+    DisaggregatedEngine de(std::move(prefill_engine), std::move(decode_engine), [&dis](const Request& q) {
+      return dis.latency + static_cast<double>(q.input) * dis.bytes_per_token / dis.bandwidth;
+    });
+    DisaggregatedResult dr = de.run(requests);
+    r.sequences = std::move(dr.sequences);
+    r.iterations = dr.prefill.iterations;
+    r.iterations.insert(r.iterations.end(), dr.decode.iterations.begin(), dr.decode.iterations.end());
+    on_prefill.assign(dr.prefill.iterations.size(), true);
+    on_prefill.resize(r.iterations.size(), false);
+    r.duration = dr.duration;
+    r.preemptions = dr.decode.preemptions;
+    transfers = std::move(dr.transfers);
+  }
 
   // Figures as benchmark_serving computes them.
   const double T = r.duration;
-  const int64_t chips = e.hardware.pod.chips();
+  const int64_t decode_chips = e.hardware.pod.chips();
+  const int64_t chips = decode_chips + (dis.on ? dis.chips : 0);
   std::vector<double> ttft, tpot, itl, e2e;
   int64_t in_tokens = 0, out_tokens = 0;
   std::string csv = "id,arrival_s,sent_s,first_token_s,finish_s,input_tokens,output_tokens,ttft_s,tpot_s,e2e_s,"
-                    "preemptions\n";
+                    "preemptions";
+  csv += dis.on ? ",kv_transfer_start_s,kv_transfer_s\n" : "\n";
+  std::vector<double> transfer_s;
+  double transfer_bytes = 0;
   for (const Sequence& s : r.sequences) {
     ttft.push_back(s.first - s.sent);
     e2e.push_back(s.finish - s.sent);
@@ -166,35 +292,54 @@ RunOutcome run_serving(const Experiment& e, const RunOptions& opts) {
                      s.req.arrival, s.sent, s.first, s.finish, static_cast<long long>(s.req.input),
                      static_cast<long long>(s.req.output), s.first - s.sent, tp, s.finish - s.sent,
                      static_cast<long long>(s.preemptions));
+    if (dis.on) {
+      const Transfer& x = transfers[static_cast<size_t>(s.req.id)];
+      csv.pop_back();
+      csv += strprintf(",%.9f,%.9f\n", x.start, x.seconds);
+      if (x.start >= 0) {
+        transfer_s.push_back(x.seconds);
+        transfer_bytes += static_cast<double>(s.req.input) * dis.bytes_per_token;
+      }
+    }
   }
-  const double peak = e.hardware.chip.peak_flops() * static_cast<double>(chips);
+  // An iteration's MFU is against the peak of the slice it ran on.
+  const double chip_peak = e.hardware.chip.peak_flops();
+  auto peak_of = [&](size_t i) {
+    return chip_peak * static_cast<double>(on_prefill[i] ? dis.chips : decode_chips);
+  };
   const double bw = e.hardware.chip.hbm.bandwidth;
   J kinds = J::object();
-  std::string iter_csv = "start_s,duration_s,kind,sequences,new_tokens,running,kv_tokens,kv_pages\n";
+  std::string iter_csv = "start_s,duration_s,kind,sequences,new_tokens,running,kv_tokens,kv_pages";
+  iter_csv += dis.on ? ",slice\n" : "\n";
   double peak_kv = 0, kv_time = 0;
   int64_t peak_batch = 0;
   for (IterationKind k : {IterationKind::Prefill, IterationKind::Decode, IterationKind::Mixed}) {
     int64_t n = 0;
-    double time = 0, flops = 0, bytes = 0, tokens = 0;
-    for (const IterationRecord& it : r.iterations)
+    double time = 0, peak_time = 0, bytes = 0, tokens = 0;  // peak_time: FLOPs over the slice's peak
+    for (size_t i = 0; i < r.iterations.size(); ++i) {
+      const IterationRecord& it = r.iterations[i];
       if (it.kind == k) {
         ++n;
         time += it.seconds;
-        flops += it.model_flops;
+        peak_time += it.model_flops / peak_of(i);
         bytes += it.stream_bytes_per_chip;
         tokens += static_cast<double>(it.new_tokens);
       }
+    }
     kinds[kind_name(k)] = {{"count", n},
                            {"time_s", r9(time)},
                            {"tokens", tokens},
-                           {"mfu", time > 0 ? r9(flops / (peak * time)) : 0.0},
+                           {"mfu", time > 0 ? r9(peak_time / time) : 0.0},
                            {"mbu", time > 0 && bw > 0 ? r9(bytes / (bw * time)) : 0.0}};
   }
-  for (const IterationRecord& it : r.iterations) {
-    iter_csv += strprintf("%.9f,%.9f,%s,%lld,%lld,%lld,%lld,%lld\n", it.start, it.seconds, kind_name(it.kind),
+  for (size_t i = 0; i < r.iterations.size(); ++i) {
+    const IterationRecord& it = r.iterations[i];
+    iter_csv += strprintf("%.9f,%.9f,%s,%lld,%lld,%lld,%lld,%lld", it.start, it.seconds, kind_name(it.kind),
                           static_cast<long long>(it.sequences), static_cast<long long>(it.new_tokens),
                           static_cast<long long>(it.running), static_cast<long long>(it.kv_tokens),
                           static_cast<long long>(it.kv_pages));
+    iter_csv += dis.on ? (on_prefill[i] ? ",prefill\n" : ",decode\n") : "\n";
+    if (on_prefill[i]) continue;  // the decode slice's cache
     peak_kv = std::max(peak_kv, static_cast<double>(it.kv_tokens));
     kv_time += static_cast<double>(it.kv_tokens) * it.seconds;
     peak_batch = std::max(peak_batch, it.sequences);
@@ -224,7 +369,20 @@ RunOutcome run_serving(const Experiment& e, const RunOptions& opts) {
                    {"peak_tokens", peak_kv},
                    {"mean_occupancy", T > 0 && capacity > 0 ? r9(kv_time / T / capacity) : 0.0},
                    {"preemptions", r.preemptions}};
-  s["shapes_simulated"] = timer.simulated();
+  if (dis.on) {
+    s["disaggregated"] = {{"prefill_pod", dis.dims},
+                          {"prefill_chips", dis.chips},
+                          {"decode_chips", decode_chips},
+                          {"prefill_batch", dis.batch},
+                          {"link", dis.link},
+                          {"link_bandwidth_bytes_per_s", dis.bandwidth},
+                          {"link_latency_s", dis.latency},
+                          {"kv_bytes_per_token", dis.bytes_per_token},
+                          {"kv_transfers", static_cast<int64_t>(transfer_s.size())},
+                          {"kv_transfer_bytes", transfer_bytes},
+                          {"kv_transfer_s", stats(transfer_s)}};
+  }
+  s["shapes_simulated"] = timer.simulated() + (prefill_timer ? prefill_timer->simulated() : 0);
   s["exact"] = to.exact;
 
   J j;
@@ -246,7 +404,7 @@ RunOutcome run_serving(const Experiment& e, const RunOptions& opts) {
   write(od, "config.resolved.yaml", resolved_yaml(e));
   write(od, "requests.csv", csv);
   write(od, "iterations.csv", iter_csv);
-  const int64_t events = write_trace(od, r);
+  const int64_t events = write_trace(od, r, on_prefill);
   const ShapeStats& st = shape_stats();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   J h;

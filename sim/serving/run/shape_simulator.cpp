@@ -37,7 +37,8 @@ void child(const ShapeFrame& f, const Shape& s, int fd) {
   nlohmann::json out;
   try {
     LoadOptions lo;
-    lo.overrides = shape_overrides(s, f);
+    lo.overrides = f.overrides;
+    for (std::string& o : shape_overrides(s, f)) lo.overrides.push_back(std::move(o));
     const Experiment e = load_experiment_text(f.yaml, f.label, lo);
     std::unique_ptr<Prepared> p = prepare(e);
     Simulation sim = simulate(*p);

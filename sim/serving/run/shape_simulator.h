@@ -21,6 +21,7 @@ struct ShapeFrame {
   int64_t kv_capacity = 0;  // places per sequence (the engine's slot)
   int64_t resident = 0;     // sequences whose caches are resident (the slots, or what the pages hold)
   int64_t jobs = 1;         // children at once
+  std::vector<std::string> overrides;  // --set overrides of the slice it runs on (disaggregated prefill)
 };
 
 // The --set overrides that pose a shape as an inference step.
