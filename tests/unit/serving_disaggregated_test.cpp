@@ -4,17 +4,13 @@
 #include <gtest/gtest.h>
 
 #include "sim/serving/disaggregated.h"
+#include "tests/unit/serving_fakes.h"
 
 using namespace podsim;
 using namespace podsim::serving;
+using namespace podsim::serving::fakes;
 
 namespace {
-
-IterationCost by_kind(const Iteration& it, const std::vector<Sequence>&) {
-  IterationCost c;
-  c.seconds = it.kind() == IterationKind::Prefill ? 10 : it.kind() == IterationKind::Decode ? 1 : 5;
-  return c;
-}
 
 std::unique_ptr<Engine> engine(const std::string& policy, int64_t slots) {
   EngineConfig c;
@@ -27,12 +23,6 @@ DisaggregatedResult run(const std::string& decode_policy, double transfer_s, con
   DisaggregatedEngine d(engine("continuous", 1), engine(decode_policy, 2),
                         [=](const Request&) { return transfer_s; });
   return d.run(rs);
-}
-
-std::vector<Request> at_once(int n, int64_t in, int64_t out) {
-  std::vector<Request> r;
-  for (int i = 0; i < n; ++i) r.push_back({i, 0.0, in, out});
-  return r;
 }
 
 }  // namespace

@@ -13,23 +13,13 @@
 #include "sim/serving/engine.h"
 #include "sim/serving/iteration_time.h"
 #include "sim/serving/request_stream.h"
+#include "tests/unit/serving_fakes.h"
 
 using namespace podsim;
 using namespace podsim::serving;
+using namespace podsim::serving::fakes;
 
 namespace {
-
-IterationCost by_kind(const Iteration& it, const std::vector<Sequence>&) {
-  IterationCost c;
-  c.seconds = it.kind() == IterationKind::Prefill ? 10 : it.kind() == IterationKind::Decode ? 1 : 5;
-  return c;
-}
-
-std::vector<Request> at_once(int n, int64_t in, int64_t out) {
-  std::vector<Request> r;
-  for (int i = 0; i < n; ++i) r.push_back({i, 0.0, in, out});
-  return r;
-}
 
 EngineResult run(const std::string& policy, EngineConfig c, const std::vector<Request>& rs) {
   Engine e(c, ServingPolicyRegistry::instance().make(policy), by_kind);
