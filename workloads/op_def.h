@@ -25,6 +25,9 @@ struct VectorWork {
   double transcendental = 0;  // exp, log, tanh, rsqrt per element
   double divide = 0;          // divisions per element
   double reduce = 0;          // cross-lane reduction steps per element
+  // Elements per reduced row (0: unknown, a cross-lane step per vector). A row longer than a vector's lanes is
+  // combined across its vectors elementwise and reduced across lanes once per row group (hw/timing/vpu_timing.h).
+  double reduce_row = 0;
 };
 
 // How an op's HBM traffic is laid out; hw/timing/hbm_timing.h turns it into achieved bandwidth.

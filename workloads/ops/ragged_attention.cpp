@@ -141,6 +141,7 @@ OpCost ragged_cost(const ModelGraph& g, const Op& op) {
   c.vector.simple = 3.0 + 2.0 * E / bk + (x.quantized && scores > 0 ? 4.0 * E * bk * blocks / scores : 0.0);
   c.vector.transcendental = 1;
   c.vector.reduce = 2;
+  c.vector.reduce_row = bk;  // the row max and sum along a block's keys, as the flash kernel's
   return c;
 }
 
