@@ -225,9 +225,11 @@ struct OpAttrs {
   // marked causal is a product over a causal mask's (query, key) square (attention's scores and context, and their
   // gradients): conventions of model FLOPs that count the mask's triangle count half of it.
   bool causal = false;
-  // FlashAttention(Grad): the kernel's block sizes, query rows by key rows, forward and backward.
+  // FlashAttention(Grad): the kernel's block sizes, query rows by key rows, forward and backward; fused_bwd: the
+  // backward as one kernel (splash attention's use_fused_bwd_kernel: dq from the key/value kernel, summed after).
   struct Blocks {
     int64_t q = 128, kv = 128, q_bwd = 128, kv_bwd = 128;
+    bool fused_bwd = false;
   };
   Blocks blocks;
   // Communication: mesh axes of the group, algorithm (empty: the collective's default), permute shift and

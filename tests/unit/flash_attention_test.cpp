@@ -77,6 +77,22 @@ TEST(FlashAttentionTest, EqualsTheEinsumPathInFp32) {
       }
 }
 
+TEST(FlashAttentionTest, FusedBackwardEqualsTheEinsumPath) {
+  // One backward kernel (dq per key block, summed after): the same gradients, in fp32 to 1e-5 and in bf16 within
+  // the bound (each key block's dq share is rounded to bf16 before the sum).
+  OpAttrs::Blocks bl = blocks(4, 3, 5, 4);
+  bl.fused_bwd = true;
+  for (int64_t G : {1, 3})
+    for (bool causal : {true, false}) {
+      Shapes sh;
+      sh.G = G;
+      SCOPED_TRACE("G " + std::to_string(G) + (causal ? " causal" : ""));
+      for (double e : flash_against_einsum(sh, DType::F32, causal, bl)) EXPECT_LE(e, 1e-5);
+      sh.S = 33;
+      for (double e : flash_against_einsum(sh, DType::BF16, causal, bl)) EXPECT_LE(e, precision_tolerance(DType::BF16));
+    }
+}
+
 TEST(FlashAttentionTest, EqualsTheEinsumPathInBf16WithinCompareBound) {
   // bf16 tensors: both round what they store, the einsum path its scores and probabilities too, the kernel the
   // probabilities and score gradients it feeds the MXU; podsim compare's bf16 bound holds.
@@ -173,6 +189,8 @@ TEST(FlashAttentionTest, CostByHandCount) {
   EXPECT_DOUBLE_EQ(c.bytes_written, bh * S * E * 2 + bh * S * 4);
   EXPECT_DOUBLE_EQ(c.vector.elements, bh * 36 * 128 * 128);  // the scores computed
   EXPECT_DOUBLE_EQ(c.vector.transcendental, 1);
+  EXPECT_DOUBLE_EQ(c.vector.reduce, 2);         // the row max and sum,
+  EXPECT_DOUBLE_EQ(c.vector.reduce_row, 128);  // along a block's keys
   // Not causal: all 64 pairs, no model FLOPs over a mask.
   OpCost full = cost_of(1024, false, blocks(128, 128, 128, 128), false);
   EXPECT_DOUBLE_EQ(full.flops, 2 * 2.0 * 128 * 128 * E * 64 * bh);
@@ -189,6 +207,22 @@ TEST(FlashAttentionTest, CostByHandCount) {
   EXPECT_DOUBLE_EQ(bw.bytes_read, 2 * row * E * 2 + (2 * row * E * 2 + bh * 20 * 256 * (2 * E * 2 + 8)) +
                                       (row * (2 * E * 2 + 8) + bh * 20 * 2 * 128 * E * 2));
   EXPECT_DOUBLE_EQ(bw.bytes_written, 3 * row * E * 2 + row * 4);
+  // Fused backward, same blocks: five GEMMs per visible pair (scores and dP once); the query kernel's reads go,
+  // dq's partials (8 key blocks of 128, bf16) are written and read back by their sum; one exp per score and 9
+  // simple operations (7, the mask's 2) plus the dk, dv accumulators' 2 E / 256, di's multiply-add and the sum's
+  // add per partial element.
+  OpAttrs::Blocks fb = blocks(128, 128, 256, 128);
+  fb.fused_bwd = true;
+  OpCost fused = cost_of(1024, true, fb, true);
+  EXPECT_DOUBLE_EQ(fused.flops, 5 * 2.0 * 256 * 128 * E * 20 * bh);
+  EXPECT_DOUBLE_EQ(fused.model_flops, bw.model_flops);
+  const double partials = 8 * row * E * 2;
+  EXPECT_DOUBLE_EQ(fused.bytes_read, 2 * row * E * 2 + (2 * row * E * 2 + bh * 20 * 256 * (2 * E * 2 + 8)) + partials);
+  EXPECT_DOUBLE_EQ(fused.bytes_written, 3 * row * E * 2 + row * 4 + partials);
+  const double scores = bh * 20 * 256 * 128;
+  EXPECT_DOUBLE_EQ(fused.vector.elements, scores);
+  EXPECT_DOUBLE_EQ(fused.vector.transcendental, 1);
+  EXPECT_DOUBLE_EQ(fused.vector.simple, 9 + 2 * E / 256 + (2 * row * E + 8 * row * E) / scores);
   // Larger blocks waste more of the diagonal: blocks of 512, 2 x 2 pairs, 3 visible (the einsum path's 4 / 4).
   EXPECT_DOUBLE_EQ(cost_of(1024, true, blocks(512, 512, 512, 512), false).flops, 2 * 2.0 * 512 * 512 * E * 3 * bh);
 }

@@ -94,6 +94,12 @@ class TransformerWorkload : public IWorkload {
         ParamSpec::integer("workload.flash.block_kv_bwd", "attention: flash, backward: key rows per block (default 128).")
             .range(1, 1LL << 20)
             .def("128"),
+        ParamSpec::boolean("workload.flash.fused_bwd",
+                           "attention: flash, the backward as one kernel (splash attention's use_fused_bwd_kernel, "
+                           "MaxText's sa_use_fused_bwd_kernel): the key/value kernel also forms each block's dq, "
+                           "written per key block and summed after it, so the scores and dP are computed once, not "
+                           "once per kernel (docs/model.md). Off: a key/value kernel and a query kernel.")
+            .def("false"),
         ParamSpec::boolean("workload.tie_embeddings",
                            "The unembedding is the embedding's transpose: one [vocab, d_model] parameter whose "
                            "gradient sums both uses.")

@@ -13,6 +13,11 @@
 // Products take bf16 operands when the tensors are bf16 (p and ds are rounded as the kernel casts them to the
 // inputs' type for the MXU) and accumulate in fp32.
 //
+// The fused backward (attrs.blocks.fused_bwd; splash attention's use_fused_bwd_kernel) is the key/value kernel
+// alone: it also forms dq's share of each visible block pair, ds k, and writes it per key block (a [T / block_kv]
+// stack of dq's shape, in the inputs' type), which an XLA reduction then sums. The scores and dP are computed once
+// instead of once per kernel; dq's partial sums go through HBM.
+//
 // Layouts: q and o [B, S, H, E], k and v [B, T, H, E]; grouped-query attention q and o [B, S, KV, G, E] with query
 // head (kv, g) reading key/value head kv, k and v [B, T, KV, E]; lse [B, H, S] or [B, KV, G, S].
 //
@@ -21,7 +26,8 @@
 // GEMMs on the MXU (scores block_q x E @ E x block_kv, values block_q x block_kv @ block_kv x E), the backward seven
 // (its key/value kernel: scores, dP, dV, dK; its query kernel: scores, dP, dQ). HBM traffic is what the kernels'
 // blocks load and store: q, o, lse once, each visible key/value block once per query block (forward); the backward's
-// key/value kernel loads q, do, lse and di per visible block pair, its query kernel k and v. Model FLOPs are the
+// key/value kernel loads q, do, lse and di per visible block pair, its query kernel k and v (fused: no query kernel;
+// dq's per-key-block partials written and read back by their sum). Model FLOPs are the
 // attention's own products (4 B H S T E forward, 8 backward), counted over the whole square; the causal part is
 // what a convention that halves masked attention halves (workloads/graph.h).
 #include <algorithm>
@@ -96,8 +102,9 @@ std::vector<GemmPass> backward_gemms(const ModelGraph& g, const Op& op) {
   const Geometry x = geometry(g, op);
   const Blocks b = backward_blocks(x, op);
   const int64_t n = x.B * x.heads() * visible_pairs(x, op.attrs.causal, cost_query_offset(x, op), b.q, b.kv);
-  // Scores twice (one per kernel) and dP twice; dV and dK (key rows: P^T dO, dS^T Q); dQ.
-  return {{4 * n, b.q, x.E, b.kv}, {2 * n, b.kv, b.q, x.E}, {n, b.q, b.kv, x.E}};
+  // Scores twice (one per kernel) and dP twice, or once each when fused; dV and dK (key rows: P^T dO, dS^T Q); dQ.
+  const int64_t twice = op.attrs.blocks.fused_bwd ? 1 : 2;
+  return {{2 * twice * n, b.q, x.E, b.kv}, {2 * n, b.kv, b.q, x.E}, {n, b.q, b.kv, x.E}};
 }
 
 double gemm_flops(const std::vector<GemmPass>& passes) {
@@ -138,6 +145,7 @@ OpCost flash_cost(const ModelGraph& g, const Op& op) {
   c.vector.simple = 3.0 + (op.attrs.causal ? 2.0 : 0.0) + 2.0 * static_cast<double>(x.E) / static_cast<double>(b.kv);
   c.vector.transcendental = 1;
   c.vector.reduce = 2;
+  c.vector.reduce_row = static_cast<double>(b.kv);  // the row max and sum run along a block's keys
   return c;
 }
 
@@ -159,21 +167,30 @@ OpCost flash_grad_cost(const ModelGraph& g, const Op& op) {
   // di = rowsum(do * o): o and do read, di (fp32) written. Key/value kernel: k and v once per query head, per
   // visible pair a block of q, do, lse and di. Query kernel: q, do, lse, di once, per visible pair a block of k and v.
   // Written: dq, dk, dv once.
+  const bool fused = op.attrs.blocks.fused_bwd;
   const double di = 2 * rows * E * elem;
   const double dkv = 2 * key_rows * E * elem + p * static_cast<double>(b.q) * (2 * E * elem + 2 * 4.0);
-  const double dq = rows * (2 * E * elem + 2 * 4.0) + p * 2.0 * static_cast<double>(b.kv) * E * elem;
+  // Fused: dq's partials, one per key block of every query row ([T / block_kv] stacked, the inputs' type), written
+  // by the kernel and read back by their sum.
+  const double partials = fused ? static_cast<double>(ceil_div64(x.T, b.kv)) * rows * E * elem : 0.0;
+  const double dq = fused ? partials : rows * (2 * E * elem + 2 * 4.0) + p * 2.0 * static_cast<double>(b.kv) * E * elem;
   c.bytes_read = di + dkv + dq;
   double grads = 0;
   for (TensorId t : op.outputs) grads += g.tensor(t).bytes();
-  c.bytes_written = grads + rows * 4.0;
+  c.bytes_written = grads + rows * 4.0 + partials;
   // Per score, each kernel recomputes it (scale, subtract lse, exp, and the mask when causal) and forms
   // ds = p (dp - di) scaled and cast (the key/value kernel casts p too): 13 simple operations, 4 more for the masks,
   // two exps; the accumulators' adds (dk, dv per query block, dq per key block); di's multiply-add per element of o.
+  // Fused, the key/value kernel's share: 7, 2 for the mask, one exp, the dk and dv accumulators, and the sum's add
+  // per partial element.
   const double scores = p * static_cast<double>(b.q * b.kv);
   c.vector.elements = scores;
-  c.vector.simple = 13.0 + (op.attrs.causal ? 4.0 : 0.0) + 2.0 * E / static_cast<double>(b.q) +
-                    E / static_cast<double>(b.kv) + (scores > 0 ? 2.0 * rows * E / scores : 0.0);
-  c.vector.transcendental = 2;
+  const double per_score = fused ? 7.0 + (op.attrs.causal ? 2.0 : 0.0) + 2.0 * E / static_cast<double>(b.q)
+                                 : 13.0 + (op.attrs.causal ? 4.0 : 0.0) + 2.0 * E / static_cast<double>(b.q) +
+                                       E / static_cast<double>(b.kv);
+  const double partial_adds = fused ? partials / elem : 0.0;
+  c.vector.simple = per_score + (scores > 0 ? (2.0 * rows * E + partial_adds) / scores : 0.0);
+  c.vector.transcendental = fused ? 1 : 2;
   c.vector.reduce = scores > 0 ? rows * E / scores : 0.0;  // di's row sums
   return c;
 }
@@ -274,6 +291,9 @@ void flash_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
   const float alpha = static_cast<float>(op.attrs.alpha);
   const int64_t E = x.E;
   Tensor dq = ops::out_like(g, op, 0), dk = ops::out_like(g, op, 1), dv = ops::out_like(g, op, 2);
+  // Fused, each key block's share of dq leaves the kernel in the inputs' type before the sum adds it (fp32).
+  const bool round_partials = op.attrs.blocks.fused_bwd && bf16;
+  std::vector<float> part(round_partials ? static_cast<size_t>(E) : 0);
   std::vector<float> di(static_cast<size_t>(x.B * x.heads() * x.S));
   for (int64_t b = 0; b < x.B; ++b)
     for (int64_t h = 0; h < x.heads(); ++h)
@@ -293,7 +313,9 @@ void flash_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
             const int64_t row = r0 + r;
             const float* qr = &q.data[ix.q(b, row, h)];
             const float* dor = &dout.data[ix.q(b, row, h)];
-            float* dqr = &dq.data[ix.q(b, row, h)];
+            float* const dq_row = &dq.data[ix.q(b, row, h)];
+            if (round_partials) std::fill(part.begin(), part.end(), 0.0f);
+            float* dqr = round_partials ? part.data() : dq_row;
             const float lr = lse.data[ix.row(b, h, row)], dr = di[ix.row(b, h, row)];
             const int64_t visible = op.attrs.causal ? std::min(nc, q0 + row - c0 + 1) : nc;
             for (int64_t c = 0; c < visible; ++c) {
@@ -311,6 +333,8 @@ void flash_grad_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
                 dqr[e] += ds * kc[e];
               }
             }
+            if (round_partials)
+              for (int64_t e = 0; e < E; ++e) dq_row[e] += round_bf16(part[static_cast<size_t>(e)]);
           }
         }
       }
