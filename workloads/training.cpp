@@ -59,10 +59,10 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
           .def("0.9"),
       ParamSpec::real("workload.lars_eta", "LARS trust coefficient eta.").positive(1).def("0.001"),
       ParamSpec::real("workload.weight_decay",
-                      "LARS and LAMB weight decay (LARS: its gradient term and in the trust ratio; LAMB: decoupled, "
-                      "added to the update before the trust ratio; MLPerf's BERT: 0.01); not on biases and "
-                      "normalization parameters. AdamW: decoupled, w' = w - lr adam(g) - weight_decay w "
-                      "(big_vision's ViT: 1e-4). Only with optimizer: lars, lamb or adamw.")
+                      "LARS, LAMB and AdamW weight decay (LARS: its gradient term and in the trust ratio; LAMB: "
+                      "decoupled, added to the update before the trust ratio; MLPerf's BERT: 0.01; AdamW: decoupled, "
+                      "w' = w - lr adam(g) - weight_decay w, big_vision's ViT: 1e-4); not on biases and "
+                      "normalization parameters. Only with optimizer: lars, lamb or adamw.")
           .range(0, 1)
           .def("0"),
       ParamSpec::real("workload.clip_norm",
