@@ -109,10 +109,11 @@ std::vector<Rule> base_rules(const std::string& scheme, const std::string& workl
       return {{"layer*.attn.[qkv].w", "[-, A, -]"}, {"layer*.attn.o.w", "[A, -, -]"},
               {"layer*.ffn.w[13]", "[-, A]"},         {"layer*.ffn.b1", "[A]"},
               {"layer*.ffn.w2", "[A, -]"}};
-    // BERT (its layers named as the Transformer's, with biases on the projections) and the encoder-decoder
-    // Transformer (encoder self-attention, decoder self- and cross-attention: enc.layer<l>.attn, dec.layer<l>.self,
-    // dec.layer<l>.cross), whose query, key and value biases split with their heads.
-    if (workload == "bert" || workload == "encoder_decoder")
+    // BERT and the Vision Transformer (their layers named as the Transformer's, with biases on the projections)
+    // and the encoder-decoder Transformer (encoder self-attention, decoder self- and cross-attention:
+    // enc.layer<l>.attn, dec.layer<l>.self, dec.layer<l>.cross), whose query, key and value biases split with their
+    // heads.
+    if (workload == "bert" || workload == "vit" || workload == "encoder_decoder")
       return {{"*layer*.*.[qkv].w", "[-, A, -]"}, {"*layer*.*.[qkv].b", "[A, -]"}, {"*layer*.*.o.w", "[A, -, -]"},
               {"*layer*.ffn.w1", "[-, A]"},       {"*layer*.ffn.b1", "[A]"},       {"*layer*.ffn.w2", "[A, -]"}};
     // GNMT: its LSTMs and attention stay whole (each step needs the whole previous state); the classifier splits

@@ -311,9 +311,15 @@ TensorId GraphBuilder::crop(TensorId x, size_t dim, int64_t size, const std::str
   return forward(name, OpKind::Slice, {x}, shape, m_g.tensor(x).dtype, at);
 }
 
-TensorId GraphBuilder::timing_signal(TensorId x, const std::string& name) {
-  if (m_g.tensor(x).shape.size() != 3) shape_error(name, "the timing signal is added to [B, S, D], got " + shape_text(m_g.tensor(x).shape));
-  return forward(name, OpKind::TimingSignal, {x}, m_g.tensor(x).shape, m_g.tensor(x).dtype);
+TensorId GraphBuilder::timing_signal(TensorId x, const std::string& name, int64_t grid_width) {
+  const auto& sx = m_g.tensor(x).shape;
+  if (sx.size() != 3) shape_error(name, "the timing signal is added to [B, S, D], got " + shape_text(sx));
+  if (grid_width > 0 && (sx[1] % grid_width != 0 || sx[2] % 4 != 0))
+    shape_error(name, "a 2-D signal needs S a multiple of the grid width " + std::to_string(grid_width) +
+                          " and D a multiple of 4, got " + shape_text(sx));
+  OpAttrs at;
+  at.count = grid_width;
+  return forward(name, OpKind::TimingSignal, {x}, sx, m_g.tensor(x).dtype, at);
 }
 
 TensorId GraphBuilder::tanh(TensorId x, const std::string& name) {
@@ -515,7 +521,8 @@ void GraphBuilder::optimizer(const OptimizerConfig& cfg) {
   };
   OpAttrs at;
   at.alpha = cfg.learning_rate;
-  at.beta1 = cfg.kind == Optimizer::Adam || cfg.kind == Optimizer::Lamb ? cfg.beta1 : cfg.momentum;
+  const bool adam = cfg.kind == Optimizer::Adam || cfg.kind == Optimizer::Lamb || cfg.kind == Optimizer::AdamW;
+  at.beta1 = adam ? cfg.beta1 : cfg.momentum;
   at.beta2 = cfg.kind == Optimizer::RmsProp ? cfg.rmsprop_decay : cfg.beta2;
   at.eps = cfg.eps;
   at.step = cfg.step;
@@ -575,6 +582,11 @@ void GraphBuilder::optimizer(const OptimizerConfig& cfg) {
       // LAMB's excluded parameters (biases, normalization): no decay, no trust ratio, which is Adam's update.
       case Optimizer::Adam: case Optimizer::Lamb:
         op.kind = OpKind::AdamUpdate, suffixes = {".m", ".v"}, op.attrs.weight_decay = 0;
+        break;
+      // AdamW: Adam with the weights' decoupled decay; biases and normalization parameters take Adam's update.
+      case Optimizer::AdamW:
+        op.kind = OpKind::AdamUpdate, suffixes = {".m", ".v"};
+        if (w.param_kind != ParamKind::Weight) op.attrs.weight_decay = 0;
         break;
       // LARS's excluded parameters (biases, normalization): momentum at the base rate, without weight decay.
       case Optimizer::Momentum: case Optimizer::Lars:

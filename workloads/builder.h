@@ -21,7 +21,7 @@
 namespace podsim {
 
 // The update rules are in workloads/ops/optimizer.cpp.
-enum class Optimizer { Sgd, Adam, Momentum, Lars, RmsProp, Lamb };
+enum class Optimizer { Sgd, Adam, Momentum, Lars, RmsProp, Lamb, AdamW };
 
 struct OptimizerConfig {
   Optimizer kind = Optimizer::Sgd;
@@ -30,7 +30,7 @@ struct OptimizerConfig {
   int64_t step = 1;  // Adam's step count t, for bias correction
   double momentum = 0.9;       // Momentum, LARS and RMSProp
   double lars_eta = 0.001;     // LARS's trust coefficient
-  double weight_decay = 0;     // LARS's and LAMB's (not applied to biases and normalization parameters)
+  double weight_decay = 0;     // LARS's, LAMB's and AdamW's (not applied to biases and normalization parameters)
   double rmsprop_decay = 0.9;  // RMSProp's decay of the mean square
   // Global-norm clipping of the gradients before the update (tf.clip_by_global_norm): every gradient scaled by
   // clip_norm / max(clip_norm, ||all gradients||); 0: none (workloads/ops/grad_clip.cpp).
@@ -88,8 +88,9 @@ class GraphBuilder {
   // The first `size` entries of dimension `dim` (workloads/ops/slice.cpp): crop(x, 1, 1, "first") takes a
   // sequence's first position; its gradient pads back with zeros.
   TensorId crop(TensorId x, size_t dim, int64_t size, const std::string& name);
-  // x [B, S, D] plus the Transformer's sinusoidal position signal (workloads/ops/timing_signal.cpp).
-  TensorId timing_signal(TensorId x, const std::string& name);
+  // x [B, S, D] plus the Transformer's sinusoidal position signal (workloads/ops/timing_signal.cpp); with
+  // `grid_width` W > 0, the 2-D sin-cos signal of an (S / W) x W grid of patches (a Vision Transformer's).
+  TensorId timing_signal(TensorId x, const std::string& name, int64_t grid_width = 0);
   // tanh, elementwise (workloads/ops/tanh.cpp).
   TensorId tanh(TensorId x, const std::string& name);
   // The rows of x [B, S, D] at positions [B, P] (int32, each < S) of each example: [B, P, D]

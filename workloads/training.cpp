@@ -35,7 +35,7 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
                         "steps only, workload.step): the layers' matmul weights quantized with one scale per output "
                         "channel, as AQT serves them (docs/serving.md).")
           .optional(),
-      ParamSpec::choice("workload.optimizer", {"sgd", "adam", "momentum", "lars", "rmsprop", "lamb"},
+      ParamSpec::choice("workload.optimizer", {"sgd", "adam", "momentum", "lars", "rmsprop", "lamb", "adamw"},
                         "Optimizer (docs/model.md): sgd (no state); adam (two fp32 states per weight); momentum (SGD "
                         "with momentum, one fp32 state); lars (You et al. 2017: momentum with a per-weight trust "
                         "ratio from the norms of the weight and its gradient; biases and normalization parameters "
@@ -43,7 +43,9 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
                         "bytes per parameter with fp32 weights); lamb (You et al. 2019, as MLPerf's BERT: Adam's "
                         "bias-corrected direction plus weight decay, scaled per weight by the trust ratio "
                         "||w|| / ||update||; biases and normalization parameters excluded from both; two fp32 "
-                        "states).")
+                        "states); adamw (Loshchilov and Hutter 2019, as big_vision trains its Vision Transformers: "
+                        "Adam plus the decoupled decay weight_decay x w of each weight, not scaled by the learning "
+                        "rate; biases, normalization parameters and position tables take Adam's update).")
           .def(default_optimizer),
       ParamSpec::real("workload.learning_rate", "Learning rate.").positive(100).def(default_lr),
       ParamSpec::real("workload.beta1", "Adam and LAMB first-moment decay.").range(0, 0.999999).def("0.9"),
@@ -57,9 +59,10 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
           .def("0.9"),
       ParamSpec::real("workload.lars_eta", "LARS trust coefficient eta.").positive(1).def("0.001"),
       ParamSpec::real("workload.weight_decay",
-                      "LARS and LAMB weight decay (LARS: its gradient term and in the trust ratio; LAMB: decoupled, "
-                      "added to the update before the trust ratio; MLPerf's BERT: 0.01); not on biases and "
-                      "normalization parameters. Only with optimizer: lars or lamb.")
+                      "LARS, LAMB and AdamW weight decay (LARS: its gradient term and in the trust ratio; LAMB: "
+                      "decoupled, added to the update before the trust ratio; MLPerf's BERT: 0.01; AdamW: decoupled, "
+                      "w' = w - lr adam(g) - weight_decay w, big_vision's ViT: 1e-4); not on biases and "
+                      "normalization parameters. Only with optimizer: lars, lamb or adamw.")
           .range(0, 1)
           .def("0"),
       ParamSpec::real("workload.clip_norm",
@@ -122,10 +125,10 @@ void validate_training(const ParamSet& p) {
                 "workload.step)",
                 "workload.weight_dtype");
   const std::string opt = p.s("workload.optimizer");
-  if (p.f("workload.weight_decay") != 0 && opt != "lars" && opt != "lamb")
+  if (p.f("workload.weight_decay") != 0 && opt != "lars" && opt != "lamb" && opt != "adamw")
     throw Error(Err::BadChoice, p.where("workload.weight_decay"),
-                "workload.weight_decay is LARS's and LAMB's weight decay, but workload.optimizer is " + opt +
-                    "; set optimizer: lars or lamb, or drop weight_decay",
+                "workload.weight_decay is LARS's, LAMB's and AdamW's weight decay, but workload.optimizer is " + opt +
+                    "; set optimizer: lars, lamb or adamw, or drop weight_decay",
                 "workload.weight_decay");
   const bool names = p.s("workload.remat") == "names";
   if (names && p.strings("workload.remat_keep").empty())
@@ -200,6 +203,7 @@ OptimizerConfig training_optimizer(const ParamSet& p) {
            : o == "lars"     ? Optimizer::Lars
            : o == "rmsprop"  ? Optimizer::RmsProp
            : o == "lamb"     ? Optimizer::Lamb
+           : o == "adamw"    ? Optimizer::AdamW
                              : Optimizer::Sgd;
   c.learning_rate = p.f("workload.learning_rate");
   c.beta1 = p.f("workload.beta1");

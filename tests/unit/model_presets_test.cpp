@@ -37,6 +37,9 @@ TEST(ModelPresetsTest, ParameterCountsMatchThePublishedFigures) {
       {"bert-large", {340e6, 4e6}},      {"bert-base", {110e6, 0.5e6}},
       // Vaswani et al.'s 213M counts another vocabulary; MLPerf's GNMT logs print the count exactly.
       {"transformer-big", {213e6, 2.5e6}}, {"gnmt", {160671297, 0}},
+      // DeiT-S's 22M and ViT Table 1's 86M (which counts the original layout's 86.57M) round the 22.12M and 87.01M
+      // of the layout with pre-logits (ParameterCountsByHand).
+      {"vit-s16", {22e6, 0.5e6}},        {"vit-b16", {86e6, 1.01e6}},
   };
   const std::vector<PresetInfo> all = list_model_presets();
   for (const auto& [name, fig] : published) {
@@ -95,6 +98,16 @@ TEST(ModelPresetsTest, ParameterCountsByHand) {
   const double encoder = 2 * lstm(h) + lstm(2 * h) + 2 * lstm(h);
   const double decoder = lstm(h) + 3 * lstm(2 * h) + (2 * h * h + 2 * h + 1) + (h * v + v);
   EXPECT_EQ(model_preset_parameter_count("gnmt"), v * h + encoder + decoder);
+  // vit-s16, vit-b16 (big_vision's layout: fixed 2-D embedding, pre-logits): the 16 x 16 x 3 patch kernel and its
+  // bias; per block 2 layer norms, q, k, v, o with biases and the MLP with biases; the final norm; the pre-logits
+  // layer and the 1000-class head (seed-models.md: 22,122,472 and 87,006,184).
+  auto vit = [](double D, double F) {
+    return 768 * D + D + 12 * (4 * D + 4 * (D * D + D) + 2 * D * F + F + D) + 2 * D + (D * D + D) + (D * 1000 + 1000);
+  };
+  EXPECT_EQ(model_preset_parameter_count("vit-s16"), vit(384, 1536));
+  EXPECT_EQ(model_preset_parameter_count("vit-b16"), vit(768, 3072));
+  EXPECT_EQ(vit(384, 1536), 22122472);
+  EXPECT_EQ(vit(768, 3072), 87006184);
 }
 
 TEST(ModelPresetsTest, PresetSetsTheModelAndItsShape) {

@@ -1,6 +1,10 @@
 // Optimizer updates, one op per parameter, elementwise (fusible):
 //   SGD:  w' = w - lr * g
 //   Adam: m' = b1 m + (1 - b1) g;  v' = b2 v + (1 - b2) g^2;  w' = w - lr * (m' / (1 - b1^t)) / (sqrt(v' / (1 - b2^t)) + eps)
+//   AdamW (Loshchilov and Hutter 2019, Algorithm 2 with schedule multiplier 1; big_vision's ViT recipe): Adam's update
+//     of a weight minus its decoupled decay, w' = w - lr adam - wd w (attrs.weight_decay; 0 on biases and
+//     normalization parameters, whose update is Adam's). The decay is not scaled by the learning rate (optax's and
+//     PyTorch's adamw scale it: their wd is this one over lr).
 //   Momentum (TensorFlow's MomentumOptimizer, as the MLPerf ResNets): u' = mu u + g;  w' = w - lr u'
 //   LARS (You, Gitman, Ginsburg 2017; TensorFlow's LARSOptimizer as the MLPerf ResNet-50 submissions use it), per
 //     weight: the trust ratio tau = eta ||w|| / (||g|| + wd ||w||) (1 when either norm is 0), then
@@ -40,7 +44,8 @@ void sgd_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
 }
 
 OpCost adam_cost(const ModelGraph& g, const Op& op) {
-  OpCost c = ops::vpu_cost(g, op, 12 + clip_ops(op, 4), 1, 1);
+  // AdamW's decay: a multiply and a subtract more.
+  OpCost c = ops::vpu_cost(g, op, 12 + clip_ops(op, 4) + (op.attrs.weight_decay > 0 ? 2 : 0), 1, 1);
   c.fusible = true;
   c.pattern = c.write_pattern = HbmPattern::ReadModifyWrite;
   return c;
@@ -62,7 +67,8 @@ void adam_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
     double vi = a.beta2 * v.data[i] + (1 - a.beta2) * gi * gi;
     m2.data[i] = static_cast<float>(mi);
     v2.data[i] = static_cast<float>(vi);
-    w2.data[i] = static_cast<float>(w.data[i] - a.alpha * (mi / c1) / (std::sqrt(vi / c2) + a.eps));
+    w2.data[i] = static_cast<float>(w.data[i] - a.alpha * (mi / c1) / (std::sqrt(vi / c2) + a.eps) -
+                                    a.weight_decay * w.data[i]);
   }
   ops::put(g, op, s, std::move(w2), 0);
   ops::put(g, op, s, std::move(m2), 1);
