@@ -453,6 +453,7 @@ std::vector<Val> Lowerer::while_loop(Build& b, const Op& op, std::vector<Val>& v
 
 std::vector<Val> Lowerer::call(Build& b, const Op& op, std::vector<Val>& vals) {
   std::string callee = op.symbol;
+  if (const Attr* c = attr(op, "callee")) callee = c->value.substr(c->value.find('@') + 1);
   if (const Attr* d = attr(op, "decomposition")) callee = d->value.substr(d->value.find('@') + 1);
   auto it = m_funcs.find(callee);
   if (it == m_funcs.end()) fail(op, Err::HloInvalid, "calls @" + callee + ", which the module does not define");
