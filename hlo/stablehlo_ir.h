@@ -1,6 +1,6 @@
 // The StableHLO reader's internals (hlo/stablehlo_parser.h is its interface): MLIR text read into operations as
-// written (stablehlo_read.cpp), then lowered onto the hlo::Module the HLO text parser makes (stablehlo_lower.cpp,
-// stablehlo_ops.cpp), with shardings read by stablehlo_shard.cpp.
+// written (stablehlo_read.cpp with the cursor of stablehlo_cursor.h; types and attribute values in
+// stablehlo_types.cpp), then lowered onto the hlo::Module the HLO text parser makes (stablehlo_lower.h).
 #pragma once
 
 #include <cstdint>

@@ -217,7 +217,8 @@ class HloWorkload : public IWorkload {
   std::vector<ParamSpec> params() const override {
     return {
         ParamSpec::text("workload.module",
-                        "The per-device HLO module to run: XLA's text (--xla_dump_to), or gzip'd text. A relative path "
+                        "The per-device HLO module to run: XLA's text (--xla_dump_to), or gzip'd text; or StableHLO/MHLO "
+                        "MLIR text as JAX lowers it (.mlir, or text starting with module/func.func). A relative path "
                         "is looked up beside the experiment file, then in the working directory (docs/hlo.md)."),
         ParamSpec::text_list("workload.trip_counts",
                              "Iterations of while loops whose count the module does not say, as NAME=N "
