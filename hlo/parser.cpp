@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "hlo/stablehlo_parser.h"
 
 namespace podsim::hlo {
 namespace {
@@ -566,6 +567,6 @@ std::string read_module_text(const std::string& path) {
   return out;
 }
 
-Module read_module(const std::string& path) { return parse_module(read_module_text(path), path); }
+Module read_module(const std::string& path) { return parse_any(read_module_text(path), path); }
 
 }  // namespace podsim::hlo

@@ -19,7 +19,8 @@
 namespace podsim::hlo {
 
 Module parse_module(std::string_view text, const std::string& file);
-// Reads `path` (gzip'd when it starts with gzip's magic bytes) and parses it. Throws Error(FileUnreadable) when it
+// Reads `path` (gzip'd when it starts with gzip's magic bytes) and parses it: HLO text, or StableHLO
+// (hlo/stablehlo_parser.h). Throws Error(FileUnreadable) when it
 // cannot be read.
 Module read_module(const std::string& path);
 // The file's text, inflated when it is gzip'd.

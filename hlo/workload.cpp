@@ -16,6 +16,7 @@
 #include "base/text.h"
 #include "hlo/import.h"
 #include "hlo/parser.h"
+#include "hlo/stablehlo_parser.h"
 #include "strategies/i_strategy.h"
 #include "workloads/i_workload.h"
 
@@ -182,7 +183,7 @@ std::shared_ptr<const hlo::Imported> imported(const ParamSet& p) {
                 "workload.module_index");
   const auto [b, e] = pieces[static_cast<size_t>(index)];
   const std::string lines(static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(b), '\n')), '\n');
-  hlo::Module m = hlo::parse_module(lines + text.substr(b, e - b), path);
+  hlo::Module m = hlo::parse_any(lines + text.substr(b, e - b), path);
   hlo::Imported im = hlo::import_module(m, o);
   if (pieces.size() > 1)
     im.notes.push_back("'" + path + "' holds " + std::to_string(pieces.size()) + " modules; podsim runs module " +
@@ -216,7 +217,8 @@ class HloWorkload : public IWorkload {
   std::vector<ParamSpec> params() const override {
     return {
         ParamSpec::text("workload.module",
-                        "The per-device HLO module to run: XLA's text (--xla_dump_to), or gzip'd text. A relative path "
+                        "The per-device HLO module to run: XLA's text (--xla_dump_to), or gzip'd text; or StableHLO/MHLO "
+                        "MLIR text as JAX lowers it (.mlir, or text starting with module/func.func). A relative path "
                         "is looked up beside the experiment file, then in the working directory (docs/hlo.md)."),
         ParamSpec::text_list("workload.trip_counts",
                              "Iterations of while loops whose count the module does not say, as NAME=N "
