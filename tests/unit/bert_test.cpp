@@ -40,18 +40,7 @@ void expect_same_step(const Step& s) {
   EXPECT_LT(norm("layer0.attn.k.b.grad"), 1e-4 * norm("layer0.attn.q.b.grad"));
 }
 
-ModelGraph build(const std::string& yaml) {
-  const Experiment e = load_experiment_text(hardware("[1, 1]") + yaml, "bert.yaml");
-  return WorkloadRegistry::instance().make(e.workload)->build(e.params);
-}
-
-const Op& producer(const ModelGraph& g, const std::string& tensor) {
-  const TensorId t = g.find_tensor(tensor);
-  EXPECT_GE(t, 0) << tensor;
-  return g.op(g.producer(t));
-}
-
-std::string input_name(const ModelGraph& g, const Op& op, size_t i) { return g.tensor(op.inputs.at(i)).name; }
+ModelGraph build(const std::string& yaml) { return one_chip_graph(yaml, "bert.yaml"); }
 
 // Post-LN: each sublayer's output joins the residual, then the layer norm (epsilon 1e-12); attention is
 // bidirectional; the projections have biases ([H, E] for q, k, v).

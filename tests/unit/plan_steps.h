@@ -44,6 +44,22 @@ inline std::string hardware(const std::string& dims) {
   return "hardware: {preset: tpu-v3, pod: {dims: " + dims + "}}\n";
 }
 
+// The graph of `workload` (experiment text without its hardware) on one TPU v3 chip, as the model tests read it.
+inline ModelGraph one_chip_graph(const std::string& workload, const std::string& file = "model.yaml") {
+  const Experiment e = load_experiment_text(hardware("[1, 1]") + workload, file);
+  return WorkloadRegistry::instance().make(e.workload)->build(e.params);
+}
+
+// The op that makes the tensor named `tensor` (a failed expectation when there is none).
+inline const Op& producer(const ModelGraph& g, const std::string& tensor) {
+  const TensorId t = g.find_tensor(tensor);
+  EXPECT_GE(t, 0) << tensor;
+  return g.op(g.producer(t));
+}
+
+// The name of `op`'s input i.
+inline std::string input_name(const ModelGraph& g, const Op& op, size_t i) { return g.tensor(op.inputs.at(i)).name; }
+
 // One collective as the tests write it: "reduce_scatter fc0.w.grad [data] dim 0: 1024 -> 256 B".
 inline std::string line(const std::string& kind, const std::string& tensor, const std::string& axes, int dim,
                         double in, double out) {

@@ -30,16 +30,8 @@ std::string gnmt(const std::string& extra = "", int encoder = 3, int decoder = 3
          "clip_norm: 5.0" + extra + "}\nrun: {fusion: none}\n";
 }
 
-ModelGraph build(const std::string& yaml) {
-  const Experiment e = load_experiment_text(hardware("[1, 1]") + yaml, "s2s.yaml");
-  return WorkloadRegistry::instance().make(e.workload)->build(e.params);
-}
+ModelGraph build(const std::string& yaml) { return one_chip_graph(yaml, "s2s.yaml"); }
 
-const Op& producer(const ModelGraph& g, const std::string& tensor) {
-  const TensorId t = g.find_tensor(tensor);
-  EXPECT_GE(t, 0) << tensor;
-  return g.op(g.producer(t));
-}
 std::string input(const ModelGraph& g, const std::string& tensor, size_t i) {
   return g.tensor(producer(g, tensor).inputs.at(i)).name;
 }

@@ -40,18 +40,7 @@ std::string vit(const std::string& extra = "") {
   return w + "}\nrun: {fusion: none}\n";
 }
 
-ModelGraph build(const std::string& yaml) {
-  const Experiment e = load_experiment_text(hardware("[1, 1]") + yaml, "vit.yaml");
-  return WorkloadRegistry::instance().make(e.workload)->build(e.params);
-}
-
-const Op& producer(const ModelGraph& g, const std::string& tensor) {
-  const TensorId t = g.find_tensor(tensor);
-  EXPECT_GE(t, 0) << tensor;
-  return g.op(g.producer(t));
-}
-
-std::string input_name(const ModelGraph& g, const Op& op, size_t i) { return g.tensor(op.inputs.at(i)).name; }
+ModelGraph build(const std::string& yaml) { return one_chip_graph(yaml, "vit.yaml"); }
 
 double parameters(const ModelGraph& g) {
   double n = 0;
