@@ -28,8 +28,9 @@ void scale_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
 
 std::vector<TensorId> scale_grad(GraphBuilder& b, const Op& op, const std::vector<TensorId>& dy) {
   if (dy[0] < 0) return {-1, -1};
-  const TensorInfo& x = b.graph().tensor(op.inputs[0]);
-  const TensorInfo& s = b.graph().tensor(op.inputs[1]);
+  // Copies: emit() adds to the graph's tensors.
+  const TensorInfo x = b.graph().tensor(op.inputs[0]);
+  const TensorInfo s = b.graph().tensor(op.inputs[1]);
   std::vector<TensorId> out(2, -1);
   if (b.wants_grad(op.inputs[0]))
     out[0] = b.emit(op.name + ".dx", OpKind::ChannelScale, Phase::Backward, {dy[0], op.inputs[1]}, x.shape, x.dtype,
