@@ -326,6 +326,18 @@ TensorId GraphBuilder::tanh(TensorId x, const std::string& name) {
   return forward(name, OpKind::Tanh, {x}, m_g.tensor(x).shape, m_g.tensor(x).dtype);
 }
 
+TensorId GraphBuilder::sigmoid(TensorId x, const std::string& name) {
+  return forward(name, OpKind::Sigmoid, {x}, m_g.tensor(x).shape, m_g.tensor(x).dtype);
+}
+
+TensorId GraphBuilder::channel_scale(TensorId x, TensorId s, const std::string& name) {
+  const auto& xs = m_g.tensor(x).shape;
+  const auto& ss = m_g.tensor(s).shape;
+  if (xs.size() != 4 || ss.size() != 2 || ss[0] != xs[0] || ss[1] != xs[3])
+    shape_error(name, "channel_scale of " + shape_text(xs) + " by " + shape_text(ss) + " (needs [B, H, W, C] and [B, C])");
+  return forward(name, OpKind::ChannelScale, {x, s}, xs, m_g.tensor(x).dtype);
+}
+
 TensorId GraphBuilder::gather_positions(TensorId x, TensorId positions, const std::string& name) {
   const auto& sx = m_g.tensor(x).shape;
   const auto& sp = m_g.tensor(positions).shape;

@@ -93,6 +93,10 @@ class GraphBuilder {
   TensorId timing_signal(TensorId x, const std::string& name, int64_t grid_width = 0);
   // tanh, elementwise (workloads/ops/tanh.cpp).
   TensorId tanh(TensorId x, const std::string& name);
+  // sigmoid, elementwise (workloads/ops/sigmoid.cpp); x [B, H, W, C] scaled per example and feature by s [B, C]
+  // (workloads/ops/channel_scale.cpp): squeeze-and-excitation's gate.
+  TensorId sigmoid(TensorId x, const std::string& name);
+  TensorId channel_scale(TensorId x, TensorId s, const std::string& name);
   // The rows of x [B, S, D] at positions [B, P] (int32, each < S) of each example: [B, P, D]
   // (workloads/ops/gather_positions.cpp; BERT's masked positions).
   TensorId gather_positions(TensorId x, TensorId positions, const std::string& name);
@@ -119,6 +123,8 @@ class GraphBuilder {
   // Convolutional networks (workloads/ops/conv2d.cpp, pool.cpp, batch_norm.cpp): NHWC x, HWIO filter w; the
   // window's size (pools), strides and padding in `win`. Throws when the window does not fit the padded input.
   TensorId conv2d(TensorId x, TensorId w, const OpAttrs::Window& win, const std::string& name);
+  // Depthwise: x [B, H, W, C] with filter w [KH, KW, C], each feature its own filter (workloads/ops/depthwise_conv.cpp).
+  TensorId depthwise_conv2d(TensorId x, TensorId w, const OpAttrs::Window& win, const std::string& name);
   TensorId max_pool(TensorId x, const OpAttrs::Window& win, const std::string& name);
   TensorId avg_pool(TensorId x, const OpAttrs::Window& win, const std::string& name);
   // Training-mode batch normalization of x[B, H, W, C] over groups of `group` consecutive examples (0: the whole

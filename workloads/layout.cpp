@@ -13,6 +13,8 @@ bool image_op(OpKind k) {
     case OpKind::BatchNormApply: case OpKind::BatchNormGrad: case OpKind::BatchNormMoving: case OpKind::BatchNormSums:
     case OpKind::BatchNormFinish: case OpKind::BatchNormGradSums: case OpKind::BatchNormGradFinish:
     case OpKind::HaloRows: case OpKind::HaloWindow: case OpKind::HaloFold: case OpKind::HaloAdd:
+    case OpKind::DepthwiseConv2d: case OpKind::DepthwiseConv2dInputGrad: case OpKind::DepthwiseConv2dFilterGrad:
+    case OpKind::ChannelScale: case OpKind::ChannelScaleGrad:
       return true;
     default: return false;
   }

@@ -90,6 +90,16 @@ enum class OpKind : uint8_t {
                // the map read 0 (-infinity with attrs.reduce_max)
   HaloFold,    // the gradient of a window -> (own rows [, rows above] [, rows below]); outside the map dropped
   HaloAdd,     // inputs (own [, rows from below] [, rows from above]) -> own with the neighbours' parts added
+  // Depthwise convolution (workloads/ops/depthwise_conv.cpp; MobileNet's and EfficientNet's MBConv blocks): each
+  // feature convolved with its own KH x KW filter, no sum over features (XLA's feature_group_count = C).
+  DepthwiseConv2d,            // inputs (x[B, H, W, C], w[KH, KW, C]) -> y[B, Ho, Wo, C]
+  DepthwiseConv2dInputGrad,   // inputs (dy, w) -> dx[B, H, W, C]
+  DepthwiseConv2dFilterGrad,  // inputs (x, dy) -> dw[KH, KW, C]
+  // Squeeze-and-excitation's pieces (workloads/ops/sigmoid.cpp, channel_scale.cpp).
+  Sigmoid,           // 1 / (1 + exp(-x)), elementwise
+  SigmoidGrad,       // inputs (dy, y) -> dy y (1 - y), y = sigmoid(x)
+  ChannelScale,      // inputs (x[B, H, W, C], s[B, C]) -> x[b, h, w, c] * s[b, c]
+  ChannelScaleGrad,  // inputs (dy, x) -> ds[B, C] = sum over (h, w) of dy * x
   // Loss.
   SoftmaxCrossEntropy,      // inputs (logits[T, V], labels[T]) -> (loss[1], probs[T, V]); mean over T
   SoftmaxCrossEntropyGrad,  // inputs (probs, labels) -> dlogits = (probs - onehot) / T

@@ -311,6 +311,26 @@ TEST(GradientsTest, Top2Gating) {
   }
 }
 
+// EfficientNet's pieces: a depthwise convolution (3x3 stride 2, SAME's odd padding after), sigmoid, and the
+// squeeze-and-excitation scale of a map by a per-example, per-feature gate.
+TEST(GradientsTest, DepthwiseSigmoidAndChannelScale) {
+  check_gradients("depthwise 3x3 stride 2", [](GraphBuilder& b) {
+    OpAttrs::Window w;
+    w.sh = w.sw = 2;
+    w.pb = w.pr = 1;
+    return b.depthwise_conv2d(b.param("x", {2, 6, 5, 3}), b.param("w", {3, 3, 3}), w, "dw");
+  });
+  check_gradients("depthwise 5x5", [](GraphBuilder& b) {
+    OpAttrs::Window w;
+    w.pt = w.pb = w.pl = w.pr = 2;
+    return b.depthwise_conv2d(b.param("x", {1, 4, 4, 2}), b.param("w", {5, 5, 2}), w, "dw");
+  });
+  check_gradients("sigmoid", [](GraphBuilder& b) { return b.sigmoid(b.param("x", {5, 8}), "sigmoid"); });
+  check_gradients("channel_scale", [](GraphBuilder& b) {
+    return b.channel_scale(b.param("x", {2, 3, 2, 4}), b.param("s", {2, 4}), "scale");
+  });
+}
+
 TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
   // The forward kinds with a gradient rule; a new one must get a finite-difference case above.
   std::vector<OpKind> covered = {OpKind::MatMul, OpKind::Add, OpKind::Scale, OpKind::BiasAdd, OpKind::Relu,
@@ -323,7 +343,9 @@ TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
                                  OpKind::Conv2d, OpKind::MaxPool, OpKind::AvgPool, OpKind::BatchNormStats,
                                  OpKind::BatchNormApply,
                                  // tests/unit/amoebanet_test.cpp
-                                 OpKind::Concat};
+                                 OpKind::Concat,
+                                 // DepthwiseSigmoidAndChannelScale
+                                 OpKind::DepthwiseConv2d, OpKind::Sigmoid, OpKind::ChannelScale};
   for (int k = 0; k <= static_cast<int>(OpKind::Traffic); ++k) {
     const OpKindDef* d = find_op_kind(static_cast<OpKind>(k));
     ASSERT_NE(d, nullptr) << "op kind " << k << " has no definition";

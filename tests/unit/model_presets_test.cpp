@@ -40,6 +40,10 @@ TEST(ModelPresetsTest, ParameterCountsMatchThePublishedFigures) {
       // DeiT-S's 22M and ViT Table 1's 86M (which counts the original layout's 86.57M) round the 22.12M and 87.01M
       // of the layout with pre-logits (ParameterCountsByHand).
       {"vit-s16", {22e6, 0.5e6}},        {"vit-b16", {86e6, 1.01e6}},
+      // EfficientNet's Table 2 rounds the trainable counts, B2's 9.2M 0.09M above its 9.11M (ParameterCountsOfB0ToB7).
+      {"efficientnet-b0", {5.3e6, 0.05e6}}, {"efficientnet-b1", {7.8e6, 0.05e6}}, {"efficientnet-b2", {9.2e6, 0.1e6}},
+      {"efficientnet-b3", {12e6, 0.5e6}},   {"efficientnet-b4", {19e6, 0.5e6}},   {"efficientnet-b5", {30e6, 0.5e6}},
+      {"efficientnet-b6", {43e6, 0.5e6}},   {"efficientnet-b7", {66e6, 0.5e6}},
   };
   const std::vector<PresetInfo> all = list_model_presets();
   for (const auto& [name, fig] : published) {
