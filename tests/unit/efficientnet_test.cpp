@@ -16,10 +16,7 @@ using namespace podsim::plan_steps;
 
 namespace {
 
-ModelGraph build(const std::string& yaml) {
-  const Experiment e = load_experiment_text(hardware("[1, 1]") + yaml, "efficientnet.yaml");
-  return WorkloadRegistry::instance().make(e.workload)->build(e.params);
-}
+ModelGraph build(const std::string& yaml) { return one_chip_graph(yaml, "efficientnet.yaml"); }
 
 double parameters(const ModelGraph& g) {
   double n = 0;
@@ -27,14 +24,6 @@ double parameters(const ModelGraph& g) {
     if (t.role == TensorRole::Parameter) n += static_cast<double>(t.elements());
   return n;
 }
-
-const Op& producer(const ModelGraph& g, const std::string& tensor) {
-  const TensorId t = g.find_tensor(tensor);
-  EXPECT_GE(t, 0) << tensor;
-  return g.op(g.producer(t));
-}
-
-std::string input_name(const ModelGraph& g, const Op& op, size_t i) { return g.tensor(op.inputs.at(i)).name; }
 
 Tensor filled(std::vector<int64_t> shape, int seed) {
   Tensor t(std::move(shape));
