@@ -146,8 +146,16 @@ Value Importer::collective(const Instruction& in, const std::vector<Value>& vals
   if (op == "ragged-all-to-all") fail(in, Err::HloUnsupported, "ragged-all-to-all (variable sizes per peer)");
   const Attribute* ga = in.attr(op == "collective-permute" ? "source_target_pairs" : "replica_groups");
   Groups groups = groups_of(in);
-  const bool trivial = groups.empty() ? m_out.devices == 1 : groups[0].size() == 1;
-  std::vector<std::string> axes = trivial ? std::vector<std::string>{} : axis_names(groups, ga ? ga->value : "{}");
+  bool trivial = groups.empty() ? m_out.devices == 1 : groups[0].size() == 1;
+  // A collective-permute whose pairs are no shift along mesh axes: point-to-point transfers over every axis, each
+  // device to its target (attrs.targets; the group's ranks over every axis are the device ids).
+  const bool permute = op == "collective-permute";
+  const bool free = permute && m_partitioned && m_free_permutes.count(ga ? ga->value : "{}");
+  if (permute)
+    trivial = std::all_of(groups.begin(), groups.end(), [](const std::vector<int64_t>& g) { return g.size() == 1; });
+  std::vector<std::string> axes = trivial ? std::vector<std::string>{}
+                                  : free  ? m_out.mesh_names
+                                          : axis_names(groups, ga ? ga->value : "{}");
   if (!trivial && axes.empty()) fail(in, Err::Internal, "its groups map to no mesh axis");
   // The operands (several for a combined all-reduce) and where the results go.
   std::vector<TensorId> xs;
@@ -193,7 +201,23 @@ Value Importer::collective(const Instruction& in, const std::vector<Value>& vals
     kind = OpKind::CollectivePermute;
     const Permutation p = permutation(in);
     a.shift = p.shift;
-    if (!trivial && !p.cycles) no_kernel(in, "a collective-permute along an open chain");
+    if (free && !trivial) {
+      if (!m_core_axis.empty())
+        fail(in, Err::HloUnsupported,
+             "its source_target_pairs are no shift along mesh axes, and podsim runs such pairs between chips of one "
+             "device each; set workload.devices_per_chip: 1");
+      a.targets.assign(static_cast<size_t>(m_out.devices), -1);
+      for (auto [s, t] : p.pairs) {
+        if (s < 0 || t < 0 || s >= m_out.devices || t >= m_out.devices)
+          fail(in, Err::HloInvalid,
+               "its source_target_pairs name device " + std::to_string(s < 0 || s >= m_out.devices ? s : t) +
+                   ", which a module of " +
+                   std::to_string(m_out.devices) + " devices does not have");
+        a.targets[static_cast<size_t>(s)] = t;
+      }
+    } else if (!trivial && !p.cycles) {  // chips of two devices: timed as the ring the chain is part of
+      no_kernel(in, "a collective-permute along an open chain");
+    }
   } else if (op == "collective-broadcast") {
     kind = OpKind::Broadcast;
     a.root = 0;

@@ -81,14 +81,19 @@ class Importer {
   Groups groups_of(const Instruction& in) const;
 
   // A collective-permute as a shift: its cycles (or chains), each group's devices in rank order, and the steps
-  // every pair moves along its group (-1: a ring run backwards). Pairs that are no one shift are refused.
+  // every pair moves along its group (-1: a ring run backwards). Pairs that are no one shift (`arbitrary`), or
+  // whose groups are no mesh axes (m_free_permutes), run as point-to-point transfers between any devices: the
+  // permute spans every mesh axis and attrs.targets names each device's target.
   struct Permutation {
     Groups groups;
     int64_t shift = 1;
-    bool cycles = true;  // every group closed (a ring), else open chains
+    bool cycles = true;      // every group closed (a ring), else open chains
+    bool arbitrary = false;  // the pairs move devices by different steps
+    std::vector<std::pair<int64_t, int64_t>> pairs;
   };
   Permutation permutation(const Instruction& in) const;
   Groups permute_groups(const Instruction& in) const { return permutation(in).groups; }
+  std::set<std::string> m_free_permutes;  // source_target_pairs texts whose groups are no mesh axes
 
   // The device count and mesh: from the header, else the collectives' groups; shardings add the digits they split.
   void find_devices();
