@@ -275,8 +275,7 @@ std::string lower_case(std::string s) {
 // Markers of the SPMD partitioner, layouts, bounds and placement: the operand itself.
 const std::set<std::string>& identity_calls() {
   static const std::set<std::string> k = {
-      "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "LayoutConstraint", "annotate_device_placement",
-      "MoveToHost", "MoveToDevice", "AllocateBuffer", "SetBound", "AssumeGatherIndicesInBound",
+      "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "LayoutConstraint", "AllocateBuffer", "SetBound", "AssumeGatherIndicesInBound",
       "xla.sdy.GlobalToLocalShape", "xla.sdy.LocalToGlobalShape", "xla.sdy.FuncResultSharding",
       "xla.sdy.PropagationBarrier", "xla.sdy.ShardingGroup"};
   return k;
@@ -299,9 +298,13 @@ const std::vector<KnownCustomCall>& known_custom_calls() {
       {"SPMDFullToShardShape", "the operand (the local shape of a manual region)", "XLA's SPMD partitioner"},
       {"SPMDShardToFullShape", "the operand (back to the global shape)", "XLA's SPMD partitioner"},
       {"LayoutConstraint", "the operand", "XLA's layout assignment"},
-      {"annotate_device_placement", "the operand", "JAX's memory kinds (compute_on)"},
-      {"MoveToHost", "the operand (its host placement is not modelled)", "XLA's host offloading annotations"},
-      {"MoveToDevice", "the operand", "XLA's host offloading annotations"},
+      {"annotate_device_placement",
+       "with a host memory kind (_xla_buffer_placement pinned_host or unpinned_host) as MoveToHost, else as "
+       "MoveToDevice", "JAX's memory kinds (jax.device_put to a host memory kind, compute_on)"},
+      {"MoveToHost", "a to_host transfer over the host link: the value is held in host memory, not HBM",
+       "XLA's host offloading (xla/service/host_offloader)"},
+      {"MoveToDevice", "a from_host transfer of a value in host memory (a value in HBM: the value itself)",
+       "XLA's host offloading"},
       {"AllocateBuffer", "an uninitialized buffer (no work)", "XLA (xla/service/hlo_creation_utils)"},
       {"SetBound", "the operand (a bound on a dynamic dimension)", "XLA's dynamic padder"},
       {"AssumeGatherIndicesInBound", "the operand (a hint that a gather's indices need no clamping)",
@@ -365,6 +368,12 @@ Value Importer::first_result(const Instruction& in, TensorId& out) {
 
 Value Importer::custom_call(const Instruction& in, const std::vector<Value>& vals) {
   const std::string target = word(in, "custom_call_target").value_or("");
+  if (target == "MoveToHost" || target == "MoveToDevice") return host_placement(in, vals, target == "MoveToHost");
+  if (target == "annotate_device_placement") {
+    const Attribute* fa = in.attr("frontend_attributes");
+    const bool host = fa && (fa->value.find("pinned_host") != std::string::npos);  // pinned_host, unpinned_host
+    return host_placement(in, vals, host);
+  }
   std::vector<TensorId> xs;
   for (const Value& o : vals) need_leaves(o, xs);
   if (identity_calls().count(target)) {
@@ -607,6 +616,27 @@ void Importer::to_host(const Instruction& in, const Value& v) {
     const TensorId h = m_out.graph.add_tensor(t);
     add(in, OpKind::ToHost, {xs[i]}, {h}, {}, suffix);
   }
+}
+
+Value Importer::host_placement(const Instruction& in, const std::vector<Value>& vals, bool to_host) {
+  if (vals.size() != 1 || vals[0].tuple || (vals[0].t < 0 && vals[0].pending < 0) || !in.shape.is_array())
+    fail(in, Err::HloUnsupported, "a host placement of other than one array operand");
+  const TensorId x = need(vals[0]);
+  if (m_out.graph.tensor(x).elements() != in.shape.elements())
+    fail(in, Err::HloUnsupported, "a host placement that changes its operand's shape: the module is not "
+                                  "SPMD-partitioned (podsim runs per-device modules)");
+  if (to_host == (m_on_host.count(x) > 0)) {  // already where it is to be
+    if (shape_of(x) == in.shape.dims) return value_of(x);
+    return value_of(make(in, OpKind::Bitcast, {x}));
+  }
+  TensorInfo t = m_out.graph.tensor(x);
+  t.name = m_prefix + in.name + m_copy_suffix;
+  t.shape = in.shape.dims;
+  t.role = TensorRole::Activation;
+  t.updates = -1;
+  const TensorId y = m_out.graph.add_tensor(t);
+  add(in, to_host ? OpKind::ToHost : OpKind::FromHost, {x}, {y});
+  return value_of(y);
 }
 
 Value Importer::send_recv(const Instruction& in, const std::vector<Value>& vals) {

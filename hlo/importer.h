@@ -259,6 +259,13 @@ class Importer {
   // The arrays of `data` arriving from the host (from_host transfers), and those of `v` leaving for it (to_host).
   Value from_host(const Instruction& in, const Shape& data);
   void to_host(const Instruction& in, const Value& v);
+  // Host offloading (XLA's host memory space, JAX's memory kinds): MoveToHost, or annotate_device_placement with a
+  // host memory kind, moves its operand to the host over the host link (a to_host transfer: the value takes no
+  // HBM there); MoveToDevice (or the annotation with the device kind) of a value in host memory brings it back (a
+  // from_host transfer), and of a value already in HBM is the value itself. What stays on the host: a to_host's
+  // result, its views and slices, and a buffer updated with host values (add() keeps m_on_host).
+  Value host_placement(const Instruction& in, const std::vector<Value>& vals, bool to_host);
+  std::set<TensorId> m_on_host;
   // send and recv: with is_host_transfer=true, a transfer to or from the host (TensorFlow's host transfers); between
   // devices only when nothing moves (an empty tuple).
   Value send_recv(const Instruction& in, const std::vector<Value>& vals);
