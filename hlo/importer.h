@@ -3,7 +3,7 @@
 // import.cpp (the run, tensors and ops, cheap producers recomputed where used), import_devices.cpp (the devices
 // and mesh), import_emit.cpp (the computation emitter and its instruction switch), import_ops.cpp (dots,
 // convolutions and the other instructions with a method of their own), import_control.cpp (control flow,
-// collectives, custom calls).
+// collectives, custom calls), import_host.cpp (host transfers: infeed, outfeed, host offloading).
 #pragma once
 
 #include <algorithm>

@@ -11,6 +11,7 @@
 #include "base/npy.h"
 #include "hlo/import.h"
 #include "hlo/parser.h"
+#include "hlo/stablehlo_parser.h"
 #include "tests/cli/cli_util.h"
 #include "workloads/op_def.h"
 
@@ -77,6 +78,27 @@ TEST(HloOffloadTest, AValueOffloadedAcrossADotCrossesTheHostLinkTwiceAndLeavesHb
   EXPECT_DOUBLE_EQ(ann["host_link"]["bytes_to_host"].get<double>(), 4 * kMiB);
   EXPECT_DOUBLE_EQ(ann["host_link"]["bytes_from_host"].get<double>(), 4 * kMiB);
   EXPECT_DOUBLE_EQ(ann["peak_memory_bytes"].get<double>(), off["peak_memory_bytes"].get<double>());
+}
+
+TEST(HloOffloadTest, JaxsMemoryKindsInStableHloAreTheSameTransfers) {
+  // jax.device_put(x, pinned_host) and back, as JAX lowers it: 4 MiB each way.
+  const std::string mlir =
+      "module @jit_f attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
+      "  func.func public @main(%arg0: tensor<1024x1024xf32>) -> tensor<1024x1024xf32> {\n"
+      "    %0 = stablehlo.custom_call @annotate_device_placement(%arg0) {has_side_effect = true, "
+      "mhlo.frontend_attributes = {_xla_buffer_placement = \"pinned_host\"}} : (tensor<1024x1024xf32>) -> "
+      "tensor<1024x1024xf32>\n"
+      "    %1 = stablehlo.custom_call @annotate_device_placement(%0) {has_side_effect = true, "
+      "mhlo.frontend_attributes = {_xla_buffer_placement = \"device\"}} : (tensor<1024x1024xf32>) -> "
+      "tensor<1024x1024xf32>\n"
+      "    %2 = stablehlo.add %1, %arg0 : tensor<1024x1024xf32>\n"
+      "    return %2 : tensor<1024x1024xf32>\n  }\n}\n";
+  const hlo::Imported im = hlo::import_module(hlo::parse_stablehlo(mlir, "t.mlir"), {});
+  std::map<OpKind, double> bytes;
+  for (const Op& op : im.graph.ops())
+    if (op.kind == OpKind::ToHost || op.kind == OpKind::FromHost) bytes[op.kind] += im.graph.tensor(op.inputs[0]).bytes();
+  EXPECT_DOUBLE_EQ(bytes[OpKind::ToHost], 4 * kMiB);
+  EXPECT_DOUBLE_EQ(bytes[OpKind::FromHost], 4 * kMiB);
 }
 
 namespace {
