@@ -6,7 +6,12 @@
 //    j * chunks_per_block + k (relative to the sender, so every rank's schedule is rank 0's with peers moved by its
 //    rank: RankSymmetry::Torus).
 //  - collective_permute (the default): rank r sends its whole input to the rank `shift` steps along the group's
-//    first axis and receives from the rank `shift` steps back.
+//    first axis and receives from the rank `shift` steps back. With arbitrary pairs (req.targets), rank r sends to
+//    targets[r] and receives from the rank that targets it; a rank no pair targets copies zeros (its scratch) into
+//    its output, XLA's result for it; a rank that targets itself keeps its input. The peers are no translation of
+//    rank 0's (RankSymmetry::None): every rank has its own schedule.
+#include <tuple>
+
 #include "collectives/ring_steps.h"
 #include "base/error.h"
 
@@ -53,18 +58,51 @@ Schedule all_to_all(const CollectiveRequest& req, int64_t rank) {
   return s;
 }
 
+// Rank `rank`'s peers under arbitrary pairs: the rank it sends to and the one it receives from (-1: none).
+std::pair<int64_t, int64_t> pair_peers(const CollectiveRequest& req, int64_t rank) {
+  const int64_t N = req.group.size();
+  if (static_cast<int64_t>(req.targets.size()) != N)
+    throw Error(Err::Internal, "collective_permute with " + std::to_string(req.targets.size()) +
+                                   " targets for a group of " + std::to_string(N));
+  int64_t from = -1;
+  for (int64_t r = 0; r < N; ++r)
+    if (req.targets[r] == rank) {
+      if (from >= 0) throw Error(Err::Internal, "collective_permute: rank " + std::to_string(rank) + " is targeted twice");
+      from = r;
+    }
+  const int64_t to = req.targets[rank];
+  if (to < -1 || to >= N) throw Error(Err::Internal, "collective_permute target " + std::to_string(to) + " out of the group");
+  return {to, from};
+}
+
 Schedule permute(const CollectiveRequest& req, int64_t rank) {
   const GroupShape& g = req.group;
   const int64_t n = req.elements;
   Schedule s;
   s.output_elements = n;
   if (g.dims.empty() || g.size() == 1) return s;
-  int axis = 0;
-  while (axis + 1 < static_cast<int>(g.dims.size()) && g.dims[axis] == 1) ++axis;
-  int64_t to = ring::ring_peer(g, rank, axis, req.shift), from = ring::ring_peer(g, rank, axis, -req.shift);
-  if (to == rank) return s;  // a shift by a whole ring moves nothing
+  int64_t to = -1, from = -1;
+  if (!req.targets.empty()) {
+    std::tie(to, from) = pair_peers(req, rank);
+    if (to == rank) to = -1;  // its own value: the output starts as a copy of the input
+    if (from == rank) from = -1;
+    else if (from < 0) {      // no source: zeros (the scratch) over the output
+      s.scratch_elements = n;
+      Task z;
+      z.type = Task::Type::Copy;
+      z.src_buf = Buffer::Scratch;
+      z.src = contiguous(0, n);
+      z.dst = contiguous(0, n);
+      s.add(z);
+    }
+  } else {
+    int axis = 0;
+    while (axis + 1 < static_cast<int>(g.dims.size()) && g.dims[axis] == 1) ++axis;
+    to = ring::ring_peer(g, rank, axis, req.shift), from = ring::ring_peer(g, rank, axis, -req.shift);
+    if (to == rank) return s;  // a shift by a whole ring moves nothing
+  }
   std::vector<Region> pieces = ring::chunks(contiguous(0, n), req.chunk_elements);
-  for (size_t k = 0; k < pieces.size(); ++k) {
+  for (size_t k = 0; k < pieces.size() && to >= 0; ++k) {
     Task t;
     t.type = Task::Type::Send;
     t.peer = to;
@@ -72,7 +110,7 @@ Schedule permute(const CollectiveRequest& req, int64_t rank) {
     t.src = pieces[k];
     s.add(t);
   }
-  for (size_t k = 0; k < pieces.size(); ++k) {
+  for (size_t k = 0; k < pieces.size() && from >= 0; ++k) {
     Task t;
     t.type = Task::Type::Recv;
     t.peer = from;
@@ -94,7 +132,7 @@ class DirectAlgorithm : public ICollectiveAlgorithm {
     throw Error(Err::Internal, std::string("direct does not implement ") + collective_name(req.kind));
   }
   RankSymmetry symmetry(const CollectiveRequest& req) const override {
-    (void)req;
+    if (req.kind == CollectiveKind::CollectivePermute && !req.targets.empty()) return RankSymmetry::None;
     return RankSymmetry::Torus;
   }
 };

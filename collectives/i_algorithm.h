@@ -58,6 +58,9 @@ struct CollectiveRequest {
   int64_t chunk_elements = 0;  // split transfers larger than this (0: no limit)
   int64_t dcn_chunk_elements = 0;  // the same over the data-center network's axes (0: chunk_elements)
   int64_t shift = 1;           // CollectivePermute
+  // CollectivePermute with arbitrary pairs: rank r sends to targets[r] (-1: nothing), a rank that no pair targets
+  // gets zeros (XLA's collective-permute). Empty: the shift.
+  std::vector<int64_t> targets;
   int64_t root = 0;            // Broadcast
 };
 

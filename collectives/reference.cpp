@@ -29,6 +29,12 @@ std::vector<std::vector<double>> expected_result(const CollectiveRequest& req,
         break;
       }
       case CollectiveKind::CollectivePermute: {
+        if (!req.targets.empty()) {  // arbitrary pairs: the rank that targets r, else zeros
+          auto it = std::find(req.targets.begin(), req.targets.end(), r);
+          if (it == req.targets.end()) o.assign(static_cast<size_t>(n), 0.0);
+          else o.assign(in[it - req.targets.begin()].begin(), in[it - req.targets.begin()].end());
+          break;
+        }
         int axis = 0;
         while (axis + 1 < static_cast<int>(req.group.dims.size()) && req.group.dims[axis] == 1) ++axis;
         std::vector<int64_t> c = req.group.coords(r);

@@ -230,6 +230,11 @@ OpId Importer::add(const Instruction& in, OpKind kind, std::vector<TensorId> inp
   op.inputs = std::move(inputs);
   op.outputs = std::move(outputs);
   op.attrs = std::move(attrs);
+  const bool host = kind == OpKind::ToHost ||
+                    ((kind == OpKind::Bitcast || kind == OpKind::DynamicSlice || kind == OpKind::Slice) &&
+                     !op.inputs.empty() && m_on_host.count(op.inputs[0])) ||
+                    (kind == OpKind::DynamicUpdateSlice && op.inputs.size() > 1 && m_on_host.count(op.inputs[1]));
+  if (host) m_on_host.insert(op.outputs.begin(), op.outputs.end());
   OpId id = m_out.graph.add_op(std::move(op));
   m_out.origin_of_op.push_back(origin(m_cur_comp, m_cur_idx, in));
   if (m_fusion) m_fusion->push_back(id);

@@ -146,8 +146,16 @@ Value Importer::collective(const Instruction& in, const std::vector<Value>& vals
   if (op == "ragged-all-to-all") fail(in, Err::HloUnsupported, "ragged-all-to-all (variable sizes per peer)");
   const Attribute* ga = in.attr(op == "collective-permute" ? "source_target_pairs" : "replica_groups");
   Groups groups = groups_of(in);
-  const bool trivial = groups.empty() ? m_out.devices == 1 : groups[0].size() == 1;
-  std::vector<std::string> axes = trivial ? std::vector<std::string>{} : axis_names(groups, ga ? ga->value : "{}");
+  bool trivial = groups.empty() ? m_out.devices == 1 : groups[0].size() == 1;
+  // A collective-permute whose pairs are no shift along mesh axes: point-to-point transfers over every axis, each
+  // device to its target (attrs.targets; the group's ranks over every axis are the device ids).
+  const bool permute = op == "collective-permute";
+  const bool free = permute && m_partitioned && m_free_permutes.count(ga ? ga->value : "{}");
+  if (permute)
+    trivial = std::all_of(groups.begin(), groups.end(), [](const std::vector<int64_t>& g) { return g.size() == 1; });
+  std::vector<std::string> axes = trivial ? std::vector<std::string>{}
+                                  : free  ? m_out.mesh_names
+                                          : axis_names(groups, ga ? ga->value : "{}");
   if (!trivial && axes.empty()) fail(in, Err::Internal, "its groups map to no mesh axis");
   // The operands (several for a combined all-reduce) and where the results go.
   std::vector<TensorId> xs;
@@ -193,7 +201,23 @@ Value Importer::collective(const Instruction& in, const std::vector<Value>& vals
     kind = OpKind::CollectivePermute;
     const Permutation p = permutation(in);
     a.shift = p.shift;
-    if (!trivial && !p.cycles) no_kernel(in, "a collective-permute along an open chain");
+    if (free && !trivial) {
+      if (!m_core_axis.empty())
+        fail(in, Err::HloUnsupported,
+             "its source_target_pairs are no shift along mesh axes, and podsim runs such pairs between chips of one "
+             "device each; set workload.devices_per_chip: 1");
+      a.targets.assign(static_cast<size_t>(m_out.devices), -1);
+      for (auto [s, t] : p.pairs) {
+        if (s < 0 || t < 0 || s >= m_out.devices || t >= m_out.devices)
+          fail(in, Err::HloInvalid,
+               "its source_target_pairs name device " + std::to_string(s < 0 || s >= m_out.devices ? s : t) +
+                   ", which a module of " +
+                   std::to_string(m_out.devices) + " devices does not have");
+        a.targets[static_cast<size_t>(s)] = t;
+      }
+    } else if (!trivial && !p.cycles) {  // chips of two devices: timed as the ring the chain is part of
+      no_kernel(in, "a collective-permute along an open chain");
+    }
   } else if (op == "collective-broadcast") {
     kind = OpKind::Broadcast;
     a.root = 0;
@@ -251,8 +275,7 @@ std::string lower_case(std::string s) {
 // Markers of the SPMD partitioner, layouts, bounds and placement: the operand itself.
 const std::set<std::string>& identity_calls() {
   static const std::set<std::string> k = {
-      "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "LayoutConstraint", "annotate_device_placement",
-      "MoveToHost", "MoveToDevice", "AllocateBuffer", "SetBound", "AssumeGatherIndicesInBound",
+      "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape", "LayoutConstraint", "AllocateBuffer", "SetBound", "AssumeGatherIndicesInBound",
       "xla.sdy.GlobalToLocalShape", "xla.sdy.LocalToGlobalShape", "xla.sdy.FuncResultSharding",
       "xla.sdy.PropagationBarrier", "xla.sdy.ShardingGroup"};
   return k;
@@ -275,9 +298,13 @@ const std::vector<KnownCustomCall>& known_custom_calls() {
       {"SPMDFullToShardShape", "the operand (the local shape of a manual region)", "XLA's SPMD partitioner"},
       {"SPMDShardToFullShape", "the operand (back to the global shape)", "XLA's SPMD partitioner"},
       {"LayoutConstraint", "the operand", "XLA's layout assignment"},
-      {"annotate_device_placement", "the operand", "JAX's memory kinds (compute_on)"},
-      {"MoveToHost", "the operand (its host placement is not modelled)", "XLA's host offloading annotations"},
-      {"MoveToDevice", "the operand", "XLA's host offloading annotations"},
+      {"annotate_device_placement",
+       "with a host memory kind (_xla_buffer_placement pinned_host or unpinned_host) as MoveToHost, else as "
+       "MoveToDevice", "JAX's memory kinds (jax.device_put to a host memory kind, compute_on)"},
+      {"MoveToHost", "a to_host transfer over the host link: the value is held in host memory, not HBM",
+       "XLA's host offloading (xla/service/host_offloader)"},
+      {"MoveToDevice", "a from_host transfer of a value in host memory (a value in HBM: the value itself)",
+       "XLA's host offloading"},
       {"AllocateBuffer", "an uninitialized buffer (no work)", "XLA (xla/service/hlo_creation_utils)"},
       {"SetBound", "the operand (a bound on a dynamic dimension)", "XLA's dynamic padder"},
       {"AssumeGatherIndicesInBound", "the operand (a hint that a gather's indices need no clamping)",
@@ -341,6 +368,12 @@ Value Importer::first_result(const Instruction& in, TensorId& out) {
 
 Value Importer::custom_call(const Instruction& in, const std::vector<Value>& vals) {
   const std::string target = word(in, "custom_call_target").value_or("");
+  if (target == "MoveToHost" || target == "MoveToDevice") return host_placement(in, vals, target == "MoveToHost");
+  if (target == "annotate_device_placement") {
+    const Attribute* fa = in.attr("frontend_attributes");
+    const bool host = fa && (fa->value.find("pinned_host") != std::string::npos);  // pinned_host, unpinned_host
+    return host_placement(in, vals, host);
+  }
   std::vector<TensorId> xs;
   for (const Value& o : vals) need_leaves(o, xs);
   if (identity_calls().count(target)) {
@@ -527,94 +560,6 @@ Value Importer::library_convolution(const Instruction& in, const std::vector<Ten
   else if (contains(target, "BackwardFilter")) a.dims = conv_gemm(in, a0, r, a1);
   else a.dims = conv_gemm(in, a0, a1, r);
   add(in, OpKind::Convolution, {xs[0], xs[1]}, {out}, a);
-  return v;
-}
-
-// infeed(token): the data the host sends, over the host link into HBM. Each array arrives as a from_host
-// transfer of a value the host holds (a step input read by nothing else, which the memory plan keeps off HBM).
-Value Importer::infeed(const Instruction& in) {
-  if (!in.shape.is_tuple() || in.shape.tuple.empty()) fail(in, Err::HloInvalid, "an infeed's shape is (data, token)");
-  Value v;
-  v.tuple = true;
-  v.elems.push_back(from_host(in, in.shape.tuple[0]));
-  v.elems.push_back(Value{});
-  return v;
-}
-
-Value Importer::from_host(const Instruction& in, const Shape& data) {
-  const std::string base = m_prefix + in.name + m_copy_suffix;
-  std::function<Value(const Shape&, const std::string&)> arrive = [&](const Shape& s, const std::string& name) {
-    Value v;
-    if (s.is_tuple()) {
-      v.tuple = true;
-      for (size_t i = 0; i < s.tuple.size(); ++i) v.elems.push_back(arrive(s.tuple[i], name + "." + std::to_string(i)));
-      return v;
-    }
-    if (!s.is_array() || s.elements() == 0) return v;
-    no_kernel(in, in.opcode + " (the host's data)");
-    const TensorId host = tensor(name + ".host", s, TensorRole::Input);
-    const TensorId x = tensor(name, s, TensorRole::Input);
-    add(in, OpKind::FromHost, {host}, {x}, {}, name.substr(base.size()));
-    return value_of(x);
-  };
-  return arrive(data, base);
-}
-
-// outfeed(data, token): each array leaves for the host over the host link (a to_host transfer).
-Value Importer::outfeed(const Instruction& in, const std::vector<Value>& vals) {
-  if (vals.empty()) fail(in, Err::HloInvalid, "an outfeed takes the data and a token");
-  to_host(in, vals[0]);
-  return Value{};
-}
-
-void Importer::to_host(const Instruction& in, const Value& v) {
-  std::vector<TensorId> xs;
-  need_leaves(v, xs);
-  for (size_t i = 0; i < xs.size(); ++i) {
-    std::string suffix;
-    if (xs.size() > 1) {
-      suffix = ".";
-      suffix += std::to_string(i);
-    }
-    TensorInfo t = m_out.graph.tensor(xs[i]);
-    t.name = m_prefix + in.name + m_copy_suffix + suffix;
-    t.role = TensorRole::Activation;
-    t.updates = -1;
-    const TensorId h = m_out.graph.add_tensor(t);
-    add(in, OpKind::ToHost, {xs[i]}, {h}, {}, suffix);
-  }
-}
-
-Value Importer::send_recv(const Instruction& in, const std::vector<Value>& vals) {
-  const std::string& op = in.opcode;
-  const bool host = word(in, "is_host_transfer").value_or("false") == "true";
-  if (op == "send-done") return Value{};
-  if (op == "recv-done") {  // (data, token)
-    Value v;
-    v.tuple = true;
-    v.elems.push_back(!vals.empty() && vals[0].tuple && !vals[0].elems.empty() ? vals[0].elems[0] : Value{});
-    v.elems.push_back(Value{});
-    return v;
-  }
-  // send: (data, context, token); recv: the same, the data arriving.
-  const Shape* data = in.shape.is_tuple() && !in.shape.tuple.empty() ? &in.shape.tuple[0] : nullptr;
-  if (!data) fail(in, Err::HloInvalid, "a " + op + "'s shape is (data, context, token)");
-  std::vector<TensorId> moved;
-  if (op == "send" && !vals.empty()) need_leaves(vals[0], moved);
-  const bool empty = op == "send" ? moved.empty() : data->bytes() == 0;
-  if (!host && !empty)
-    fail(in, Err::HloUnsupported, "a " + op + " between devices (podsim runs host transfers, is_host_transfer=true, and "
-                                  "collective-permutes between devices)");
-  Value v;
-  v.tuple = true;
-  if (op == "send") {
-    to_host(in, vals.empty() ? Value{} : vals[0]);
-    v.elems.push_back(vals.empty() ? Value{} : vals[0]);
-  } else {
-    v.elems.push_back(from_host(in, *data));
-  }
-  v.elems.push_back(Value{});
-  v.elems.push_back(Value{});
   return v;
 }
 

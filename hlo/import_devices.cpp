@@ -69,6 +69,7 @@ Importer::Permutation Importer::permutation(const Instruction& in) const {
     prev[t] = s;
   }
   Permutation p;
+  p.pairs = pairs;
   std::set<int64_t> done;
   std::map<int64_t, std::pair<size_t, int64_t>> where;  // device -> (group, position)
   for (auto [s, t] : pairs) {
@@ -102,10 +103,7 @@ Importer::Permutation Importer::permutation(const Instruction& in) const {
       if (2 * k > n) k -= n;  // the shorter way round
     }
     if (n == 1) continue;  // a device keeping its own value
-    if (shift && *shift != k)
-      fail(in, Err::HloUnsupported,
-           "its source_target_pairs move devices by different steps (" + std::to_string(*shift) + " and " +
-               std::to_string(k) + " along their groups): podsim runs a collective-permute as one shift along mesh axes");
+    if (shift && *shift != k) p.arbitrary = true;  // no one shift: point-to-point transfers between any devices
     shift = k;
   }
   p.shift = shift.value_or(0);
@@ -150,14 +148,33 @@ void Importer::find_devices() {
   m_mesh = DeviceMesh(m_out.devices);
   if (m_o.devices_per_chip > 1 && m_out.devices % m_o.devices_per_chip == 0) m_mesh.cut(m_o.devices_per_chip);
   if (m_partitioned) {
+    // The collectives' groups, the collective-permutes' last: pairs whose groups are no mesh axes (or no one shift)
+    // run as transfers between any devices and add nothing to the mesh.
     std::set<std::string> seen;
-    for (int32_t c : comps)
-      for (const Instruction& in : m_m.computations[c].instructions) {
-        if (is_collective(in.opcode)) {
-          const Attribute* a = in.attr(in.opcode.rfind("collective-permute", 0) == 0 ? "source_target_pairs"
-                                                                                     : "replica_groups");
+    for (int pass = 0; pass < 2; ++pass)
+      for (int32_t c : comps)
+        for (const Instruction& in : m_m.computations[c].instructions) {
+          if (!is_collective(in.opcode)) continue;
+          const bool permute = in.opcode.rfind("collective-permute", 0) == 0;
+          if (permute != (pass == 1)) continue;
+          const Attribute* a = in.attr(permute ? "source_target_pairs" : "replica_groups");
           const std::string key = a ? a->value : "{}";
           if (!seen.insert(key).second) continue;
+          if (permute) {
+            const Permutation p = permutation(in);
+            if (p.groups.size() == 1 && p.groups[0].size() == 1) continue;
+            DeviceMesh trial = m_mesh;
+            bool axes = !p.arbitrary && trial.add(p.groups).empty();
+            if (axes) {
+              DeviceMesh built = trial;  // the digits nest with the other structures'
+              axes = built.build().empty();
+            }
+            if (axes) m_mesh = trial;
+            // Open chains (a device with no source gets zeros, the last sends nothing) and pairs off the mesh's
+            // axes: transfers between the devices named.
+            if (!axes || (!p.cycles && m_o.devices_per_chip <= 1)) m_free_permutes.insert(key);
+            continue;
+          }
           Groups g = groups_of(in);
           if (g.size() == 1 && g[0].size() == 1) continue;
           std::string why = m_mesh.add(g);
@@ -165,7 +182,6 @@ void Importer::find_devices() {
             fail(in, Err::HloUnsupported,
                  "its groups are not the axes of a device mesh: " + why + " (podsim runs collectives over mesh axes)");
         }
-      }
     for (int32_t p : m_m.entry_computation().parameters) {
       const Instruction& in = m_m.entry_computation().instructions[p];
       std::optional<Sharding> s = sharding(in, m_m.file);

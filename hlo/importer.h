@@ -3,7 +3,7 @@
 // import.cpp (the run, tensors and ops, cheap producers recomputed where used), import_devices.cpp (the devices
 // and mesh), import_emit.cpp (the computation emitter and its instruction switch), import_ops.cpp (dots,
 // convolutions and the other instructions with a method of their own), import_control.cpp (control flow,
-// collectives, custom calls).
+// collectives, custom calls), import_host.cpp (host transfers: infeed, outfeed, host offloading).
 #pragma once
 
 #include <algorithm>
@@ -81,14 +81,19 @@ class Importer {
   Groups groups_of(const Instruction& in) const;
 
   // A collective-permute as a shift: its cycles (or chains), each group's devices in rank order, and the steps
-  // every pair moves along its group (-1: a ring run backwards). Pairs that are no one shift are refused.
+  // every pair moves along its group (-1: a ring run backwards). Pairs that are no one shift (`arbitrary`), or
+  // whose groups are no mesh axes (m_free_permutes), run as point-to-point transfers between any devices: the
+  // permute spans every mesh axis and attrs.targets names each device's target.
   struct Permutation {
     Groups groups;
     int64_t shift = 1;
-    bool cycles = true;  // every group closed (a ring), else open chains
+    bool cycles = true;      // every group closed (a ring), else open chains
+    bool arbitrary = false;  // the pairs move devices by different steps
+    std::vector<std::pair<int64_t, int64_t>> pairs;
   };
   Permutation permutation(const Instruction& in) const;
   Groups permute_groups(const Instruction& in) const { return permutation(in).groups; }
+  std::set<std::string> m_free_permutes;  // source_target_pairs texts whose groups are no mesh axes
 
   // The device count and mesh: from the header, else the collectives' groups; shardings add the digits they split.
   void find_devices();
@@ -254,6 +259,13 @@ class Importer {
   // The arrays of `data` arriving from the host (from_host transfers), and those of `v` leaving for it (to_host).
   Value from_host(const Instruction& in, const Shape& data);
   void to_host(const Instruction& in, const Value& v);
+  // Host offloading (XLA's host memory space, JAX's memory kinds): MoveToHost, or annotate_device_placement with a
+  // host memory kind, moves its operand to the host over the host link (a to_host transfer: the value takes no
+  // HBM there); MoveToDevice (or the annotation with the device kind) of a value in host memory brings it back (a
+  // from_host transfer), and of a value already in HBM is the value itself. What stays on the host: a to_host's
+  // result, its views and slices, and a buffer updated with host values (add() keeps m_on_host).
+  Value host_placement(const Instruction& in, const std::vector<Value>& vals, bool to_host);
+  std::set<TensorId> m_on_host;
   // send and recv: with is_host_transfer=true, a transfer to or from the host (TensorFlow's host transfers); between
   // devices only when nothing moves (an empty tuple).
   Value send_recv(const Instruction& in, const std::vector<Value>& vals);

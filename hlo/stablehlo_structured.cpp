@@ -347,6 +347,8 @@ std::vector<Val> Lowerer::custom_call(Build& b, const Op& op, std::vector<Val>& 
   Attrs a = {{"custom_call_target", "\"" + target + "\""}};
   if (const Attr* c = attr(op, "backend_config", "mhlo.backend_config")) a.push_back({"backend_config", c->value});
   if (const Attr* c = attr(op, "api_version")) a.push_back({"api_version", c->value});
+  // JAX's memory kinds: annotate_device_placement's _xla_buffer_placement (pinned_host, device).
+  if (const Attr* c = attr(op, "mhlo.frontend_attributes")) a.push_back({"frontend_attributes", c->value});
   std::vector<int32_t> xs;
   for (const Val& v : vals) xs.push_back(v.idx);
   const std::string h = name_of(op, "custom-call", m_l);

@@ -37,8 +37,14 @@ Tensor collective_result(const Op& op, const std::vector<const Tensor*>& in, int
       for (const Tensor& b : blocks) ptrs.push_back(&b);
       return concat(ptrs, static_cast<size_t>(op.attrs.dim2));
     }
-    case OpKind::CollectivePermute:  // rank r receives from the rank `shift` steps back, round the group
-      return *in[static_cast<size_t>(((rank - op.attrs.shift) % n + n) % n)];
+    case OpKind::CollectivePermute: {  // rank r receives from the rank `shift` steps back, round the group
+      if (op.attrs.targets.empty()) return *in[static_cast<size_t>(((rank - op.attrs.shift) % n + n) % n)];
+      // Arbitrary pairs: from the rank that targets r, else zeros.
+      auto it = std::find(op.attrs.targets.begin(), op.attrs.targets.end(), rank);
+      if (it != op.attrs.targets.end()) return *in[static_cast<size_t>(it - op.attrs.targets.begin())];
+      Tensor z(out_shape);
+      return z;
+    }
     default: break;
   }
   (void)out_shape;

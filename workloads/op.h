@@ -257,6 +257,9 @@ struct OpAttrs {
   int64_t shift = 1;
   int64_t root = 0;
   int64_t peer = -1;
+  // CollectivePermute with arbitrary pairs (an imported collective-permute that is no shift): per rank of the group,
+  // the rank it sends to (-1: it sends nothing); a rank no pair targets receives zeros. Empty: the shift above.
+  std::vector<int64_t> targets;
   // AllReduce: combine by maximum instead of sum (a cross-entropy over split classes needs each row's global max).
   bool reduce_max = false;
   int64_t tag = 0;

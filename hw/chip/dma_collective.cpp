@@ -44,6 +44,7 @@ void Dma::start_collective(Running& r, const Op& op) {
     if (only_dcn) r.req.chunk_elements = r.req.dcn_chunk_elements;
   }
   r.req.shift = op.attrs.shift;
+  r.req.targets = op.attrs.targets;
   r.req.root = op.attrs.root;
   // An all-reduce of a count the group does not divide runs on the count padded with zeros (its blocks are
   // equal), and the padding is dropped at the end.

@@ -20,6 +20,10 @@ std::string key_of(const std::string& algo, const CollectiveRequest& r, int64_t 
     k += '|';
     k += std::to_string(v);
   }
+  for (size_t i = 0; i < r.targets.size(); ++i) {  // a collective-permute's arbitrary pairs
+    k += i ? ',' : '|';
+    k += std::to_string(r.targets[i]);
+  }
   return k;
 }
 

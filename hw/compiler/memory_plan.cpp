@@ -31,9 +31,31 @@ bool in_place(const ModelGraph& g, const Op& op) {
   return op.kind == OpKind::AllReduce || op.kind == OpKind::Add || op_cost(g, op).in_place;
 }
 
-bool in_host_memory(const ModelGraph& g, TensorId t) {
+// Host offloading (XLA's host offloader, an imported module's MoveToHost): a to_host's result, a view or slice of a
+// value in host memory, and a buffer dynamically updated with one (a stack of offloaded layers' activations) are
+// held in host memory; so is a buffer whose only readers write host values into it (the stack's first, empty
+// value). `depth` bounds the walk.
+bool in_host_memory(const ModelGraph& g, TensorId t, int depth = 0) {
+  if (depth > 8) return false;
   const OpId p = g.producer(t);
-  if (p >= 0) return g.op(p).kind == OpKind::ToHost;
+  if (p >= 0) {
+    const Op& op = g.op(p);
+    if (op.kind == OpKind::ToHost) return true;
+    if ((op.kind == OpKind::Bitcast || op.kind == OpKind::DynamicSlice || op.kind == OpKind::Slice) &&
+        !op.inputs.empty() && in_host_memory(g, op.inputs[0], depth + 1))
+      return true;
+    if (op.kind == OpKind::DynamicUpdateSlice && op.inputs.size() > 1 && in_host_memory(g, op.inputs[1], depth + 1))
+      return true;
+    const std::vector<OpId>& readers = g.consumers(t);
+    if (readers.empty()) return false;
+    for (OpId r : readers) {
+      const Op& u = g.op(r);
+      if (u.kind != OpKind::DynamicUpdateSlice || u.inputs.size() < 2 || u.inputs[0] != t ||
+          !in_host_memory(g, u.inputs[1], depth + 1))
+        return false;
+    }
+    return true;
+  }
   // A step input that only host transfers read (an imported module's infeed) arrives from the host's memory.
   const std::vector<OpId>& readers = g.consumers(t);
   if (readers.empty()) return false;

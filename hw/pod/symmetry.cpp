@@ -203,6 +203,7 @@ PodSymmetry find_symmetry(const PodContext& ctx) {
       CollectiveRequest req;
       req.kind = collective_of(op.kind);
       req.group = mg.shape;
+      req.targets = op.attrs.targets;  // a collective-permute's arbitrary pairs: no translation of rank 0's
       g.symmetry = algo ? algo->symmetry(req) : RankSymmetry::None;
       groups.insert(g);
     }
