@@ -316,20 +316,6 @@ GemmDims conv_gemm_dims(const ModelGraph& g, const Op& op) {
 
 namespace podsim {
 
-namespace {
-
-// Output size along one dimension; throws when the window does not fit the padded input.
-int64_t out_size(const std::string& name, const char* dim, int64_t in, int64_t k, int64_t stride, int64_t lo,
-                 int64_t hi) {
-  if (k > in + lo + hi || k < 1 || stride < 1)
-    throw Error(Err::OutOfRange, "op '" + name + "': a window of " + std::to_string(k) + " along " + dim +
-                                   " is larger than the padded input (" + std::to_string(in) + " + " +
-                                   std::to_string(lo + hi) + " padding)");
-  return (in + lo + hi - k) / stride + 1;
-}
-
-}  // namespace
-
 TensorId GraphBuilder::conv2d(TensorId x, TensorId w, const OpAttrs::Window& win, const std::string& name) {
   const auto xs = m_g.tensor(x).shape, ws = m_g.tensor(w).shape;
   if (xs.size() != 4 || ws.size() != 4 || ws[2] != xs[3])
@@ -339,8 +325,8 @@ TensorId GraphBuilder::conv2d(TensorId x, TensorId w, const OpAttrs::Window& win
   at.window = win;
   at.window.kh = ws[0];
   at.window.kw = ws[1];
-  const int64_t ho = out_size(name, "height", xs[1], ws[0], win.sh, win.pt, win.pb);
-  const int64_t wo = out_size(name, "width", xs[2], ws[1], win.sw, win.pl, win.pr);
+  const int64_t ho = ops::window_out_size(name, "height", xs[1], ws[0], win.sh, win.pt, win.pb);
+  const int64_t wo = ops::window_out_size(name, "width", xs[2], ws[1], win.sw, win.pl, win.pr);
   return forward(name, OpKind::Conv2d, {x, w}, {xs[0], ho, wo, ws[3]}, m_g.tensor(x).dtype, at);
 }
 
@@ -348,8 +334,8 @@ TensorId GraphBuilder::max_pool(TensorId x, const OpAttrs::Window& win, const st
   const auto xs = m_g.tensor(x).shape;
   OpAttrs at;
   at.window = win;
-  const int64_t ho = out_size(name, "height", xs[1], win.kh, win.sh, win.pt, win.pb);
-  const int64_t wo = out_size(name, "width", xs[2], win.kw, win.sw, win.pl, win.pr);
+  const int64_t ho = ops::window_out_size(name, "height", xs[1], win.kh, win.sh, win.pt, win.pb);
+  const int64_t wo = ops::window_out_size(name, "width", xs[2], win.kw, win.sw, win.pl, win.pr);
   return forward(name, OpKind::MaxPool, {x}, {xs[0], ho, wo, xs[3]}, m_g.tensor(x).dtype, at);
 }
 
@@ -357,8 +343,8 @@ TensorId GraphBuilder::avg_pool(TensorId x, const OpAttrs::Window& win, const st
   const auto xs = m_g.tensor(x).shape;
   OpAttrs at;
   at.window = win;
-  const int64_t ho = out_size(name, "height", xs[1], win.kh, win.sh, win.pt, win.pb);
-  const int64_t wo = out_size(name, "width", xs[2], win.kw, win.sw, win.pl, win.pr);
+  const int64_t ho = ops::window_out_size(name, "height", xs[1], win.kh, win.sh, win.pt, win.pb);
+  const int64_t wo = ops::window_out_size(name, "width", xs[2], win.kw, win.sw, win.pl, win.pr);
   return forward(name, OpKind::AvgPool, {x}, {xs[0], ho, wo, xs[3]}, m_g.tensor(x).dtype, at);
 }
 

@@ -174,16 +174,6 @@ const bool registered =
     register_op_kind({OpKind::DepthwiseConv2dFilterGrad, "depthwise_conv2d_filter_grad", Unit::Vpu, dw_cost,
                       dw_filter_grad_kernel, nullptr, dw_filter_grad_rule});
 
-// Output size along one dimension; throws when the window does not fit the padded input.
-int64_t out_size(const std::string& name, const char* dim, int64_t in, int64_t k, int64_t stride, int64_t lo,
-                 int64_t hi) {
-  if (k > in + lo + hi || k < 1 || stride < 1)
-    throw Error(Err::OutOfRange, "op '" + name + "': a window of " + std::to_string(k) + " along " + dim +
-                                   " is larger than the padded input (" + std::to_string(in) + " + " +
-                                   std::to_string(lo + hi) + " padding)");
-  return (in + lo + hi - k) / stride + 1;
-}
-
 }  // namespace
 
 TensorId GraphBuilder::depthwise_conv2d(TensorId x, TensorId w, const OpAttrs::Window& win, const std::string& name) {
@@ -195,8 +185,8 @@ TensorId GraphBuilder::depthwise_conv2d(TensorId x, TensorId w, const OpAttrs::W
   at.window = win;
   at.window.kh = ws[0];
   at.window.kw = ws[1];
-  const int64_t ho = out_size(name, "height", xs[1], ws[0], win.sh, win.pt, win.pb);
-  const int64_t wo = out_size(name, "width", xs[2], ws[1], win.sw, win.pl, win.pr);
+  const int64_t ho = ops::window_out_size(name, "height", xs[1], ws[0], win.sh, win.pt, win.pb);
+  const int64_t wo = ops::window_out_size(name, "width", xs[2], ws[1], win.sw, win.pl, win.pr);
   return forward(name, OpKind::DepthwiseConv2d, {x, w}, {xs[0], ho, wo, xs[3]}, m_g.tensor(x).dtype, at);
 }
 

@@ -92,4 +92,15 @@ inline void check(bool ok, const Op& op, const std::string& what) {
   if (!ok) throw Error(Err::Internal, "op '" + op.name + "': " + what);
 }
 
+// A window's output size along one dimension (convolutions and pools); throws when the window does not fit the
+// padded input.
+inline int64_t window_out_size(const std::string& name, const char* dim, int64_t in, int64_t k, int64_t stride,
+                               int64_t lo, int64_t hi) {
+  if (k > in + lo + hi || k < 1 || stride < 1)
+    throw Error(Err::OutOfRange, "op '" + name + "': a window of " + std::to_string(k) + " along " + dim +
+                                     " is larger than the padded input (" + std::to_string(in) + " + " +
+                                     std::to_string(lo + hi) + " padding)");
+  return (in + lo + hi - k) / stride + 1;
+}
+
 }  // namespace podsim::ops
