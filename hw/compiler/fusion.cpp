@@ -334,21 +334,41 @@ void duplicate_producers(const ModelGraph& g, std::vector<FusionGroup>& groups, 
       (ok ? into : keep_for).push_back(ci);
     }
     if (into.empty() || (!unary && !keep_for.empty())) return false;  // all or nothing when it reads more
-    bool fits = true;
-    for (size_t ci : into) {
-      size_t recomputed = 0;
-      for (const FusionMember& m : groups[ci].members) recomputed += m.recomputed;
-      fits = fits && recomputed + fg.members.size() <= 2 * kMaxFusionMembers;
-    }
-    if (!fits) return false;
+    // What each reader recomputes: the members that make what it reads, back along the chain (a reader of the
+    // normalized activation does not recompute the moving-average update beside it, nor the reverse).
     const std::vector<FusionMember> chain = fg.members;
-    for (size_t ci : into) {
+    auto prologue_of = [&](size_t ci) {
+      std::set<TensorId> needed;
+      for (TensorId t : reads[ci])
+        if (made[gi].count(t)) needed.insert(t);
+      std::vector<bool> take(chain.size(), false);
+      for (size_t k = chain.size(); k-- > 0;) {
+        bool makes = false;
+        for (TensorId t : made_by(g.op(chain[k].op), chain[k].pass)) makes = makes || needed.count(t) > 0;
+        if (!makes) continue;
+        take[k] = true;
+        for (TensorId x : g.op(chain[k].op).inputs)
+          if (made[gi].count(x)) needed.insert(x);
+      }
       std::vector<FusionMember> pro;
-      for (FusionMember m : chain)
-        if (!contains(groups[ci], m.op, m.pass)) {
+      for (size_t k = 0; k < chain.size(); ++k)
+        if (take[k] && !contains(groups[ci], chain[k].op, chain[k].pass)) {
+          FusionMember m = chain[k];
           m.recomputed = true;
           pro.push_back(m);
         }
+      return pro;
+    };
+    std::vector<std::vector<FusionMember>> pros;
+    for (size_t ci : into) {
+      pros.push_back(prologue_of(ci));
+      size_t recomputed = 0;
+      for (const FusionMember& m : groups[ci].members) recomputed += m.recomputed;
+      if (recomputed + pros.back().size() > 2 * kMaxFusionMembers) return false;
+    }
+    for (size_t k = 0; k < into.size(); ++k) {
+      const size_t ci = into[k];
+      const std::vector<FusionMember>& pro = pros[k];
       groups[ci].members.insert(groups[ci].members.begin(), pro.begin(), pro.end());
       unindex(ci);
       index(ci);

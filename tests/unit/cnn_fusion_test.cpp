@@ -13,6 +13,7 @@
 #include "sim/config/loader.h"
 #include "workloads/builder.h"
 #include "tests/unit/cnn_test_util.h"
+#include "tests/unit/plan_steps.h"
 
 using namespace podsim;
 using podsim::test::win;
@@ -190,3 +191,51 @@ TEST(CnnFusionTest, BatchNormGradientAloneIsItsSumsThenItsPass) {
 
 // Runs of consecutive ranks: on a ring of 8 on x, groups of 2 are lines of neighbours; on data = x(4) x y(2), a
 // block of 4 is the x ring and a block of 8 the whole axis.
+
+namespace {
+
+// The recomputed members of each kernel that make nothing the kernel's own work reads (directly or through other
+// recomputed members): work a reader of the producer copied without needing it.
+std::vector<std::string> dead_recomputes(const ModelGraph& g, const std::vector<FusionGroup>& groups) {
+  std::vector<std::string> dead;
+  for (const FusionGroup& fg : groups) {
+    std::vector<TensorId> wanted;
+    for (size_t k = fg.members.size(); k-- > 0;) {
+      const Op& op = g.op(fg.members[k].op);
+      bool used = !fg.members[k].recomputed;
+      for (TensorId t : op.outputs) used = used || std::count(wanted.begin(), wanted.end(), t) > 0;
+      if (!used) {
+        dead.push_back(op.name);
+        continue;
+      }
+      wanted.insert(wanted.end(), op.inputs.begin(), op.inputs.end());
+    }
+  }
+  return dead;
+}
+
+}  // namespace
+
+// A reader of an elementwise group recomputes only what makes the tensors it reads. With batch-norm groups over
+// two chips, each batch norm's statistics are all-reduced and finished (sums to mean and variance) by an elementwise
+// op that the normalization and the ReLU join; the next convolution recomputes all three, and the optimizer's
+// moving-average update, which reads only the finished statistics, recomputes the finish alone, not the
+// normalization (which would read the whole activation again for two per-channel vectors).
+TEST(CnnFusionTest, AReaderRecomputesOnlyWhatMakesWhatItReads) {
+  const plan_steps::Step s = plan_steps::plan_step(
+      plan_steps::hardware("[2, 1]") +
+      "workload: {model: resnet, depth: 50, batch: 8, bn_batch: 8, image_size: 64, optimizer: lars}\n"
+      "strategy: {name: data_parallel}\n");
+  const ModelGraph& g = s.plan.programs[0].graph;
+  const auto groups = fuse(g, s.plan.programs[0].order, {});
+  EXPECT_EQ(dead_recomputes(g, groups), std::vector<std::string>{});
+  std::vector<std::string> moving;
+  const size_t mv = group_of(g, groups, "stem.bn.moving");
+  ASSERT_LT(mv, groups.size());
+  for (const FusionMember& m : groups[mv].members)
+    if (m.recomputed) moving.push_back(g.op(m.op).name);
+  EXPECT_EQ(moving, std::vector<std::string>{"stem.bn.stats/finish"});
+  bool relu_recomputed = false;
+  for (const Placement& p : placements(g, groups, "stem.relu")) relu_recomputed = relu_recomputed || p.recomputed;
+  EXPECT_TRUE(relu_recomputed);  // the convolution's reader still takes the normalization and the ReLU
+}
