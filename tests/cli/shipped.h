@@ -99,6 +99,11 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       {"configs/serving/llama2-7b-v5e-8_jetstream.yaml", serving_reduced(false)},
       {"configs/serving/llama2-7b-v5e-8-int8_jetstream.yaml", serving_reduced(false)},
       {"configs/serving/llama2-7b-v5e-8x2_disaggregated.yaml", serving_reduced(false)},
+      // Static batching with the cache split over the 64 chips' batch: 64 requests of one length each way, so that
+      // every iteration's batch stays 64.
+      {"configs/serving/palm-540b-v4-64-int8_low_latency.yaml",
+       {"workload.layers=2", "workload.d_model=256", "workload.d_ff=1024", "workload.head_dim=32",
+        "workload.vocab=4096", "serving.requests.input_tokens=64", "serving.requests.output_tokens=8"}},
       // 256 chips as shipped; 1/64 of the data (4 MiB per chip instead of 256 MiB).
       {"configs/examples/allreduce_16x16.yaml", {"workload.bytes=4MiB"}},
       // ResNet-18 split 2 ways spatially x 2 data on 2 x 2 chips instead of 4 x 2 (the numeric step at 128 pixels is
