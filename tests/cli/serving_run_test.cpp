@@ -83,7 +83,7 @@ TEST(ServingRun, WritesTheServingFiguresAndTheRequestsTable) {
   int64_t lines = -1;
   while (std::getline(it, line)) ++lines;
   EXPECT_EQ(lines, iterations);
-  EXPECT_TRUE(exists(test_dir() + "/chunked/trace.json"));
+  EXPECT_TRUE(exists(test_dir() + "/chunked/trace.pftrace"));
 }
 
 // The default mode against exact mode on one small stream sent at once (so that both run the same schedule: with

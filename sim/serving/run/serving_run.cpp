@@ -14,6 +14,7 @@
 #include "sim/serving/engine.h"
 #include "sim/serving/iteration_time.h"
 #include "sim/serving/request_stream.h"
+#include "sim/serving/run/serving_trace.h"
 #include "sim/serving/run/shape_simulator.h"
 #include "workloads/models/transformer_layer.h"
 
@@ -166,40 +167,6 @@ void write(const OutputDir& od, const std::string& name, const std::string& text
   std::ofstream f(od.file(name));
   f << text;
   if (!f) throw Error(Err::OutputUnwritable, "cannot write into '" + od.path() + "'");
-}
-
-// Chrome trace JSON: the engine's iterations on one track, each request's waiting and decoding on one of its own.
-int64_t write_trace(const OutputDir& od, const EngineResult& r, const std::vector<bool>& on_prefill) {
-  std::ofstream f(od.file("trace.json"));
-  int64_t events = 0;
-  auto us = [](double s) { return strprintf("%.3f", s * 1e6); };
-  f << "{\"traceEvents\":[\n";
-  f << R"({"ph":"M","pid":1,"name":"process_name","args":{"name":"engine"}})";
-  f << ",\n" << R"({"ph":"M","pid":2,"name":"process_name","args":{"name":"requests"}})";
-  for (size_t i = 0; i < r.iterations.size(); ++i) {
-    const IterationRecord& it = r.iterations[i];
-    // Disaggregated: the prefill slice's iterations on a second track.
-    f << ",\n{\"ph\":\"X\",\"pid\":1,\"tid\":" << (on_prefill[i] ? 2 : 1) << ",\"name\":\"" << kind_name(it.kind)
-      << "\",\"ts\":" << us(it.start) << ",\"dur\":" << us(it.seconds) << ",\"args\":{\"sequences\":" << it.sequences
-      << ",\"new_tokens\":" << it.new_tokens << ",\"kv_tokens\":" << it.kv_tokens << "}}";
-    f << ",\n{\"ph\":\"C\",\"pid\":1,\"name\":\"" << (on_prefill[i] ? "prefill batch" : "batch")
-      << "\",\"ts\":" << us(it.start) << ",\"args\":{\"sequences\":" << it.sequences
-      << ",\"kv_tokens\":" << it.kv_tokens << "}}";
-    events += 2;
-  }
-  for (const Sequence& s : r.sequences) {
-    const int64_t tid = s.req.id + 1;
-    f << ",\n{\"ph\":\"M\",\"pid\":2,\"tid\":" << tid << ",\"name\":\"thread_name\",\"args\":{\"name\":\"request "
-      << s.req.id << "\"}}";
-    f << ",\n{\"ph\":\"X\",\"pid\":2,\"tid\":" << tid << ",\"name\":\"to first token\",\"ts\":" << us(s.sent)
-      << ",\"dur\":" << us(s.first - s.sent) << "}";
-    f << ",\n{\"ph\":\"X\",\"pid\":2,\"tid\":" << tid << ",\"name\":\"decoding\",\"ts\":" << us(s.first)
-      << ",\"dur\":" << us(s.finish - s.first) << ",\"args\":{\"output_tokens\":" << s.req.output << "}}";
-    events += 3;
-  }
-  f << "\n]}\n";
-  if (!f) throw Error(Err::OutputUnwritable, "cannot write into '" + od.path() + "'");
-  return events + 2;
 }
 
 }  // namespace
@@ -404,7 +371,7 @@ RunOutcome run_serving(const Experiment& e, const RunOptions& opts) {
   write(od, "config.resolved.yaml", resolved_yaml(e));
   write(od, "requests.csv", csv);
   write(od, "iterations.csv", iter_csv);
-  const int64_t events = write_trace(od, r, on_prefill);
+  const ServingTrace trace = write_serving_trace(od.path(), e.run.trace, r, on_prefill, transfers);
   const ShapeStats& st = shape_stats();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   J h;
@@ -414,7 +381,7 @@ RunOutcome run_serving(const Experiment& e, const RunOptions& opts) {
   h["shapes_simulated"] = st.shapes;
   h["shapes_wall_s"] = r9(st.wall);
   h["activations"] = st.activations;
-  h["trace"] = {{"file", "trace.json"}, {"events", events}};
+  h["trace"] = {{"file", trace.file.empty() ? J() : J(trace.file)}, {"events", trace.events}};
   write(od, "host.json", h.dump(2) + "\n");
   od.commit();
   out.out_dir = od.final_path();
