@@ -5,7 +5,10 @@ usage: plot_report.py [--fit-colors] RUN_DIR
     writes RUN_DIR/timeline.png, memory.png, heatmap.png (pods of more than one chip), links.png (runs with
     hardware.faults) and pipeline.png (pipeline runs), and prints their paths, and a line "note: ..." for a plot
     it leaves out. --fit-colors: the heat map's colours span each panel's own range instead of 0-100 %.
+    A serving run (summary.json with a serving object) gets serving.png instead, from its iterations.csv and
+    requests.csv.
 """
+import csv
 import json
 import math
 import os
@@ -289,6 +292,59 @@ def pipeline(s, out):
     plt.close(fig)
 
 
+
+# The serving figure's series (tests read the batch line back by its colour, #1f77b4).
+SERVING_COLOURS = {"sequences": "#1f77b4", "running": "#ff7f0e", "kv": "#2ca02c", "capacity": "#7f7f7f",
+                   "ttft": "#d62728", "e2e": "#9467bd"}
+
+
+def _rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def serving(s, out, run):
+    """A serving run over its duration, in three panels sharing the time axis: the sequences each iteration ran and
+    those holding a slot at its end (iterations.csv; on the decode slice when disaggregated), the tokens in the KV
+    caches against their capacity, and each request's time to first token and end-to-end latency at the time it
+    was sent (requests.csv)."""
+    its = [r for r in _rows(os.path.join(run, "iterations.csv")) if r.get("slice", "decode") != "prefill"]
+    reqs = _rows(os.path.join(run, "requests.csv"))
+    sv = s["serving"]
+    uname, scale = time_unit(max(sv["duration_s"], 1e-9))
+    fig, (ax_b, ax_k, ax_r) = plt.subplots(3, 1, figsize=(9, 7.2), sharex=True)
+    starts = [float(r["start_s"]) / scale for r in its]
+    ends = [(float(r["start_s"]) + float(r["duration_s"])) / scale for r in its]
+    ax_b.step(ends, [int(r["running"]) for r in its], where="post", color=SERVING_COLOURS["running"], linestyle="--",
+              label="sequences holding a slot (of %d)" % sv["batch"]["slots"])
+    ax_b.step(starts, [int(r["sequences"]) for r in its], where="post", color=SERVING_COLOURS["sequences"],
+              label="sequences in the iteration", zorder=3)
+    ax_b.set_ylabel("sequences")
+    ax_b.set_title("%s: %d requests, %s policy, %.0f output tokens/s" %
+                   (s["experiment"], sv["requests"], sv["policy"], sv["output_tokens_per_s"]), fontsize=10)
+    ax_b.legend(fontsize=8, loc="upper right")
+    kv = sv["kv_cache"]
+    ax_k.step(ends, [int(r["kv_tokens"]) for r in its], where="post", color=SERVING_COLOURS["kv"],
+              label="tokens in the KV caches (mean occupancy %.1f %%)" % (100 * kv["mean_occupancy"]))
+    ax_k.axhline(kv["capacity_tokens"], color=SERVING_COLOURS["capacity"], linestyle="--", linewidth=1,
+                 label="capacity (%s)" % kv["kind"])
+    ax_k.set_ylabel("KV cache (tokens)")
+    ax_k.legend(fontsize=8, loc="upper right")
+    sent = [float(r["sent_s"]) / scale for r in reqs]
+    ax_r.scatter(sent, [float(r["ttft_s"]) for r in reqs], s=6, color=SERVING_COLOURS["ttft"],
+                 label="time to first token (median %s)" % _time_text(sv["ttft_s"]["p50"]))
+    ax_r.scatter(sent, [float(r["e2e_s"]) for r in reqs], s=6, color=SERVING_COLOURS["e2e"],
+                 label="end to end (median %s)" % _time_text(sv["e2e_s"]["p50"]))
+    ax_r.set_ylabel("latency (s)")
+    if reqs and min(float(r["ttft_s"]) for r in reqs) > 0:
+        ax_r.set_yscale("log")
+    ax_r.set_xlabel("time (%s), requests at the time they were sent" % uname)
+    ax_r.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 def main():
     args = sys.argv[1:]
     fit_colors = "--fit-colors" in args
@@ -299,6 +355,11 @@ def main():
     run = args[0]
     with open(os.path.join(run, "summary.json")) as f:
         s = json.load(f)
+    if "serving" in s:  # a serving run: the stream over its duration, not one step
+        path = os.path.join(run, "serving.png")
+        serving(s, path, run)
+        print(path)
+        return 0
     plots = [("timeline.png", timeline), ("memory.png", memory)]
     notes = []
     if s.get("chips", 1) > 1:

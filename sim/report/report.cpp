@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "base/text.h"
+#include "sim/report/serving_report.h"
 
 namespace podsim {
 namespace fs = std::filesystem;
@@ -75,6 +76,10 @@ bool simulated(const nlohmann::json& j) { return j.value("simulated", true); }
 
 void print_report(const std::string& dir, std::ostream& out) {
   nlohmann::json j = load_summary(dir);
+  if (j.contains("serving")) {  // a serving run: the stream's figures, not one step's
+    print_serving_report(j, out);
+    return;
+  }
   if (!simulated(j)) {
     out << "Run " << j.value("experiment", std::string("?")) << ": " << j.value("workload", std::string("?"))
         << " on " << j.value("chips", 0) << " x " << j.value("hardware", std::string("?")) << ", strategy "
