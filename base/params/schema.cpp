@@ -315,6 +315,47 @@ std::vector<ParamSpec> search_param_specs() {
                                   "estimate; 0: every candidate that fits (--budget overrides it).")
           .range(0, 1000000)
           .def("0"),
+      // A serving experiment's search (docs/search.md, "Serving"); the keys above are then not read.
+      P::choice_list("search.layouts", {"1d", "1d_kv_batch", "2d", "2d_kv_batch"},
+                     "podsim search of a serving experiment: the layouts tried (docs/serving.md, Layouts): 1d is "
+                     "1-D weight-stationary (spmd over every chip of a replica), 2d 2-D weight-stationary over the "
+                     "pod's first torus dimension and the rest; _kv_batch splits the KV cache over the batch.")
+          .one_or_more()
+          .length(1, 4)
+          .def("[1d]"),
+      P::int_list("search.replicas",
+                  "podsim search of a serving experiment: data-parallel replicas of the serving slice tried, each "
+                  "holding the pod's chips over the count (1: one slice of every chip).")
+          .range(1, 1 << 20)
+          .length(1, 16)
+          .one_or_more()
+          .def("[1]"),
+      P::int_list("search.slots",
+                  "podsim search of a serving experiment: decode slots tried (serving.engine.slots); [] keeps the "
+                  "experiment's.")
+          .range(1, 1 << 20)
+          .length(0, 16)
+          .def("[]"),
+      P::choice_list("search.weight_dtypes", {"bf16", "fp32", "int8", "fp8"},
+                     "podsim search of a serving experiment: weight formats tried (workload.weight_dtype); [] keeps "
+                     "the experiment's.")
+          .length(0, 4)
+          .def("[]"),
+      P::choice_list("search.kv_dtypes", {"bf16", "fp32", "int8", "fp8"},
+                     "podsim search of a serving experiment: KV cache formats tried (workload.kv_dtype); [] keeps the "
+                     "experiment's.")
+          .length(0, 4)
+          .def("[]"),
+      P::quantity("search.tpot_target", Quantity::Time,
+                  "podsim search of a serving experiment: the p99 time per output token a candidate must keep; "
+                  "unset: no bound.")
+          .positive(1e6)
+          .optional(),
+      P::quantity("search.ttft_target", Quantity::Time,
+                  "podsim search of a serving experiment: the p99 time to first token a candidate must keep; unset: "
+                  "no bound.")
+          .positive(1e6)
+          .optional(),
   };
 }
 

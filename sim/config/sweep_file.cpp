@@ -41,6 +41,7 @@ const std::vector<SweepFigure>& serving_sweep_figures() {
       {"ttft_p50_s", "/serving/ttft_s/p50", {}},
       {"ttft_p99_s", "/serving/ttft_s/p99", {}},
       {"tpot_mean_s", "/serving/tpot_s/mean", {}},
+      {"tpot_p99_s", "/serving/tpot_s/p99", {}},
       {"itl_p50_s", "/serving/itl_s/p50", {}},
       {"itl_p99_s", "/serving/itl_s/p99", {}},
       {"e2e_mean_s", "/serving/e2e_s/mean", {}},

@@ -18,6 +18,8 @@
 #include "sim/search/enumerate.h"
 #include "sim/search/evaluate.h"
 #include "sim/search/search_output.h"
+#include "sim/search/serving_search.h"
+#include "sim/serving/request_stream.h"
 #include "sim/sweep/export.h"
 #include "sim/sweep/folder.h"
 #include "sim/sweep/local_pool.h"
@@ -86,6 +88,7 @@ int run_search(const std::string& experiment, const SearchOptions& opts) {
   LoadOptions lo;
   lo.overrides = opts.overrides;
   const Experiment exp = load_experiment(experiment, lo);
+  if (serving::serving_run(exp.params)) return run_serving_search(experiment, exp, opts);
   const SearchSpace space = search_space(exp);
   const std::string stem = fs::path(experiment).stem().string();
   const std::string out = fs::absolute(opts.out.empty() ? "results/" + stem + "-search" : opts.out)

@@ -13,6 +13,7 @@
 // The search folder (--out, default results/<experiment>-search): candidates.tsv (every candidate: its stage-2 fate,
 // peak, estimate), base.yaml and search.yaml (the sweep it runs: `podsim sweep search.yaml` reruns it), sweep/ (the
 // sweep folder, results.db), ranking.tsv, best.yaml, pareto.png.
+// A serving experiment (a serving section) is searched by run_serving_search (sim/search/serving_search.h) instead.
 #pragma once
 
 #include <string>

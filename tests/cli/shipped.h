@@ -175,6 +175,12 @@ inline const std::map<std::string, std::vector<std::string>>& search_reduced_siz
       {"configs/search/llama2-7b-v5e.yaml", kNarrowSearch},
       {"configs/search/llama2-70b-v5p.yaml", kNarrowSearch},
       {"configs/search/gpt3-175b-v4.yaml", kNarrowSearch},
+      // The serving search: its layouts, replicas and formats as shipped, on the narrow model, 8 short requests and
+      // 2 serving runs.
+      {"configs/search/llama2-7b-v5e-8-serving.yaml",
+       {"workload.layers=2", "workload.d_model=256", "workload.d_ff=1024", "workload.head_dim=32", "workload.vocab=4096",
+        "serving.requests.count=8", "serving.requests.input_tokens=[20,100]", "serving.requests.output_tokens=[10,30]",
+        "search.budget=2"}},
   };
   return table;
 }

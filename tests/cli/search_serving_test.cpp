@@ -1,0 +1,121 @@
+// `podsim search` of a serving experiment (docs/search.md, "Serving"; sim/search/serving_search.h): the candidates
+// its search section allows, those a layout cannot hold dropped with the reason, every other one a serving run of the
+// same stream; the ranking by output tokens/s among those within the latency target, each figure equal to its run's
+// summary.json; best.yaml reproduces the winner; a target nobody meets is exit 1; bad values are located errors.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/cli/cli_util.h"
+
+using namespace podsim::test;
+
+namespace {
+
+std::string experiment(const std::string& search, const std::string& policy = "continuous") {
+  return "hardware: {preset: tpu-v5e, pod: {dims: [2, 2]}}\n"
+         "workload: {preset: llm-tiny, layers: 2, d_model: 512, heads: 8, kv_heads: 2, d_ff: 2048, vocab: 2048, "
+         "max_context: 512}\n"
+         "serving:\n"
+         "  requests: {count: 8, input_tokens: [20, 200], output_tokens: [4, 24], arrival: all_at_once, seed: 2}\n"
+         "  engine: {policy: " + policy + ", slots: 4}\n"
+         "search:\n" + search;
+}
+
+// ranking.tsv as rows of column -> text.
+std::vector<std::map<std::string, std::string>> tsv(const std::string& path) {
+  std::istringstream in(read_file(path));
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> head;
+  {
+    std::stringstream hs(line);
+    for (std::string c; std::getline(hs, c, '\t');) head.push_back(c);
+  }
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    std::stringstream ls(line);
+    std::map<std::string, std::string> r;
+    size_t i = 0;
+    for (std::string c; std::getline(ls, c, '\t') && i < head.size(); ++i) r[head[i]] = c;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST(SearchServing, RanksTheCandidatesWithinTheTargetByThroughput) {
+  const std::string exp = write_file("ranked.yaml", experiment("  layouts: [1d, 2d, 1d_kv_batch]\n"
+                                                               "  replicas: [1, 2]\n"
+                                                               "  weight_dtypes: [bf16, int8]\n"
+                                                               "  tpot_target: 1s\n"));
+  const std::string out = test_dir() + "/ranked";
+  const CliResult r = run_podsim({"search", exp, "--out", out, "-j", "2"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  // 3 layouts x 2 replica counts x 2 formats: 2-D over replicas and the batch-split cache under continuous batching
+  // are dropped before anything runs, with their reasons.
+  const std::string cands = read_file(out + "/candidates.tsv");
+  EXPECT_NE(cands.find("r2-2d-wbf16\tinvalid\t2-D weight-stationary candidates use the whole pod"), std::string::npos)
+      << cands;
+  EXPECT_NE(cands.find("1d_kv_batch-wint8\tinvalid\ta KV cache split over the batch needs iterations of whole"),
+            std::string::npos)
+      << cands;
+  const auto rows = tsv(out + "/ranking.tsv");
+  ASSERT_EQ(rows.size(), 6u);  // 1d, 2d, r2-1d, each in bf16 and int8
+  double last = 1e300;
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row.at("name"));
+    EXPECT_EQ(row.at("status"), "done");
+    EXPECT_EQ(row.at("meets_targets"), "true");  // 1 s a token: every run keeps it
+    // Each figure is its run's, and the ranking falls in output tokens/s.
+    const auto s = nlohmann::json::parse(read_file(out + "/sweep/runs/" + row.at("name") + "/summary.json"));
+    const double tps = std::stod(row.at("output_tokens_per_s"));
+    EXPECT_NEAR(tps, s["serving"]["output_tokens_per_s"].get<double>(), 1e-6 * tps);
+    EXPECT_NEAR(std::stod(row.at("tpot_p99_s")), s["serving"]["tpot_s"]["p99"].get<double>(), 1e-9);
+    EXPECT_NEAR(std::stod(row.at("output_tokens_per_s_per_chip")) * 4, tps, 1e-6 * tps);
+    EXPECT_LE(tps, last);
+    last = tps;
+  }
+  // best.yaml runs as an experiment and reproduces the winner's stream.
+  const CliResult b = run_podsim({"run", out + "/best.yaml", "--out", test_dir() + "/best", "-q"});
+  ASSERT_EQ(b.code, 0) << b.err;
+  const auto best = nlohmann::json::parse(read_file(test_dir() + "/best/summary.json"));
+  EXPECT_NEAR(best["serving"]["output_tokens_per_s"].get<double>(), std::stod(rows[0].at("output_tokens_per_s")),
+              1e-6 * std::stod(rows[0].at("output_tokens_per_s")));
+}
+
+TEST(SearchServing, ATargetNobodyMeetsRanksThemAllAndExitsOne) {
+  const std::string exp =
+      write_file("tight.yaml", experiment("  layouts: [1d]\n  weight_dtypes: [bf16, int8]\n  tpot_target: 1ns\n"));
+  const std::string out = test_dir() + "/tight";
+  const CliResult r = run_podsim({"search", exp, "--out", out});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("no candidate meets the targets (p99 TPOT <= "), std::string::npos) << r.out;
+  const auto rows = tsv(out + "/ranking.tsv");
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows) EXPECT_EQ(row.at("meets_targets"), "false");
+  EXPECT_FALSE(exists(out + "/best.yaml"));
+}
+
+TEST(SearchServing, StaticBatchingTakesTheBatchSplitCacheAndDryRunRunsNothing) {
+  const std::string exp = write_file("static.yaml", experiment("  layouts: [1d_kv_batch]\n  slots: [4, 8]\n", "static"));
+  const CliResult r = run_podsim({"search", exp, "--out", test_dir() + "/static", "--dry-run"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("would run 1d_kv_batch-slots4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("would run 1d_kv_batch-slots8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("strategy.kv_sharding=batch serving.engine.slots=8"), std::string::npos) << r.out;
+  EXPECT_FALSE(exists(test_dir() + "/static/sweep"));
+}
+
+TEST(SearchServing, BadSearchValuesAreLocated) {
+  const std::string exp = write_file("bad.yaml", experiment("  layouts: [3d]\n"));
+  const CliResult r = run_podsim({"search", exp, "--dry-run", "--out", test_dir() + "/bad"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("bad.yaml:7:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1d_kv_batch"), std::string::npos) << r.err;  // what would be valid
+}
