@@ -251,6 +251,26 @@ class Cursor {
       ++m_at;
       list.push_back(type());
     }
+    {  // `T -> (R, S)`: one operand's type unparenthesized (chlo.top_k)
+      size_t save = m_at;
+      skip();
+      if (peek() == '-' && peek(1) == '>') {
+        m_at += 2;
+        skip();
+        op.operand_types = list;
+        if (!eat('(')) {
+          op.result_types.push_back(type());
+          return;
+        }
+        while (true) {
+          op.result_types.push_back(type());
+          if (eat(')')) break;
+          need(',', "',' or ')' in the results' types");
+        }
+        return;
+      }
+      m_at = save;
+    }
     // A list names the operands' types, the result's last (select: `pred, T`); as many results as are named.
     size_t n = std::max<size_t>(1, op.results.size());
     if (list.size() >= n) op.result_types.assign(list.end() - static_cast<std::ptrdiff_t>(n), list.end());

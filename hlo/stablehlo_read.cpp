@@ -220,6 +220,15 @@ class Reader : public Cursor {
         // Operands `(%a, %b)`, reduce's `(%x init: %c)`, block arguments `(%a: T, ...)`.
         ++m_at;
         skip();
+        if (peek() == '{') {  // regions `({...}, {...})`: a case's or an if's branches
+          while (true) {
+            op.regions.push_back(region(nullptr));
+            if (eat(')')) break;
+            need(',', "',' or ')' after a region");
+            skip();
+          }
+          continue;
+        }
         bool typed = false;
         {
           size_t k = m_at;
@@ -240,6 +249,16 @@ class Reader : public Cursor {
         }
         if (eat(')')) continue;
         while (true) {
+          skip();
+          if (word_char(peek())) {  // `k = 8` among the operands (chlo.top_k)
+            const std::string w = take_word();
+            need('=', "'=' after '" + w + "'");
+            skip();
+            op.attrs[w] = pretty_value();
+            if (eat(')')) break;
+            need(',', "',' or ')' after an attribute");
+            continue;
+          }
           const size_t at = m_at;
           std::string r = ref();
           skip();

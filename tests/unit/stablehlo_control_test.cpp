@@ -1,0 +1,290 @@
+// StableHLO's control flow and the values regions capture (hlo/stablehlo_control.cpp), and the CHLO operations
+// (hlo/stablehlo_chlo.cpp): small modules of tests/data/hlo/stablehlo/control_*.mlir and inline text, their
+// lowering (the HLO conditional, the while's carried captures), the branch the importer runs, numeric results by
+// hand, and errors at the operation's line and column.
+#include <gtest/gtest.h>
+#include "tests/test_paths.h"
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "base/error.h"
+#include "hlo/import.h"
+#include "hlo/stablehlo_parser.h"
+#include "workloads/op_def.h"
+#include "workloads/reference.h"
+
+using namespace podsim;
+using namespace podsim::hlo;
+
+namespace {
+
+std::string read_data(const std::string& f) {
+  std::ifstream in(std::string(PODSIM_SOURCE_DIR) + "/tests/data/hlo/stablehlo/" + f);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Imported from_mlir(const std::string& text, ImportOptions o = {}) { return import_module(parse_stablehlo(text, "t.mlir"), o); }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.where().str() + " " + std::string(e.id()) + " " + e.message();
+  }
+  return "no error";
+}
+
+// Elementwise ops by function.
+std::map<ArrayFn, int> fns(const Imported& im) {
+  std::map<ArrayFn, int> n;
+  for (const Op& op : im.graph.ops())
+    if (op.kind == OpKind::Elementwise) ++n[op.attrs.fn];
+  return n;
+}
+
+int count(const Imported& im, OpKind k) {
+  int n = 0;
+  for (const Op& op : im.graph.ops()) n += op.kind == k;
+  return n;
+}
+
+// Runs the graph on inputs drawn from the seed, the entry parameters then set by `set` (parameter index, values).
+std::vector<float> run(const Imported& im, const std::map<int, std::vector<float>>& set, TensorStore& s) {
+  init_step_inputs(im.graph, s, 5);
+  for (const auto& [k, v] : set) s.get_mut(k).data = v;
+  run_reference(im.graph, s);
+  return s.get(im.results.at(0)).data;
+}
+
+}  // namespace
+
+// ---- case and if ----
+
+TEST(StableHloControlTest, CaseIsAConditionalWhoseBranchesTakeWhatTheyCapture) {
+  const Module m = parse_stablehlo(read_data("control_case.mlir"), "control_case.mlir");
+  const Computation& e = m.entry_computation();
+  const int32_t c = e.find("conditional.0");
+  ASSERT_GE(c, 0);
+  const Instruction& in = e.instructions[c];
+  EXPECT_EQ(in.opcode, "conditional");
+  ASSERT_NE(in.attr("branch_computations"), nullptr);
+  // Three branches; each one's operand is the tuple of the values it reads from @main: (x, y), (x, y), (x).
+  ASSERT_EQ(in.operands.size(), 4u);
+  EXPECT_EQ(e.instructions[in.operands[1]].shape.text(), "(f32[8], f32[8])");
+  EXPECT_EQ(e.instructions[in.operands[3]].shape.text(), "(f32[8])");
+  for (const char* b : {"conditional.0.branch0", "conditional.0.branch1", "conditional.0.branch2"}) {
+    const int32_t k = m.find(b);
+    ASSERT_GE(k, 0) << b;
+    ASSERT_EQ(m.computations[k].parameters.size(), 1u);
+  }
+  // The index is the constant 1: branch 1 runs, exp(x * y); no add of branch 0.
+  const Imported im = import_module(m, {});
+  std::map<ArrayFn, int> f = fns(im);
+  EXPECT_EQ(f[ArrayFn::Multiply], 1);
+  EXPECT_EQ(f[ArrayFn::Exp], 1);
+  EXPECT_EQ(f[ArrayFn::Add], 0);
+  for (const std::string& n : im.notes) EXPECT_EQ(n.find("conditional"), std::string::npos) << n;
+  ImportOptions o;
+  o.numeric = true;
+  const Imported num = import_module(m, o);
+  TensorStore s;
+  const std::vector<float> y = run(num, {}, s);
+  const std::vector<float>& a = s.get(0).data;  // the parameters, in order
+  const std::vector<float>& b = s.get(1).data;
+  ASSERT_EQ(y.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_NEAR(y[i], std::exp(static_cast<double>(a[i]) * b[i]), 1e-5 * (1 + y[i])) << i;
+}
+
+TEST(StableHloControlTest, AnIndexOutOfRangeTakesTheLastBranchAndWorkloadBranchesPicksAnother) {
+  std::string t = read_data("control_case.mlir");
+  const size_t at = t.find("dense<1> : tensor<i32>");
+  ASSERT_NE(at, std::string::npos);
+  t.replace(at, 8, "dense<7>");
+  const Imported last = from_mlir(t);  // branch 2 returns x: no arithmetic at all
+  EXPECT_EQ(count(last, OpKind::Elementwise), 0);
+  ImportOptions o;
+  o.branches["conditional.0"] = 0;  // branch 0: x + y
+  const Imported first = from_mlir(t, o);
+  EXPECT_EQ(fns(first)[ArrayFn::Add], 1);
+  EXPECT_EQ(count(first, OpKind::Elementwise), 1);
+}
+
+// `stablehlo.if` on a predicate known only at run time: timed as branch 0 (the true branch, with a note); in
+// numeric mode both branches run and the predicate's value selects the result.
+TEST(StableHloControlTest, IfOnARuntimePredicateRunsTheBranchItsValuePicksInNumericMode) {
+  const std::string t = read_data("control_if.mlir");
+  const Imported timed = from_mlir(t);
+  std::map<ArrayFn, int> f = fns(timed);
+  EXPECT_EQ(f[ArrayFn::Negate], 1);
+  EXPECT_EQ(f[ArrayFn::Abs], 0);
+  bool noted = false;
+  for (const std::string& n : timed.notes) noted = noted || n.find("conditional 'conditional.0' runs branch 0") != std::string::npos;
+  EXPECT_TRUE(noted);
+  ImportOptions o;
+  o.numeric = true;
+  const Imported num = from_mlir(t, o);
+  f = fns(num);
+  EXPECT_EQ(f[ArrayFn::Negate], 1);
+  EXPECT_EQ(f[ArrayFn::Abs], 1);
+  EXPECT_EQ(f[ArrayFn::Select], 1);
+  const std::vector<float> x = {-1.5f, 2.0f, -0.25f, 3.0f};
+  for (float p : {0.0f, 1.0f}) {
+    TensorStore s;
+    const std::vector<float> y = run(num, {{0, {p}}, {1, x}}, s);
+    for (size_t i = 0; i < 4; ++i) {
+      // true: -x * 2 (the captured constant 2 copied into the branch); false: |x| + w (w captured, passed in).
+      const double want = p != 0 ? -x[i] * 2.0 : std::fabs(x[i]) + s.get(2).data[i];
+      EXPECT_NEAR(y[i], want, 1e-6) << "p=" << p << " i=" << i;
+    }
+  }
+}
+
+TEST(StableHloControlTest, CaseOnARuntimeIndexSelectsAmongAllBranchesInNumericMode) {
+  std::string t = read_data("control_case.mlir");
+  // The index as a parameter instead of the constant.
+  const size_t c = t.find("    %c = stablehlo.constant dense<1> : tensor<i32>\n");
+  ASSERT_NE(c, std::string::npos);
+  t.erase(c, std::string("    %c = stablehlo.constant dense<1> : tensor<i32>\n").size());
+  const size_t a = t.find("%y: tensor<8xf32>");
+  t.insert(a + std::string("%y: tensor<8xf32>").size(), ", %c: tensor<i32>");
+  ImportOptions o;
+  o.numeric = true;
+  const Imported num = from_mlir(t, o);
+  for (int idx : {0, 1, 2, -3, 9}) {
+    TensorStore s;
+    const std::vector<float> y = run(num, {{2, {static_cast<float>(idx)}}}, s);
+    const std::vector<float>& x = s.get(0).data;
+    const std::vector<float>& w = s.get(1).data;
+    const int br = idx < 0 || idx > 2 ? 2 : idx;  // out of range: the last branch
+    for (size_t i = 0; i < 8; ++i) {
+      const double want = br == 0 ? x[i] + static_cast<double>(w[i]) : br == 1 ? std::exp(static_cast<double>(x[i]) * w[i]) : x[i];
+      EXPECT_NEAR(y[i], want, 1e-5 * (1 + std::fabs(want))) << "index " << idx << " i=" << i;
+    }
+  }
+}
+
+// ---- captures ----
+
+// A while whose body multiplies by a value of @main and whose condition compares with a constant of @main: the
+// constant is copied into the condition (so the trip count is read: 3), the value carried as a third element.
+TEST(StableHloControlTest, AWhileCarriesItsCapturesAndCopiesConstantsIn) {
+  const std::string t = read_data("control_while_capture.mlir");
+  const Module m = parse_stablehlo(t, "control_while_capture.mlir");
+  const Computation& e = m.entry_computation();
+  const int32_t w = e.find("while.0");
+  ASSERT_GE(w, 0);
+  EXPECT_EQ(e.instructions[w].shape.text(), "(s32[], f32[4], f32[4])");
+  const Imported im = import_module(m, {});
+  EXPECT_EQ(fns(im)[ArrayFn::Multiply], 3);
+  ImportOptions o;
+  o.numeric = true;
+  const Imported num = import_module(m, o);
+  TensorStore s;
+  const std::vector<float> y = run(num, {}, s);
+  const std::vector<float>& x = s.get(0).data;
+  const std::vector<float>& k = s.get(1).data;
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(y[i], x[i] * std::pow(static_cast<double>(k[i]), 3), 1e-5) << i;
+}
+
+TEST(StableHloControlTest, AReductionThatReadsAnOuterValueIsAnErrorAtTheUse) {
+  const std::string t = R"(func.func @main(%x: tensor<4xf32>, %w: tensor<f32>) -> tensor<f32> {
+  %z = stablehlo.constant dense<0.0> : tensor<f32>
+  %0 = "stablehlo.reduce"(%x, %z) <{dimensions = array<i64: 0>}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %1 = stablehlo.multiply %a, %w : tensor<f32>
+    %2 = stablehlo.add %1, %b : tensor<f32>
+    stablehlo.return %2 : tensor<f32>
+  }) : (tensor<4xf32>, tensor<f32>) -> tensor<f32>
+  return %0 : tensor<f32>
+})";
+  const std::string err = error_of([&] { from_mlir(t); });
+  EXPECT_NE(err.find("t.mlir:5:33 PODSIM-HLO-003"), std::string::npos) << err;
+  EXPECT_NE(err.find("%w"), std::string::npos) << err;
+  // A constant read from outside is copied in, as XLA sinks constants: the same reduction runs.
+  std::string ok = t;
+  ok.replace(ok.find("%w: tensor<f32>"), 15, "%v: tensor<f32>");
+  ok.insert(ok.find("  %z ="), "  %w = stablehlo.constant dense<2.0> : tensor<f32>\n");
+  EXPECT_EQ(count(from_mlir(ok), OpKind::Reduce), 1);
+}
+
+TEST(StableHloControlTest, ABadSelectorIsAnErrorAtItsOperand) {
+  const std::string t = R"(func.func @main(%i: tensor<2xi32>, %x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = "stablehlo.case"(%i) ({
+    stablehlo.return %x : tensor<4xf32>
+  }) : (tensor<2xi32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+})";
+  const std::string err = error_of([&] { from_mlir(t); });
+  EXPECT_NE(err.find("t.mlir:2:25 PODSIM-HLO-002"), std::string::npos) << err;
+  EXPECT_NE(err.find("scalar i32"), std::string::npos) << err;
+}
+
+// ---- CHLO ----
+
+// chlo.erf as XLA's f32 approximation: 25 vector ops per element (2 clamps, x^2, 6 + 4 Horner steps of a
+// multiply and an add, x * P, P / Q), and within 2e-6 of erf on [-5, 5].
+TEST(StableHloControlTest, ChloErfIsXlasApproximation) {
+  const std::string t = read_data("chlo_ops.mlir");
+  ImportOptions o;
+  o.numeric = true;
+  const Imported im = from_mlir(t, o);
+  std::map<ArrayFn, int> f = fns(im);
+  EXPECT_EQ(f[ArrayFn::Clamp], 2);
+  EXPECT_EQ(f[ArrayFn::Divide], 1);
+  EXPECT_EQ(f[ArrayFn::Multiply], 1 + 6 + 4 + 1);
+  EXPECT_EQ(f[ArrayFn::Add], 6 + 4 + 1);  // and broadcast_add's one
+  std::vector<float> x(64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = -5.0f + 10.0f * static_cast<float>(i) / 63.0f;
+  TensorStore s;
+  const std::vector<float> y = run(im, {{0, x}}, s);
+  ASSERT_EQ(y.size(), 64u);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(y[i], std::erf(static_cast<double>(x[i])), 2e-6) << x[i];
+  // The second result: a 4x8 matrix plus a row vector broadcast along dimension 1.
+  const std::vector<float>& r = s.get(im.results.at(1)).data;
+  const std::vector<float>& a = s.get(1).data;
+  const std::vector<float>& b = s.get(2).data;
+  ASSERT_EQ(r.size(), 32u);
+  for (size_t i = 0; i < 4; ++i)
+    for (size_t j = 0; j < 8; ++j) EXPECT_FLOAT_EQ(r[i * 8 + j], a[i * 8 + j] + b[j]);
+}
+
+TEST(StableHloControlTest, ChloTopKIsXlasTopKAndBroadcastsAlignTrailingDimensions) {
+  const std::string t = R"(func.func @main(%x: tensor<4x16xf32>, %c: tensor<4x1xf32>) -> (tensor<4x2xf32>, tensor<4x2xi32>, tensor<4x16xi1>) {
+  %0:2 = chlo.top_k(%x, k = 2) : tensor<4x16xf32> -> (tensor<4x2xf32>, tensor<4x2xi32>)
+  %1 = chlo.broadcast_compare %x, %c {comparison_direction = #chlo<comparison_direction GT>} : (tensor<4x16xf32>, tensor<4x1xf32>) -> tensor<4x16xi1>
+  return %0#0, %0#1, %1 : tensor<4x2xf32>, tensor<4x2xi32>, tensor<4x16xi1>
+})";
+  const Module m = parse_stablehlo(t, "t.mlir");
+  const Computation& e = m.entry_computation();
+  const int32_t k = e.find("top_k.0");
+  ASSERT_GE(k, 0);
+  EXPECT_EQ(e.instructions[k].opcode, "custom-call");
+  EXPECT_EQ(e.instructions[k].shape.text(), "(f32[4,2], s32[4,2])");
+  const Imported im = import_module(m, {});
+  EXPECT_EQ(count(im, OpKind::Sort), 1);
+  EXPECT_EQ(fns(im)[ArrayFn::CompareGt], 1);
+  // %c's size-1 dimension broadcast along the 16: the comparison reads x and the broadcast at x's shape.
+  for (const Op& op : im.graph.ops()) {
+    if (op.kind == OpKind::Elementwise && op.attrs.fn == ArrayFn::CompareGt) {
+      EXPECT_EQ(im.graph.tensor(op.outputs[0]).shape, (std::vector<int64_t>{4, 16}));
+    }
+  }
+}
+
+TEST(StableHloControlTest, AChloOpPodsimDoesNotReadIsAnErrorNamingThoseItReads) {
+  const std::string t = R"(func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = chlo.lgamma %x : tensor<4xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+})";
+  const std::string err = error_of([&] { from_mlir(t); });
+  EXPECT_NE(err.find("t.mlir:2:8 PODSIM-HLO-003"), std::string::npos) << err;
+  EXPECT_NE(err.find("chlo.lgamma"), std::string::npos) << err;
+  EXPECT_NE(err.find("erf"), std::string::npos) << err;
+}
