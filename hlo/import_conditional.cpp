@@ -89,8 +89,7 @@ Value Importer::conditional(const Instruction& in, const std::vector<Value>& val
     return out;
   } else if (m_noted_branch.insert(in.name).second) {
     m_out.notes.push_back("conditional '" + in.name + "' runs branch 0 (" + m_m.computations[branches[0]].name +
-                          ") of " + std::to_string(n) + ", its selector not being a constant; workload.branches "
-                          "picks another");
+                          ") of " + std::to_string(n) + "; workload.branches picks another");
   }
   return emit(branches[b], {vals[b + 1]}, m_prefix + in.name + "/", -1);
 }

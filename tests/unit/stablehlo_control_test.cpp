@@ -288,3 +288,28 @@ TEST(StableHloControlTest, AChloOpPodsimDoesNotReadIsAnErrorNamingThoseItReads) 
   EXPECT_NE(err.find("chlo.lgamma"), std::string::npos) << err;
   EXPECT_NE(err.find("erf"), std::string::npos) << err;
 }
+
+TEST(StableHloControlTest, ChloCoshSinhAndIsInfAreTheirValues) {
+  const std::string t = R"(func.func @main(%x: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xi1>, tensor<8xi1>) {
+  %0 = chlo.cosh %x : tensor<8xf32> -> tensor<8xf32>
+  %1 = chlo.sinh %x : tensor<8xf32> -> tensor<8xf32>
+  %2 = chlo.is_inf %x : tensor<8xf32> -> tensor<8xi1>
+  %3 = chlo.is_neg_inf %x : tensor<8xf32> -> tensor<8xi1>
+  return %0, %1, %2, %3 : tensor<8xf32>, tensor<8xf32>, tensor<8xi1>, tensor<8xi1>
+})";
+  ImportOptions o;
+  o.numeric = true;
+  const Imported im = from_mlir(t, o);
+  const std::vector<float> x = {-3.0f, -0.5f, -1e-3f, 0.0f, 0.75f, 2.5f, INFINITY, -INFINITY};
+  TensorStore s;
+  run(im, {{0, x}}, s);
+  ASSERT_EQ(im.results.size(), 4u);
+  const std::vector<float>&c = s.get(im.results[0]).data, &sh = s.get(im.results[1]).data;
+  const std::vector<float>&inf = s.get(im.results[2]).data, &neg = s.get(im.results[3]).data;
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_NEAR(c[i], std::cosh(static_cast<double>(x[i])), 1e-6 * std::cosh(static_cast<double>(x[i]))) << x[i];
+    EXPECT_NEAR(sh[i], std::sinh(static_cast<double>(x[i])), 1e-6 * (1e-3 + std::fabs(std::sinh(static_cast<double>(x[i]))))) << x[i];
+  }
+  EXPECT_EQ(inf, (std::vector<float>{0, 0, 0, 0, 0, 0, 1, 1}));
+  EXPECT_EQ(neg, (std::vector<float>{0, 0, 0, 0, 0, 0, 0, 1}));
+}
