@@ -92,6 +92,11 @@ int64_t int_value(const Lines& l, const Attr& a);               // `1 : i64`, `1
 std::string field(const std::string& text, const std::string& key);
 std::vector<int64_t> ints_in(const std::string& text);  // every whole number in the text, in order
 std::string unquote(const std::string& s);
+// The string `key = "..."` of a dictionary's text (`mhlo.frontend_attributes = {xla.sdy.sharding = "..."}`), its
+// escapes undone; "" when absent.
+std::string string_field(const std::string& dict, const std::string& key);
+// Shardy's mesh axes `["x"=2, "y"=4]` in `text` (an `sdy.mesh` or a `#sdy.mesh<...>`).
+std::vector<std::pair<std::string, int64_t>> mesh_axes(const Lines& l, size_t at, const std::string& text);
 
 Module lower(const Lines& lines, const MlirModule& m);
 

@@ -157,7 +157,10 @@ Lowerer::Lowered Lowerer::function(const Func& f, const std::vector<Layout>& arg
     v.lay = args[i];
     v.global = f.body.arg_types[i];
     Attrs a;
-    if (b.entry && f.arg_attrs.size() > i && (f.arg_attrs[i].count("mhlo.sharding") || f.arg_attrs[i].count("sdy.sharding")))
+    if (b.entry && f.arg_attrs.size() > i &&
+        (f.arg_attrs[i].count("mhlo.sharding") || f.arg_attrs[i].count("sdy.sharding") ||
+         (f.arg_attrs[i].count("mhlo.frontend_attributes") &&
+          !string_field(f.arg_attrs[i].at("mhlo.frontend_attributes").value, "xla.sdy.sharding").empty())))
       a.push_back({"sharding", args[i].text()});
     std::string name = f.body.args[i].substr(1);
     v.idx = emit(b, "parameter", local(v.global, v.lay), {}, f.at, name, a, std::to_string(i));
@@ -229,6 +232,10 @@ std::string Lowerer::region(const Region& r, const std::string& hint, size_t at,
 Layout Lowerer::layout_of(const std::map<std::string, Attr>& attrs, size_t at) const {
   if (auto it = attrs.find("mhlo.sharding"); it != attrs.end()) return mhlo_layout(unquote(it->second.value), it->second.at);
   if (auto it = attrs.find("sdy.sharding"); it != attrs.end()) return sdy_layout(it->second.value, it->second.at);
+  if (auto it = attrs.find("mhlo.frontend_attributes"); it != attrs.end()) {  // Shardy's round-trip form
+    const std::string s = string_field(it->second.value, "xla.sdy.sharding");
+    if (!s.empty()) return sdy_layout(s, it->second.at);
+  }
   (void)at;
   return Layout{};
 }

@@ -110,6 +110,11 @@ class Lowerer {
   void sink_constants(Build& inner, const Region& r, const std::vector<std::string>& args, size_t at);
   std::vector<Val> conditional(Build& b, const Op& op, std::vector<Val>& vals);
   std::vector<Val> chlo(Build& b, const Op& op, std::vector<Val>& vals);  // stablehlo_chlo.cpp
+  // ---- Shardy's round-trip custom calls and named computations (stablehlo_shardy.cpp) ----
+  std::vector<Val> shardy_call(Build& b, const Op& op, const std::string& target, std::vector<Val>& vals);
+  std::vector<Val> named_computation(Build& b, const Op& op, std::vector<Val>& vals);
+  // A Shardy manual computation's axes (`manual_axes`) must be all of its mesh's axes of more than one device.
+  void all_axes_manual(const Op& op, const std::string& sharding, const std::string& manual_axes) const;
 
   // ---- layouts ----
   Layout layout_of(const std::map<std::string, Attr>& attrs, size_t at) const;  // mhlo.sharding / sdy.sharding

@@ -142,6 +142,7 @@ std::vector<Val> Lowerer::op(Build& b, const Op& op) {
   if (n == "call" || n == "func.call") return call(b, op, vals);
   if (dialect == "sdy") {
     if (base == "manual_computation") return manual_computation(b, op, vals);
+    if (base == "named_computation") return named_computation(b, op, vals);
     if (base == "constant") return constant(b, op);
     if (base == "sharding_constraint" || base == "reshard") {
       const std::string text = op.groups.empty() ? (attr(op, "sharding") ? attr(op, "sharding")->value : "") : op.groups[0].value;

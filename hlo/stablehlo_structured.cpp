@@ -301,9 +301,15 @@ std::vector<Val> Lowerer::custom_call(Build& b, const Op& op, std::vector<Val>& 
   std::string target = op.symbol;
   if (const Attr* t = attr(op, "call_target_name")) target = unquote(t->value);
   if (target.rfind("check.", 0) == 0) return {};  // the StableHLO test suite's checks: sinks
+  if (target.rfind("xla.sdy.", 0) == 0) return shardy_call(b, op, target, vals);
   auto sharding_attr = [&]() {
     const Attr* s = attr(op, "mhlo.sharding");
-    if (!s) fail(op, Err::HloInvalid, "custom call @" + target + " without its mhlo.sharding");
+    if (!s) {
+      const Attr* f = attr(op, "mhlo.frontend_attributes");
+      const std::string sdy = f ? string_field(f->value, "xla.sdy.sharding") : "";
+      if (!sdy.empty()) return sdy_layout(sdy, f->at);  // Shardy's round-trip form
+      fail(op, Err::HloInvalid, "custom call @" + target + " without its mhlo.sharding");
+    }
     return mhlo_layout(unquote(s->value), s->at);
   };
   if (target == "Sharding") {

@@ -215,4 +215,40 @@ std::string unquote(const std::string& s) {
   return out;
 }
 
+std::string string_field(const std::string& dict, const std::string& key) {
+  for (size_t k = dict.find(key); k != std::string::npos; k = dict.find(key, k + 1)) {
+    if (k > 0 && (std::isalnum(static_cast<unsigned char>(dict[k - 1])) || dict[k - 1] == '.' || dict[k - 1] == '_')) continue;
+    size_t i = k + key.size();
+    while (i < dict.size() && dict[i] == ' ') ++i;
+    if (i >= dict.size() || dict[i] != '=') continue;
+    ++i;
+    while (i < dict.size() && dict[i] == ' ') ++i;
+    if (i >= dict.size() || dict[i] != '"') continue;
+    size_t e = i + 1;
+    while (e < dict.size() && dict[e] != '"') e += dict[e] == '\\' ? 2 : 1;
+    return unquote(dict.substr(i, e - i + 1));
+  }
+  return "";
+}
+
+std::vector<std::pair<std::string, int64_t>> mesh_axes(const Lines& l, size_t at, const std::string& text) {
+  std::vector<std::pair<std::string, int64_t>> axes;
+  const size_t end = text.find(']');
+  for (size_t q = text.find('"'); q != std::string::npos && q < end; q = text.find('"', q)) {
+    size_t e = text.find('"', q + 1);
+    if (e == std::string::npos) break;
+    std::string axis = text.substr(q + 1, e - q - 1);
+    size_t eq = text.find('=', e);
+    if (eq == std::string::npos) l.fail(at, Err::HloSyntax, "mesh axis \"" + axis + "\" has no size");
+    int64_t n = 0;
+    size_t i = eq + 1;
+    while (i < text.size() && space(text[i])) ++i;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) n = n * 10 + (text[i++] - '0');
+    if (n < 1) l.fail(at, Err::HloSyntax, "mesh axis \"" + axis + "\" needs a size of at least 1");
+    axes.push_back({axis, n});
+    q = i;
+  }
+  return axes;
+}
+
 }  // namespace podsim::hlo::mlir

@@ -313,3 +313,39 @@ TEST(StableHloControlTest, ChloCoshSinhAndIsInfAreTheirValues) {
   EXPECT_EQ(inf, (std::vector<float>{0, 0, 0, 0, 0, 0, 1, 1}));
   EXPECT_EQ(neg, (std::vector<float>{0, 0, 0, 0, 0, 0, 0, 1}));
 }
+
+// ---- Shardy's round-trip form ----
+
+// The batch-split dot of stablehlo_import_test's AShardedGlobalProgramRunsPerDevice in the round-trip form: the
+// same per-device program (a quarter of the rows on each of 4 devices, one all-reduce of f32[8]), the manual body's
+// multiply on the 4x8 tile, the named computation's add inlined.
+TEST(StableHloControlTest, ShardysRoundTripFormReadsLikeItsDirectForm) {
+  const Imported im = from_mlir(read_data("shardy_round_trip.mlir"));
+  EXPECT_EQ(im.devices, 4);
+  EXPECT_EQ(im.mesh_sizes, (std::vector<int64_t>{4}));
+  double dot = 0;
+  int all_reduce = 0;
+  for (const Op& op : im.graph.ops()) {
+    if (op.kind == OpKind::MatMul) dot += op_cost(im.graph, op).flops;
+    if (op.kind == OpKind::AllReduce) {
+      ++all_reduce;
+      EXPECT_EQ(im.graph.tensor(op.outputs[0]).shape, (std::vector<int64_t>{8}));
+    }
+    if (op.kind == OpKind::Elementwise && (op.attrs.fn == ArrayFn::Multiply || op.attrs.fn == ArrayFn::Add)) {
+      EXPECT_EQ(im.graph.tensor(op.outputs[0]).shape, (std::vector<int64_t>{4, 8})) << op.name;
+    }
+  }
+  EXPECT_DOUBLE_EQ(dot, 2.0 * 4 * 32 * 8);
+  EXPECT_EQ(all_reduce, 1);
+  EXPECT_EQ(fns(im)[ArrayFn::Multiply], 1);
+  EXPECT_EQ(fns(im)[ArrayFn::Add], 1);
+  ASSERT_EQ(im.inputs.size(), 2u);
+  EXPECT_EQ(im.inputs[0].global_shape, (std::vector<int64_t>{16, 32}));
+  EXPECT_EQ(im.graph.tensor(im.inputs[0].local).shape, (std::vector<int64_t>{4, 32}));
+  EXPECT_TRUE(im.inputs[1].replicated);
+  // A manual computation over some of the mesh's axes is refused at the call, naming the axis.
+  std::string t = read_data("shardy_round_trip.mlir");
+  t.replace(t.find("\\\"data\\\"=4"), 10, "\\\"data\\\"=4, \\\"m\\\"=1, \\\"k\\\"=2");
+  const std::string err = error_of([&] { from_mlir(t); });
+  EXPECT_NE(err.find("axis \"k\" is not manual"), std::string::npos) << err;
+}
