@@ -219,10 +219,10 @@ std::string string_field(const std::string& dict, const std::string& key) {
   for (size_t k = dict.find(key); k != std::string::npos; k = dict.find(key, k + 1)) {
     if (k > 0 && (std::isalnum(static_cast<unsigned char>(dict[k - 1])) || dict[k - 1] == '.' || dict[k - 1] == '_')) continue;
     size_t i = k + key.size();
-    while (i < dict.size() && dict[i] == ' ') ++i;
+    while (i < dict.size() && space(dict[i])) ++i;
     if (i >= dict.size() || dict[i] != '=') continue;
     ++i;
-    while (i < dict.size() && dict[i] == ' ') ++i;
+    while (i < dict.size() && space(dict[i])) ++i;
     if (i >= dict.size() || dict[i] != '"') continue;
     size_t e = i + 1;
     while (e < dict.size() && dict[e] != '"') e += dict[e] == '\\' ? 2 : 1;

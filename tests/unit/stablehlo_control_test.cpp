@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include "tests/test_paths.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -348,4 +349,43 @@ TEST(StableHloControlTest, ShardysRoundTripFormReadsLikeItsDirectForm) {
   t.replace(t.find("\\\"data\\\"=4"), 10, "\\\"data\\\"=4, \\\"m\\\"=1, \\\"k\\\"=2");
   const std::string err = error_of([&] { from_mlir(t); });
   EXPECT_NE(err.find("axis \"k\" is not manual"), std::string::npos) << err;
+}
+
+// XLA's lit test of Shardy's round-trip import (tests/data/hlo/stablehlo, provenance in LICENSE-NOTICE.md), split
+// at its `// -----` lines. Module 0's entry, @func_results_with_sharding, takes three i32[32] split over one axis of
+// 8 of the 8x8x8 mesh its frontend attributes declare: tiles of 32 / 8 = 4 over 512 devices; modules 3-5 (ShardingGroup,
+// PropagationBarrier), 9-11 (calls, the tuple-shardings module) import. Module 0's shard_map over "a" alone
+// (@manual_computation_nested_tuples) is refused naming the axis left automatic; module 8's send is not read.
+TEST(StableHloControlTest, XlasShardyRoundTripLitTestReads) {
+  const std::string all = read_data("x64_split_combine_sdy_round_trip.mlir");
+  std::vector<std::string> mods;
+  size_t b = 0;
+  for (size_t e = all.find("\n// -----"); ; e = all.find("\n// -----", b)) {
+    mods.push_back(all.substr(b, e == std::string::npos ? std::string::npos : e - b + 1));
+    if (e == std::string::npos) break;
+    b = e + 9;
+  }
+  ASSERT_EQ(mods.size(), 12u);
+  const Module m0 = parse_stablehlo(mods[0], "t.mlir");
+  const Computation& e = m0.entry_computation();
+  EXPECT_EQ(e.name, "func_results_with_sharding");
+  ASSERT_EQ(e.parameters.size(), 3u);
+  for (int32_t p : e.parameters) {
+    const Instruction& in = e.instructions[p];
+    EXPECT_EQ(in.shape.text(), "s32[4]");
+    ASSERT_NE(in.attr("sharding"), nullptr);
+    const std::string& s = in.attr("sharding")->value;
+    EXPECT_EQ(s.rfind("{devices=[8,64]", 0), 0u) << s;  // 8 tiles, each on the 64 devices of the other two axes
+    EXPECT_EQ(std::count(s.begin(), s.end(), ','), 1 + 511) << s;
+  }
+  for (int k : {3, 4, 5, 9, 10, 11}) EXPECT_EQ(error_of([&] { from_mlir(mods[k]); }), "no error") << "module " << k;
+  std::string manual = mods[0];
+  const size_t f = manual.find("func.func @manual_computation_nested_tuples");
+  ASSERT_NE(f, std::string::npos);
+  manual.replace(f, std::string("func.func @manual_computation_nested_tuples").size(), "func.func @main");
+  std::string err = error_of([&] { parse_stablehlo(manual, "t.mlir"); });
+  EXPECT_NE(err.find("PODSIM-HLO-003"), std::string::npos) << err;
+  EXPECT_NE(err.find("axis \"b\" is not manual"), std::string::npos) << err;
+  err = error_of([&] { parse_stablehlo(mods[8], "t.mlir"); });
+  EXPECT_NE(err.find("'stablehlo.send' is not one podsim reads"), std::string::npos) << err;
 }
