@@ -110,6 +110,7 @@ class Lowerer {
   void sink_constants(Build& inner, const Region& r, const std::vector<std::string>& args, size_t at);
   std::vector<Val> conditional(Build& b, const Op& op, std::vector<Val>& vals);
   std::vector<Val> chlo(Build& b, const Op& op, std::vector<Val>& vals);  // stablehlo_chlo.cpp
+  std::vector<Val> quantization(Build& b, const Op& op, std::vector<Val>& vals);  // stablehlo_quant.cpp
   // ---- Shardy's round-trip custom calls and named computations (stablehlo_shardy.cpp) ----
   std::vector<Val> shardy_call(Build& b, const Op& op, const std::string& target, std::vector<Val>& vals);
   std::vector<Val> named_computation(Build& b, const Op& op, std::vector<Val>& vals);

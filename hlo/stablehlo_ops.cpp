@@ -171,6 +171,7 @@ std::vector<Val> Lowerer::op(Build& b, const Op& op) {
   if (ours && base == "custom_call") return custom_call(b, op, vals);
   if (ours && base == "while") return while_loop(b, op, vals);
   if (ours && (base == "case" || base == "if")) return conditional(b, op, vals);
+  if (ours && (base == "uniform_quantize" || base == "uniform_dequantize")) return quantization(b, op, vals);
   if (ours && base == "composite") return call(b, op, vals);
   if (ours && (base == "all_reduce" || base == "all_gather" || base == "reduce_scatter" || base == "all_to_all" ||
                base == "collective_permute" || base == "collective_broadcast"))
@@ -182,7 +183,8 @@ std::vector<Val> Lowerer::op(Build& b, const Op& op) {
   std::vector<std::string> names;
   for (const auto* set : {&elementwise_ops(), &plain_ops()})
     for (const std::string& k : *set) names.push_back("stablehlo." + k);
-  for (const char* k : {"constant", "reduce", "dot_general", "convolution", "custom_call", "while", "case", "if", "composite",
+  for (const char* k : {"constant", "reduce", "dot_general", "convolution", "custom_call", "while", "case", "if",
+                        "uniform_quantize", "uniform_dequantize", "composite",
                         "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute",
                         "collective_broadcast", "broadcast_in_dim", "broadcast", "transpose", "reshape"})
     names.push_back(std::string("stablehlo.") + k);

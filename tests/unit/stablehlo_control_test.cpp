@@ -389,3 +389,44 @@ TEST(StableHloControlTest, XlasShardyRoundTripLitTestReads) {
   err = error_of([&] { parse_stablehlo(mods[8], "t.mlir"); });
   EXPECT_NE(err.find("'stablehlo.send' is not one podsim reads"), std::string::npos) << err;
 }
+
+// ---- quantized types ----
+
+// x quantized to i8 at scale 0.1, zero point -3 (the storage range i8<-127:127>), back to f32, and per axis (two
+// scales along dimension 1): by hand, q = clamp(round_even(x / s + z), -127, 127), x' = (q - z) s.
+TEST(StableHloControlTest, QuantizedTypesAreTheirStorageAndQuantizeIsElementwise) {
+  const std::string t = R"(func.func @main(%x: tensor<2x2xf32>) -> (tensor<2x2x!quant.uniform<i8<-127:127>:f32, 1.000000e-01:-3>>, tensor<2x2xf32>, tensor<2x2xf32>) {
+  %0 = stablehlo.uniform_quantize %x : (tensor<2x2xf32>) -> tensor<2x2x!quant.uniform<i8<-127:127>:f32, 1.000000e-01:-3>>
+  %1 = stablehlo.uniform_dequantize %0 : (tensor<2x2x!quant.uniform<i8<-127:127>:f32, 1.000000e-01:-3>>) -> tensor<2x2xf32>
+  %2 = stablehlo.uniform_quantize %x : (tensor<2x2xf32>) -> tensor<2x2x!quant.uniform<ui8:f32:1, {5.000000e-01:10, 2.000000e-01:0}>>
+  %3 = stablehlo.uniform_dequantize %2 : (tensor<2x2x!quant.uniform<ui8:f32:1, {5.000000e-01:10, 2.000000e-01:0}>>) -> tensor<2x2xf32>
+  return %0, %1, %3 : tensor<2x2x!quant.uniform<i8<-127:127>:f32, 1.000000e-01:-3>>, tensor<2x2xf32>, tensor<2x2xf32>
+})";
+  const Module m = parse_stablehlo(t, "t.mlir");
+  const Computation& e = m.entry_computation();
+  EXPECT_EQ(e.instructions[e.find("quant.0")].shape.text(), "s8[2,2]");
+  EXPECT_EQ(e.instructions[e.find("quant.2")].shape.text(), "u8[2,2]");
+  ImportOptions o;
+  o.numeric = true;
+  const Imported im = import_module(m, o);
+  const std::vector<float> x = {0.26f, -20.0f, 1.04f, 0.35f};
+  TensorStore s;
+  run(im, {{0, x}}, s);
+  ASSERT_EQ(im.results.size(), 3u);
+  // Per tensor: x / 0.1 - 3 = -0.4, -203, 7.4, 0.5 -> 0 (even), -127 (clamped), 7, 0 (even).
+  EXPECT_EQ(s.get(im.results[0]).data, (std::vector<float>{0, -127, 7, 0}));
+  const std::vector<float>& back = s.get(im.results[1]).data;
+  const std::vector<float> want = {0.3f, -12.4f, 1.0f, 0.3f};  // (q + 3) * 0.1
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(back[i], want[i], 1e-6) << i;
+  // Per axis: column 0 at 0.5 + 10, column 1 at 0.2 + 0: q = 10.52 -> 11, -100 -> 0 (ui8), 12.08 -> 12, 1.75 -> 2.
+  const std::vector<float>& axis = s.get(im.results[2]).data;
+  const std::vector<float> want_axis = {0.5f, 0.0f, 1.0f, 0.4f};  // (11 - 10) 0.5, 0 * 0.2, (12 - 10) 0.5, 2 * 0.2
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(axis[i], want_axis[i], 1e-6) << i;
+  // A per-axis type without its axis is an error at the type.
+  const std::string bad = R"(func.func @main(%x: tensor<2xf32>) -> tensor<2x!quant.uniform<i8:f32, {0.1:1, 0.2:2}>> {
+  %0 = stablehlo.uniform_quantize %x : (tensor<2xf32>) -> tensor<2x!quant.uniform<i8:f32, {0.1:1, 0.2:2}>>
+  return %0 : tensor<2x!quant.uniform<i8:f32, {0.1:1, 0.2:2}>>
+})";
+  const std::string err = error_of([&] { parse_stablehlo(bad, "t.mlir"); });
+  EXPECT_NE(err.find("t.mlir:1:48 PODSIM-HLO-001"), std::string::npos) << err;
+}
