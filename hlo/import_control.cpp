@@ -1,5 +1,5 @@
-// The HLO importer's control flow (while loops and their trip counts, conditionals), collectives and custom
-// calls.
+// The HLO importer's control flow (while loops and their trip counts; conditionals in import_conditional.cpp),
+// collectives and custom calls.
 #include "hlo/importer.h"
 
 #include <cstring>
@@ -109,34 +109,6 @@ Value Importer::while_loop(const Instruction& in, const std::vector<Value>& vals
     }
   }
   return v;
-}
-
-Value Importer::conditional(const Instruction& in, const std::vector<Value>& vals) {
-  std::vector<int32_t> branches;
-  if (in.attr("branch_computations")) {
-    for (int32_t c : called(in)) branches.push_back(c);
-  } else {
-    for (const char* k : {"true_computation", "false_computation"}) {
-      auto w = word(in, k);
-      if (!w) fail(in, Err::HloInvalid, std::string("has no ") + k);
-      int32_t c = m_m.find(*w);
-      if (c < 0) fail(in, Err::HloInvalid, "names computation '" + *w + "', which the module does not define");
-      branches.push_back(c);
-    }
-  }
-  if (in.operands.size() != branches.size() + 1) fail(in, Err::HloInvalid, "takes a selector and one operand per branch");
-  int64_t b = 0;
-  if (auto it = m_o.branches.find(in.name); it != m_o.branches.end()) {
-    b = it->second;
-    if (b < 0 || b >= static_cast<int64_t>(branches.size()))
-      fail(in, Err::HloUnsupported, "workload.branches picks branch " + std::to_string(b) + " of " +
-                                        std::to_string(branches.size()) + "; pick one as `workload: {branches: [\"" +
-                                        in.name + "=0\"]}` (0 to " + std::to_string(branches.size() - 1) + ")");
-  } else if (m_noted_branch.insert(in.name).second) {
-    m_out.notes.push_back("conditional '" + in.name + "' runs branch 0 (" + m_m.computations[branches[0]].name +
-                          ") of " + std::to_string(branches.size()) + "; workload.branches picks another");
-  }
-  return emit(branches[b], {vals[b + 1]}, m_prefix + in.name + "/", -1);
 }
 
 Value Importer::collective(const Instruction& in, const std::vector<Value>& vals) {

@@ -210,6 +210,13 @@ class Cursor {
     skip();
     return parse_type(m_l, m_at, m_s.size());
   }
+  Shape type(std::vector<Quant>& quant) {  // the quantization beside it
+    skip();
+    Quant q;
+    Shape t = parse_type(m_l, m_at, m_s.size(), &q);
+    quant.push_back(q);
+    return t;
+  }
   // `T, T` or `(T, T) -> T` / `-> (T, T)`.
   void types(Op& op) {
     skip();
@@ -217,7 +224,7 @@ class Cursor {
       ++m_at;
       if (!eat(')')) {
         while (true) {
-          op.operand_types.push_back(type());
+          op.operand_types.push_back(type(op.operand_quant));
           if (eat(')')) break;
           need(',', "',' or ')' in the operands' types");
         }
@@ -230,17 +237,18 @@ class Cursor {
         ++m_at;
         if (!eat(')')) {
           while (true) {
-            op.result_types.push_back(type());
+            op.result_types.push_back(type(op.result_quant));
             if (eat(')')) break;
             need(',', "',' or ')' in the results' types");
           }
         }
       } else {
-        op.result_types.push_back(type());
+        op.result_types.push_back(type(op.result_quant));
       }
       return;
     }
-    std::vector<Shape> list{type()};
+    std::vector<Quant> lq;
+    std::vector<Shape> list{type(lq)};
     while (true) {
       size_t save = m_at;
       skip();
@@ -249,12 +257,37 @@ class Cursor {
         break;
       }
       ++m_at;
-      list.push_back(type());
+      list.push_back(type(lq));
+    }
+    {  // `T -> (R, S)`: one operand's type unparenthesized (chlo.top_k)
+      size_t save = m_at;
+      skip();
+      if (peek() == '-' && peek(1) == '>') {
+        m_at += 2;
+        skip();
+        op.operand_types = list;
+        op.operand_quant = lq;
+        if (!eat('(')) {
+          op.result_types.push_back(type(op.result_quant));
+          return;
+        }
+        while (true) {
+          op.result_types.push_back(type(op.result_quant));
+          if (eat(')')) break;
+          need(',', "',' or ')' in the results' types");
+        }
+        return;
+      }
+      m_at = save;
     }
     // A list names the operands' types, the result's last (select: `pred, T`); as many results as are named.
     size_t n = std::max<size_t>(1, op.results.size());
-    if (list.size() >= n) op.result_types.assign(list.end() - static_cast<std::ptrdiff_t>(n), list.end());
+    if (list.size() >= n) {
+      op.result_types.assign(list.end() - static_cast<std::ptrdiff_t>(n), list.end());
+      op.result_quant.assign(lq.end() - static_cast<std::ptrdiff_t>(n), lq.end());
+    }
     op.operand_types = list;
+    op.operand_quant = lq;
   }
   // `(%a: T, %b: T)` after the '('.
   void block_args(Region& r) {

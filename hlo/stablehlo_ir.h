@@ -37,6 +37,17 @@ struct Attr {
 
 struct Region;
 
+// A quantized element type `!quant.uniform<i8:f32, 0.1:-3>` (or per axis, `<i8:f32:1, {0.1:-3, 0.2:1}>`): its
+// storage type is the element type read; this, the rest.
+struct Quant {
+  bool any = false;
+  Type expressed = Type::F32;
+  int64_t axis = -1;             // per tensor: -1
+  std::vector<double> scales;    // one, or one per index along `axis`
+  std::vector<int64_t> zeros;
+  int64_t lo = 0, hi = 0;        // the storage range (`i8<-127:127>`, else the type's)
+};
+
 // One operation as the text writes it, in either form. Pretty forms are read into the same fields: the operands,
 // the attributes by name (keywords such as `dims = [1]` and `{...}` dictionaries alike), bare words in `words`
 // (`LT`, `SIGNED`, `applies`), a callee in `symbol` (`@f`), bracketed groups in `groups`.
@@ -52,6 +63,7 @@ struct Op {
   std::vector<Attr> groups;  // `[0:33, 0:79]`, `<@mesh, [{"y"}]>`, ...: inner text
   std::string symbol;        // callee or custom-call target, without '@'
   std::vector<Shape> operand_types, result_types;
+  std::vector<Quant> operand_quant, result_quant;  // beside each type
   std::vector<std::unique_ptr<Region>> regions;
   std::vector<std::pair<std::string, std::string>> bindings;  // while's `%iterArg = %0`, reduce's `(%x init: %c)`
 };
@@ -83,7 +95,7 @@ struct MlirModule {
 MlirModule read(const Lines& lines);
 
 // Types: tensor<4x8xbf16>, tensor<f32>, tuple<...>, !stablehlo.token, i32, complex<f32>.
-Shape parse_type(const Lines& lines, size_t& at, size_t end);
+Shape parse_type(const Lines& lines, size_t& at, size_t end, Quant* quant = nullptr);
 
 // Attribute readers.
 std::vector<int64_t> int_array(const Lines& l, const Attr& a);  // `[1, 2]`, `array<i64: 1, 2>`, `dense<[1, 2]> : ...`
@@ -92,6 +104,11 @@ int64_t int_value(const Lines& l, const Attr& a);               // `1 : i64`, `1
 std::string field(const std::string& text, const std::string& key);
 std::vector<int64_t> ints_in(const std::string& text);  // every whole number in the text, in order
 std::string unquote(const std::string& s);
+// The string `key = "..."` of a dictionary's text (`mhlo.frontend_attributes = {xla.sdy.sharding = "..."}`), its
+// escapes undone; "" when absent.
+std::string string_field(const std::string& dict, const std::string& key);
+// Shardy's mesh axes `["x"=2, "y"=4]` in `text` (an `sdy.mesh` or a `#sdy.mesh<...>`).
+std::vector<std::pair<std::string, int64_t>> mesh_axes(const Lines& l, size_t at, const std::string& text);
 
 Module lower(const Lines& lines, const MlirModule& m);
 

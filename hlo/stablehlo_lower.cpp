@@ -88,8 +88,9 @@ Val Lowerer::get(const Build& b, const std::string& name, size_t at) const {
   for (const Build* p = b.parent; p; p = p->parent)
     if (p->vals.count(name))
       fail(at, Err::HloUnsupported,
-           "a region reads " + name + " from outside itself: podsim reads regions that use their own arguments only "
-           "(pass the value in as an operand)");
+           "a region reads " + name + " from outside itself: podsim passes such values into while, case and if "
+           "regions and copies constants into any region, but a reduction's, sort's or scatter's computation takes "
+           "its arguments only, as in XLA (make " + name + " a constant or an operand)");
   fail(at, Err::HloInvalid, "value " + name + " is not defined before its use");
 }
 
@@ -123,12 +124,18 @@ std::vector<Val> Lowerer::untuple(Build& b, int32_t idx, const Shape& shape, siz
 }
 
 std::vector<Val> Lowerer::body(Build& b, const std::vector<Op>& ops) {
+  const Build* saved = m_outer;
+  m_outer = &b;
   for (const Op& o : ops) {
     const std::string& n = o.name;
-    if (n == "return" || n == "func.return" || n == "stablehlo.return" || n == "mhlo.return" || n == "sdy.return")
-      return operands(b, o);
+    if (n == "return" || n == "func.return" || n == "stablehlo.return" || n == "mhlo.return" || n == "sdy.return") {
+      std::vector<Val> out = operands(b, o);
+      m_outer = saved;
+      return out;
+    }
     bind(b, o, op(b, o));
   }
+  m_outer = saved;
   const size_t at = ops.empty() ? 0 : ops.back().at;
   fail(at, Err::HloInvalid, "a function or region without a return");
 }
@@ -150,7 +157,10 @@ Lowerer::Lowered Lowerer::function(const Func& f, const std::vector<Layout>& arg
     v.lay = args[i];
     v.global = f.body.arg_types[i];
     Attrs a;
-    if (b.entry && f.arg_attrs.size() > i && (f.arg_attrs[i].count("mhlo.sharding") || f.arg_attrs[i].count("sdy.sharding")))
+    if (b.entry && f.arg_attrs.size() > i &&
+        (f.arg_attrs[i].count("mhlo.sharding") || f.arg_attrs[i].count("sdy.sharding") ||
+         (f.arg_attrs[i].count("mhlo.frontend_attributes") &&
+          !string_field(f.arg_attrs[i].at("mhlo.frontend_attributes").value, "xla.sdy.sharding").empty())))
       a.push_back({"sharding", args[i].text()});
     std::string name = f.body.args[i].substr(1);
     v.idx = emit(b, "parameter", local(v.global, v.lay), {}, f.at, name, a, std::to_string(i));
@@ -182,8 +192,10 @@ Lowerer::Lowered Lowerer::function(const Func& f, const std::vector<Layout>& arg
 }
 
 std::string Lowerer::region(const Region& r, const std::string& hint, size_t at, bool tuple_param, bool tuple_root,
-                            const std::vector<std::string>* arg_names, const std::vector<Shape>* arg_types) {
+                            const std::vector<std::string>* arg_names, const std::vector<Shape>* arg_types,
+                            const std::vector<std::string>* passthrough) {
   Build b;
+  b.parent = m_outer;
   b.c.name = computation_name(hint);
   b.c.pos = m_l.pos(at);
   const std::vector<Shape>& types = arg_types ? *arg_types : r.arg_types;
@@ -206,7 +218,10 @@ std::string Lowerer::region(const Region& r, const std::string& hint, size_t at,
       b.vals[names[i]] = v;
     }
   }
+  sink_constants(b, r, names, at);
   std::vector<Val> results = body(b, r.ops);
+  if (passthrough)
+    for (const std::string& n : *passthrough) results.push_back(get(b, n, at));
   for (const Val& v : results)
     if (v.lay.kind != Layout::Kind::Whole) fail(at, Err::HloUnsupported, "a region that returns a split value");
   return finish(b, results, at, tuple_root || results.size() != 1);
@@ -217,6 +232,10 @@ std::string Lowerer::region(const Region& r, const std::string& hint, size_t at,
 Layout Lowerer::layout_of(const std::map<std::string, Attr>& attrs, size_t at) const {
   if (auto it = attrs.find("mhlo.sharding"); it != attrs.end()) return mhlo_layout(unquote(it->second.value), it->second.at);
   if (auto it = attrs.find("sdy.sharding"); it != attrs.end()) return sdy_layout(it->second.value, it->second.at);
+  if (auto it = attrs.find("mhlo.frontend_attributes"); it != attrs.end()) {  // Shardy's round-trip form
+    const std::string s = string_field(it->second.value, "xla.sdy.sharding");
+    if (!s.empty()) return sdy_layout(s, it->second.at);
+  }
   (void)at;
   return Layout{};
 }

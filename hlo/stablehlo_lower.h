@@ -71,6 +71,7 @@ class Lowerer {
   std::map<std::string, Lowered> m_done;  // function and argument layouts -> its computation
   std::map<std::string, int> m_names;     // computation names taken
   int m_depth = 0;
+  const Build* m_outer = nullptr;  // the build whose operations are being lowered: a region's enclosing scope
 
   // ---- errors and emission ----
   [[noreturn]] void fail(size_t at, Err e, const std::string& what) const { m_l.fail(at, e, what); }
@@ -87,13 +88,34 @@ class Lowerer {
   std::vector<Val> body(Build& b, const std::vector<Op>& ops);
   // A region as a computation of its own: its arguments as parameters (one tuple parameter for a while's), its
   // results as the root (a tuple when `tuple_root` or several).
+  // Constants the region reads from outside are copied into it (XLA's sinking of constants into regions); the
+  // `passthrough` names are returned after its results (a while body's threaded captures).
   std::string region(const Region& r, const std::string& hint, size_t at, bool tuple_param, bool tuple_root,
-                     const std::vector<std::string>* arg_names = nullptr, const std::vector<Shape>* arg_types = nullptr);
+                     const std::vector<std::string>* arg_names = nullptr, const std::vector<Shape>* arg_types = nullptr,
+                     const std::vector<std::string>* passthrough = nullptr);
   Val get(const Build& b, const std::string& name, size_t at) const;
   void bind(Build& b, const Op& op, const std::vector<Val>& results);
   std::vector<Val> operands(const Build& b, const Op& op) const;
   // The results of an instruction of tuple shape `shape`, each through a get-tuple-element.
   std::vector<Val> untuple(Build& b, int32_t idx, const Shape& shape, size_t at, const std::string& hint);
+
+  // ---- captures and conditionals (stablehlo_control.cpp) ----
+  // The values a region reads that neither it (its arguments `args`, its operations, nested regions) defines, in
+  // the order of first use.
+  std::vector<std::string> captures(const Region& r, const std::vector<std::string>& args) const;
+  // A value of an enclosing scope, from `from` outwards, and the build that holds it; null when none defines it.
+  const Val* outer(const Build* from, const std::string& name, const Build** where) const;
+  // The captures that must be passed in (those that are no constant: constants are sunk into the region).
+  std::vector<std::string> threaded(const Build& b, const Region& r, const std::vector<std::string>& args) const;
+  void sink_constants(Build& inner, const Region& r, const std::vector<std::string>& args, size_t at);
+  std::vector<Val> conditional(Build& b, const Op& op, std::vector<Val>& vals);
+  std::vector<Val> chlo(Build& b, const Op& op, std::vector<Val>& vals);  // stablehlo_chlo.cpp
+  std::vector<Val> quantization(Build& b, const Op& op, std::vector<Val>& vals);  // stablehlo_quant.cpp
+  // ---- Shardy's round-trip custom calls and named computations (stablehlo_shardy.cpp) ----
+  std::vector<Val> shardy_call(Build& b, const Op& op, const std::string& target, std::vector<Val>& vals);
+  std::vector<Val> named_computation(Build& b, const Op& op, std::vector<Val>& vals);
+  // A Shardy manual computation's axes (`manual_axes`) must be all of its mesh's axes of more than one device.
+  void all_axes_manual(const Op& op, const std::string& sharding, const std::string& manual_axes) const;
 
   // ---- layouts ----
   Layout layout_of(const std::map<std::string, Attr>& attrs, size_t at) const;  // mhlo.sharding / sdy.sharding

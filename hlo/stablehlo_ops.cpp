@@ -142,6 +142,7 @@ std::vector<Val> Lowerer::op(Build& b, const Op& op) {
   if (n == "call" || n == "func.call") return call(b, op, vals);
   if (dialect == "sdy") {
     if (base == "manual_computation") return manual_computation(b, op, vals);
+    if (base == "named_computation") return named_computation(b, op, vals);
     if (base == "constant") return constant(b, op);
     if (base == "sharding_constraint" || base == "reshard") {
       const std::string text = op.groups.empty() ? (attr(op, "sharding") ? attr(op, "sharding")->value : "") : op.groups[0].value;
@@ -159,6 +160,7 @@ std::vector<Val> Lowerer::op(Build& b, const Op& op) {
     if (base == "propagation_barrier") return {vals.at(0)};
     if (base == "sharding_group") return {};
   }
+  if (dialect == "chlo") return chlo(b, op, vals);
   const std::set<std::string> known_dialects = {"stablehlo", "mhlo"};
   const bool ours = known_dialects.count(dialect) > 0;
   if (ours && elementwise_ops().count(base)) return simple(b, op, base, vals);
@@ -168,6 +170,8 @@ std::vector<Val> Lowerer::op(Build& b, const Op& op) {
   if (ours && base == "convolution") return convolution(b, op, vals);
   if (ours && base == "custom_call") return custom_call(b, op, vals);
   if (ours && base == "while") return while_loop(b, op, vals);
+  if (ours && (base == "case" || base == "if")) return conditional(b, op, vals);
+  if (ours && (base == "uniform_quantize" || base == "uniform_dequantize")) return quantization(b, op, vals);
   if (ours && base == "composite") return call(b, op, vals);
   if (ours && (base == "all_reduce" || base == "all_gather" || base == "reduce_scatter" || base == "all_to_all" ||
                base == "collective_permute" || base == "collective_broadcast"))
@@ -179,7 +183,8 @@ std::vector<Val> Lowerer::op(Build& b, const Op& op) {
   std::vector<std::string> names;
   for (const auto* set : {&elementwise_ops(), &plain_ops()})
     for (const std::string& k : *set) names.push_back("stablehlo." + k);
-  for (const char* k : {"constant", "reduce", "dot_general", "convolution", "custom_call", "while", "composite",
+  for (const char* k : {"constant", "reduce", "dot_general", "convolution", "custom_call", "while", "case", "if",
+                        "uniform_quantize", "uniform_dequantize", "composite",
                         "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute",
                         "collective_broadcast", "broadcast_in_dim", "broadcast", "transpose", "reshape"})
     names.push_back(std::string("stablehlo.") + k);

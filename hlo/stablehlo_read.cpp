@@ -68,6 +68,7 @@ class Reader : public Cursor {
         while (m_at < m_s.size() && m_s[m_at] != '\n') ++m_at;
       }
     }
+    frontend_meshes(m);
     skip_top();
     if (m_at < m_s.size()) expected("the end of the file after the module");
     if (m.funcs.empty()) m_l.fail(0, Err::HloSyntax, "no func.func: a StableHLO module holds at least its @main");
@@ -220,6 +221,15 @@ class Reader : public Cursor {
         // Operands `(%a, %b)`, reduce's `(%x init: %c)`, block arguments `(%a: T, ...)`.
         ++m_at;
         skip();
+        if (peek() == '{') {  // regions `({...}, {...})`: a case's or an if's branches
+          while (true) {
+            op.regions.push_back(region(nullptr));
+            if (eat(')')) break;
+            need(',', "',' or ')' after a region");
+            skip();
+          }
+          continue;
+        }
         bool typed = false;
         {
           size_t k = m_at;
@@ -240,6 +250,16 @@ class Reader : public Cursor {
         }
         if (eat(')')) continue;
         while (true) {
+          skip();
+          if (word_char(peek())) {  // `k = 8` among the operands (chlo.top_k)
+            const std::string w = take_word();
+            need('=', "'=' after '" + w + "'");
+            skip();
+            op.attrs[w] = pretty_value();
+            if (eat(')')) break;
+            need(',', "',' or ')' after an attribute");
+            continue;
+          }
           const size_t at = m_at;
           std::string r = ref();
           skip();
@@ -402,23 +422,23 @@ class Reader : public Cursor {
     const size_t b = m_at;
     if (peek() != '<') expected("'<' and the mesh's axes");
     balanced();
-    const std::string text(m_s.substr(b, m_at - b));
-    std::vector<std::pair<std::string, int64_t>> axes;
-    for (size_t q = text.find('"'); q != std::string::npos; q = text.find('"', q)) {
-      size_t e = text.find('"', q + 1);
-      if (e == std::string::npos) break;
-      std::string axis = text.substr(q + 1, e - q - 1);
-      size_t eq = text.find('=', e);
-      if (eq == std::string::npos) m_l.fail(at, Err::HloSyntax, "mesh axis \"" + axis + "\" has no size");
-      int64_t n = 0;
-      size_t i = eq + 1;
-      while (i < text.size() && space(text[i])) ++i;
-      while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) n = n * 10 + (text[i++] - '0');
-      if (n < 1) m_l.fail(at, Err::HloSyntax, "mesh axis \"" + axis + "\" needs a size of at least 1");
-      axes.push_back({axis, n});
-      q = i;
+    m.meshes[name] = mesh_axes(m_l, at, std::string(m_s.substr(b, m_at - b)));
+  }
+  // Shardy's round-trip form (the text XLA's Shardy export leaves for HLO): the meshes as a string in the module's
+  // frontend attributes, `xla.sdy.meshes = "{mesh = #sdy.mesh<[\"x\"=2]>, ...}"`.
+  void frontend_meshes(MlirModule& m) {
+    auto it = m.attrs.find("mhlo.frontend_attributes");
+    if (it == m.attrs.end()) return;
+    const std::string text = string_field(it->second.value, "xla.sdy.meshes");
+    for (size_t k = text.find("#sdy.mesh<"); k != std::string::npos; k = text.find("#sdy.mesh<", k + 1)) {
+      size_t e = k;
+      while (e > 0 && (text[e - 1] == ' ' || text[e - 1] == '=')) --e;
+      size_t b = e;
+      while (b > 0 && (std::isalnum(static_cast<unsigned char>(text[b - 1])) || text[b - 1] == '_')) --b;
+      if (b == e) m_l.fail(it->second.at, Err::HloSyntax, "xla.sdy.meshes: a mesh without its name");
+      const std::string name = text.substr(b, e - b);
+      if (!m.meshes.count(name)) m.meshes[name] = mesh_axes(m_l, it->second.at, text.substr(k + 9));
     }
-    m.meshes[name] = axes;
   }
 };
 

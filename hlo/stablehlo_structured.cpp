@@ -301,9 +301,15 @@ std::vector<Val> Lowerer::custom_call(Build& b, const Op& op, std::vector<Val>& 
   std::string target = op.symbol;
   if (const Attr* t = attr(op, "call_target_name")) target = unquote(t->value);
   if (target.rfind("check.", 0) == 0) return {};  // the StableHLO test suite's checks: sinks
+  if (target.rfind("xla.sdy.", 0) == 0) return shardy_call(b, op, target, vals);
   auto sharding_attr = [&]() {
     const Attr* s = attr(op, "mhlo.sharding");
-    if (!s) fail(op, Err::HloInvalid, "custom call @" + target + " without its mhlo.sharding");
+    if (!s) {
+      const Attr* f = attr(op, "mhlo.frontend_attributes");
+      const std::string sdy = f ? string_field(f->value, "xla.sdy.sharding") : "";
+      if (!sdy.empty()) return sdy_layout(sdy, f->at);  // Shardy's round-trip form
+      fail(op, Err::HloInvalid, "custom call @" + target + " without its mhlo.sharding");
+    }
     return mhlo_layout(unquote(s->value), s->at);
   };
   if (target == "Sharding") {
@@ -434,20 +440,33 @@ std::vector<Val> Lowerer::while_loop(Build& b, const Op& op, std::vector<Val>& v
       inits.push_back(get(b, init, op.at));
     }
   }
-  need_whole(op, inits);
   if (op.regions.size() != 2) fail(op, Err::HloInvalid, "a while takes a condition and a body region");
+  // Values the condition or the body reads from outside (other than constants, which are copied in) are carried
+  // after the loop's own values, the body passing them through, as XLA's export makes a while's implicit captures
+  // explicit.
+  const size_t carried = inits.size();
+  std::vector<std::string> caps;
+  for (size_t k = 0; k < 2; ++k)
+    for (const std::string& c : threaded(b, *op.regions[k], names.empty() ? op.regions[k]->args : names))
+      if (std::find(caps.begin(), caps.end(), c) == caps.end()) caps.push_back(c);
+  for (const std::string& c : caps) inits.push_back(get(b, c, op.at));
+  need_whole(op, inits);
   std::vector<Shape> types;
   for (const Val& v : inits) types.push_back(b.c.instructions[v.idx].shape);
   const std::string h = name_of(op, "while", m_l);
-  const std::vector<std::string>* arg_names = names.empty() ? nullptr : &names;
-  const std::string cond = region(*op.regions[0], h + ".cond", op.at, true, false, arg_names, &types);
-  const std::string body_name = region(*op.regions[1], h + ".body", op.at, true, true, arg_names, &types);
+  std::vector<std::string> cond_names = names.empty() ? op.regions[0]->args : names,
+                           body_names = names.empty() ? op.regions[1]->args : names;
+  cond_names.insert(cond_names.end(), caps.begin(), caps.end());
+  body_names.insert(body_names.end(), caps.begin(), caps.end());
+  const std::string cond = region(*op.regions[0], h + ".cond", op.at, true, false, &cond_names, &types);
+  const std::string body_name = region(*op.regions[1], h + ".body", op.at, true, true, &body_names, &types, &caps);
   std::vector<int32_t> xs;
   for (const Val& v : inits) xs.push_back(v.idx);
   const Shape t = tuple_of(types);
   const int32_t tup = emit(b, "tuple", t, xs, op.at, h + ".init");
   const int32_t w = emit(b, "while", t, {tup}, op.at, h, {{"condition", cond}, {"body", body_name}});
   std::vector<Val> out = untuple(b, w, t, op.at, h);
+  out.resize(carried);
   Layout lay = plain_layout_of(inits);
   for (Val& o : out) o.lay = lay;
   return out;

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <functional>
 
 #include "hlo/stablehlo_cursor.h"
 
@@ -42,11 +43,85 @@ Type element_type(const std::string& t) {
 
 }  // namespace
 
-Shape parse_type(const Lines& l, size_t& at, size_t end) {
+Shape parse_type(const Lines& l, size_t& at, size_t end, Quant* quant) {
   std::string_view s = l.text();
   auto starts = [&](const char* w) { return s.compare(at, std::strlen(w), w) == 0; };
-  auto element = [&](size_t& i, size_t stop) {
+  std::function<Type(size_t&, size_t)> element = [&](size_t& i, size_t stop) -> Type {
     const size_t b = i;
+    if (s.compare(i, 15, "!quant.uniform<") == 0) {
+      i += 15;
+      const Type storage = element(i, stop);
+      Quant q;
+      q.any = true;
+      const int bits = type_bits(storage);
+      const bool is_unsigned = storage == Type::U2 || storage == Type::U4 || storage == Type::U8 ||
+                               storage == Type::U16 || storage == Type::U32;
+      if (is_float(storage) || bits < 2 || bits > 32) l.fail(b, Err::HloUnsupported, "a quantized type whose storage is not an integer of 2 to 32 bits");
+      q.lo = is_unsigned ? 0 : -(int64_t{1} << (bits - 1));
+      q.hi = is_unsigned ? (int64_t{1} << bits) - 1 : (int64_t{1} << (bits - 1)) - 1;
+      auto integer = [&]() {
+        const size_t k = i;
+        if (i < stop && (s[i] == '-' || s[i] == '+')) ++i;
+        while (i < stop && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+        if (k == i) l.fail(k, Err::HloSyntax, "expected a whole number in a quantized type");
+        return std::stoll(std::string(s.substr(k, i - k)));
+      };
+      auto expect = [&](char c) {
+        while (i < stop && s[i] == ' ') ++i;
+        if (i >= stop || s[i] != c) l.fail(i, Err::HloSyntax, std::string("expected '") + c + "' in a quantized type (!quant.uniform<i8:f32, 0.1:-3>)");
+        ++i;
+        while (i < stop && s[i] == ' ') ++i;
+      };
+      if (i < stop && s[i] == '<') {  // the storage range
+        ++i;
+        q.lo = integer();
+        expect(':');
+        q.hi = integer();
+        expect('>');
+      }
+      expect(':');
+      q.expressed = element(i, stop);
+      if (i < stop && s[i] == ':') {
+        ++i;
+        q.axis = integer();
+      }
+      expect(',');
+      auto scale_zero = [&]() {
+        const size_t k = i;
+        while (i < stop && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.' || s[i] == 'e' || s[i] == 'E' ||
+                            s[i] == '-' || s[i] == '+'))
+          ++i;
+        if (k == i) l.fail(k, Err::HloSyntax, "expected a scale in a quantized type");
+        q.scales.push_back(std::stod(std::string(s.substr(k, i - k))));
+        int64_t z = 0;
+        if (i < stop && s[i] == ':') {
+          ++i;
+          z = integer();
+        }
+        q.zeros.push_back(z);
+      };
+      if (i < stop && s[i] == '{') {
+        ++i;
+        while (true) {
+          while (i < stop && s[i] == ' ') ++i;
+          scale_zero();
+          while (i < stop && s[i] == ' ') ++i;
+          if (i < stop && s[i] == ',') {
+            ++i;
+            continue;
+          }
+          expect('}');
+          break;
+        }
+      } else {
+        scale_zero();
+      }
+      if (q.axis < 0 && q.scales.size() != 1)
+        l.fail(b, Err::HloSyntax, "scales per index without their axis (!quant.uniform<i8:f32:AXIS, {...}>)");
+      expect('>');
+      if (quant) *quant = q;
+      return storage;
+    }
     if (s.compare(i, 8, "complex<") == 0) {
       i = s.find('>', i);
       if (i == std::string_view::npos || i > stop) l.fail(b, Err::HloSyntax, "a 'complex<' type that never closes");
@@ -91,7 +166,7 @@ Shape parse_type(const Lines& l, size_t& at, size_t end) {
     }
   }
   if (!starts("tensor<")) {
-    if (at < end && std::isalpha(static_cast<unsigned char>(s[at]))) {  // a bare element type
+    if (at < end && (std::isalpha(static_cast<unsigned char>(s[at])) || starts("!quant."))) {  // a bare element type
       sh.type = element(at, end);
       return sh;
     }
@@ -213,6 +288,42 @@ std::string unquote(const std::string& s) {
     }
   }
   return out;
+}
+
+std::string string_field(const std::string& dict, const std::string& key) {
+  for (size_t k = dict.find(key); k != std::string::npos; k = dict.find(key, k + 1)) {
+    if (k > 0 && (std::isalnum(static_cast<unsigned char>(dict[k - 1])) || dict[k - 1] == '.' || dict[k - 1] == '_')) continue;
+    size_t i = k + key.size();
+    while (i < dict.size() && space(dict[i])) ++i;
+    if (i >= dict.size() || dict[i] != '=') continue;
+    ++i;
+    while (i < dict.size() && space(dict[i])) ++i;
+    if (i >= dict.size() || dict[i] != '"') continue;
+    size_t e = i + 1;
+    while (e < dict.size() && dict[e] != '"') e += dict[e] == '\\' ? 2 : 1;
+    return unquote(dict.substr(i, e - i + 1));
+  }
+  return "";
+}
+
+std::vector<std::pair<std::string, int64_t>> mesh_axes(const Lines& l, size_t at, const std::string& text) {
+  std::vector<std::pair<std::string, int64_t>> axes;
+  const size_t end = text.find(']');
+  for (size_t q = text.find('"'); q != std::string::npos && q < end; q = text.find('"', q)) {
+    size_t e = text.find('"', q + 1);
+    if (e == std::string::npos) break;
+    std::string axis = text.substr(q + 1, e - q - 1);
+    size_t eq = text.find('=', e);
+    if (eq == std::string::npos) l.fail(at, Err::HloSyntax, "mesh axis \"" + axis + "\" has no size");
+    int64_t n = 0;
+    size_t i = eq + 1;
+    while (i < text.size() && space(text[i])) ++i;
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) n = n * 10 + (text[i++] - '0');
+    if (n < 1) l.fail(at, Err::HloSyntax, "mesh axis \"" + axis + "\" needs a size of at least 1");
+    axes.push_back({axis, n});
+    q = i;
+  }
+  return axes;
 }
 
 }  // namespace podsim::hlo::mlir

@@ -226,7 +226,7 @@ class HloWorkload : public IWorkload {
             .def("[]"),
         ParamSpec::text_list("workload.branches",
                              "The branch a conditional takes, as NAME=INDEX (e.g. [conditional.3=1]); others take "
-                             "branch 0.")
+                             "the branch a constant selector picks, else branch 0.")
             .def("[]"),
         ParamSpec::text_list("workload.custom_calls",
                              "The cost of custom calls podsim does not know, as TARGET=flops:F,bytes:B[,unit:mxu|vpu] "
