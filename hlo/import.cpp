@@ -164,6 +164,7 @@ Imported Importer::run() {
     for (size_t i = 0; i < m_out.graph.num_ops(); ++i) m_out.order.push_back(static_cast<OpId>(i));
   }
   if (m_out.scheduled) add_schedule_edges(m_out);
+  else add_overlap_limits(m_out);
   return std::move(m_out);
 }
 

@@ -16,4 +16,9 @@ std::vector<OpId> unscheduled_order(const ModelGraph& g);
 // collective holding the next kernel until it is done and an asynchronous one running from its start to its done.
 void add_schedule_edges(Imported& out);
 
+// An unscheduled module: each collective waits for the one of its kind before it in `out.order`, so collectives of
+// one kind run one at a time in issue order, as XLA's latency-hiding scheduler overlaps at most one asynchronous
+// collective of each kind with compute (SchedulerConfig's *_overlap_limit, 1 by default). Details in the .cpp.
+void add_overlap_limits(Imported& out);
+
 }  // namespace podsim::hlo

@@ -64,6 +64,22 @@ TEST(CollectiveTest, ThreeDimensionalTorusUsesAllAxes) {
   EXPECT_NEAR(ratio(s, "all_reduce", 256.0 * (1 << 20)), 1.0, 0.10);
 }
 
+TEST(CollectiveTest, ALineOfFourIsTheBottleneckOfAThreeDimensionalAllGather) {
+  // The group of XLA's Llama 3.1 70B module's weight gathers: a ring of 4 on x, a ring of 8 on y and a line of 4 on
+  // z (docs/performance.md, "Imported modules"), its embedding table's shard s = 15.66 MiB. The torus scheme's 6
+  // parts of p = s/6 put, per direction, 3p + 96p + 12p = 111p on the x links and 28p + 7p + 112p = 147p on the y
+  // links; on z 3*32p + 3*8p + 3p = 123p, and as much again on a line, whose ring-closing hop goes back over its 3
+  // links: 246p = 41 s at 90 GB/s (7.479 ms); as a ring of 4, y's 147p = 24.5 s (4.469 ms) is the bottleneck.
+  const double s = 16416768, W = 90e9;
+  for (bool line : {true, false}) {
+    auto r = simulate_in_child(collective("all_gather", std::string("[4, 8, 4], wrap: [true, true, ") +
+                                                            (line ? "false" : "true") + "]",
+                                          "16416768B", "  dtype: bf16\n", "tpu-v5p"));
+    ASSERT_FALSE(r.contains("error")) << r.dump();
+    EXPECT_NEAR(r["step_time_s"].get<double>() / ((line ? 41.0 : 24.5) * s / W), 1.0, 0.02) << line;
+  }
+}
+
 TEST(CollectiveTest, RingBaselineIsSlowerOnTwoAxes) {
   auto torus = simulate_in_child(collective("all_reduce", "[8, 8]", "256MiB"));
   auto ring = simulate_in_child(collective("all_reduce", "[8, 8]", "256MiB", "  algorithm: ring\n"));
