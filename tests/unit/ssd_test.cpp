@@ -3,7 +3,8 @@
 // and against central differences; the structure (six maps of 38 ... 1 rows, 8732 anchors); the parameter count
 // pinned to seed-models.md's hand count 19,972,534; the forward multiply-adds of a 300-pixel image by hand; located
 // errors of bad input; and the step reproduced by data parallel (per-replica batch norm and groups of two replicas)
-// and by spatial partitioning (H split 4 ways, the small maps gathered), alone and with data parallel.
+// and by spatial partitioning (H split 4 ways, the small maps gathered, its all-gathers pinned by hand), alone and
+// with data parallel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -350,6 +351,20 @@ TEST(SsdTest, SpatialPartitioningReproducesTheStep) {
   int permutes = 0;
   for (const std::string& l : collectives(s.plan.programs[0])) permutes += l.rfind("collective_permute", 0) == 0;
   EXPECT_GT(permutes, 0);
+  // The all-gathers by hand (fp32, 2 images): extra4.a's output [2, 5, 5, 16] as 2 rows a device (8 gathered, the
+  // padded shards'), and each head's output on maps 1 to 4 (33, 17, 9, 5 rows: 9, 5, 3, 2 a device) for the loss, k
+  // x 4 box and k x 3 class features; maps 5 and 6 are whole already.
+  std::vector<std::string> gathers;
+  for (const std::string& l : collectives(s.plan.programs[0]))
+    if (l.rfind("all_gather", 0) == 0) gathers.push_back(l);
+  std::vector<std::string> want = {ag("extra4.a.relu", "spatial", 1, 2 * 2 * 5 * 16 * 4, 4 * 2 * 2 * 5 * 16 * 4)};
+  const int64_t rows[4] = {9, 5, 3, 2}, width[4] = {33, 17, 9, 5}, k[4] = {4, 6, 6, 6};
+  for (int m = 0; m < 4; ++m)
+    for (const auto& [head, per] : {std::pair<const char*, int64_t>{"box", 4}, {"class", 3}}) {
+      const double bytes = 2.0 * rows[m] * width[m] * k[m] * per * 4;
+      want.push_back(ag("head" + std::to_string(m + 1) + "." + head + ".bias", "spatial", 1, bytes, 4 * bytes));
+    }
+  EXPECT_EQ(sorted(gathers), sorted(want));
   expect_reproduces_the_step(s);
   expect_reproduces_the_step(plan_step(
       hardware("[4, 2]") + tiny(4, ", bn_batch: 2") +
