@@ -327,6 +327,12 @@ class Spmd : public IStrategy {
                            "statistics are all-reduced over the axis, the global average pool gathers the rows "
                            "(docs/strategies.md).")
             .def("false"),
+        ParamSpec::boolean("strategy.spatial_gather",
+                           "spmd with strategy.spatial: a convolution or max pool whose map is too small for the "
+                           "split (fewer rows than devices, or halos past a neighbour: SSD's last feature maps) has "
+                           "its input's rows all-gathered over the axis and runs whole on every device of it, as does "
+                           "everything after it; false refuses such a split.")
+            .def("false"),
         ParamSpec::choice("strategy.kv_sharding", {"heads", "batch"},
                           "spmd, inference steps: how the KV cache splits over the scheme's axes: heads (as the "
                           "key/value heads split; a multi-query cache whose one head cannot split is held whole on "
@@ -443,14 +449,18 @@ class Spmd : public IStrategy {
 
   void annotate(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const override {
     for (const auto& [t, s] : own_specs(g, exp, mesh)) add_spec(specs, g, t, s);
-    if (exp.params.b("strategy.spatial")) spatial(g, exp, mesh, specs);
+    if (exp.params.b("strategy.spatial")) (void)spatial(g, exp, mesh, specs);
   }
 
   // Spatial partitioning: the step's NHWC inputs split along H over the first axis; the partition rules of the
   // convolutions, pools and batch norms carry the split through the network (plan/halo.h). Every windowed op the
   // split reaches is checked here, so that a map too small for it is reported against strategy.spatial.
-  static void spatial(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) {
+  // Returns the tensors whose rows strategy.spatial_gather gathers.
+  static std::vector<TensorId> spatial(const ModelGraph& g, const Experiment& exp, const Mesh& mesh,
+                                       Annotations& specs) {
     const ParamSet& p = exp.params;
+    const bool gather = p.b("strategy.spatial_gather");
+    std::vector<TensorId> gathered;
     const std::string axis = p.strings("strategy.spmd_axes").at(0);
     const int64_t n = mesh.axis_size(axis);
     std::vector<bool> split(g.num_tensors(), false);
@@ -465,7 +475,7 @@ class Spmd : public IStrategy {
                   "strategy.spatial splits images [batch, height, width, channels] along their height; the " +
                       exp.workload + " workload has none (use a convolutional network, or leave it false)",
                   "strategy.spatial");
-    if (n < 2) return;
+    if (n < 2) return gathered;
     // A collective-permute steps along one ring: the axis must lie on one torus dimension.
     if (mesh.axis(mesh.axis_index(axis)).factors.size() > 1)
       throw Error(Err::SpatialSplit, p.where("strategy.spatial"),
@@ -480,17 +490,43 @@ class Spmd : public IStrategy {
         const OpAttrs::Window& w = op.attrs.window;
         const int64_t rows = g.tensor(op.inputs[0]).shape[1], out = g.tensor(op.outputs[0]).shape[1];
         const std::string why = halo_geometry(n, rows, out, w.kh, w.sh, w.pt, h);
+        if (!why.empty() && gather) {  // its input gathered (refine annotates it): it and what follows run whole
+          split[op.inputs[0]] = false;
+          gathered.push_back(op.inputs[0]);
+          continue;
+        }
         if (!why.empty())
           throw Error(Err::SpatialSplit, p.where("strategy.spatial"),
                       "strategy.spatial cannot split layer '" + op.name + "' (height " + std::to_string(rows) +
                           ") over the " + std::to_string(n) + " devices of axis '" + axis + "': " + why +
-                          "; use fewer devices on the axis or larger images",
+                          "; use fewer devices on the axis or larger images (or strategy.spatial_gather: true, "
+                          "which gathers such maps)",
                       "strategy.spatial");
       }
       // The split goes on through every op but the global pool (which gathers the rows) and reshapes.
       if (op.kind == OpKind::AvgPool || op.kind == OpKind::Reshape) continue;
       for (TensorId o : op.outputs)
         if (g.tensor(o).shape.size() == 4) split[o] = true;
+    }
+    return gathered;
+  }
+
+  // strategy.spatial_gather, once every strategy has annotated the images' batch: each gathered map keeps the
+  // images' batch split, its rows whole.
+  static void gather_small_maps(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) {
+    Annotations scratch;
+    const std::vector<TensorId> gathered = spatial(g, exp, mesh, scratch);
+    std::vector<std::string> batch;
+    for (const auto& [t, spec] : specs) {
+      const TensorInfo& info = g.tensor(t);
+      if (g.producer(t) >= 0 || info.role != TensorRole::Input || info.shape.size() != 4 || spec.rank() != 4) continue;
+      batch = spec.dims[0];
+      break;
+    }
+    for (TensorId t : gathered) {
+      ShardSpec whole = ShardSpec::replicated(4);
+      whole.dims[0] = batch;
+      specs[t] = whole;
     }
   }
 
@@ -531,6 +567,7 @@ class Spmd : public IStrategy {
   void refine(const ModelGraph& g, const Experiment& exp, const Mesh& mesh, Annotations& specs) const override {
     const ParamSet& p = exp.params;
     if (p.b("strategy.spatial")) spatial_batch_norm_groups(g, exp, mesh, specs);
+    if (p.b("strategy.spatial") && p.b("strategy.spatial_gather")) gather_small_maps(g, exp, mesh, specs);
     if (!p.b("strategy.sequence_parallel")) return;
     const auto& axes = p.strings("strategy.spmd_axes");
     if (exp.workload != "transformer")

@@ -130,6 +130,7 @@ void GraphBuilder::optimizer(const OptimizerConfig& cfg) {
       // LARS's excluded parameters (biases, normalization): momentum at the base rate, without weight decay.
       case Optimizer::Momentum: case Optimizer::Lars:
         op.kind = norms.count(p) ? OpKind::LarsUpdate : OpKind::MomentumUpdate, suffixes = {".momentum"};
+        if (cfg.kind == Optimizer::Lars && !norms.count(p)) op.attrs.weight_decay = 0;  // LARS's skip list
         break;
       case Optimizer::RmsProp: op.kind = OpKind::RmsPropUpdate, suffixes = {".ms", ".momentum"}; break;
     }

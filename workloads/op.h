@@ -110,6 +110,19 @@ enum class OpKind : uint8_t {
   CrossEntropyMax,     // inputs (logits[T, v]) -> max[T]
   CrossEntropySums,    // inputs (logits, labels, max) -> (sumexp[T], target[T])
   CrossEntropyFinish,  // inputs (logits, max, sumexp, target) -> (loss[1], probs[T, v])
+  // Single-shot detection (SSD's MultiBox loss; workloads/models/ssd.cpp): the class logits and box offsets of each
+  // feature map's anchors, [B, n_i, C] and [B, n_i, 4], read map by map (the maps' anchors concatenated in order).
+  AnchorCrossEntropy,      // inputs (logits_0..logits_{m-1}, labels[B, A] int32) -> (ce[B, A], negatives[B, A],
+                           // lse[B, A]) fp32: per anchor the softmax cross-entropy, the same where the label is the
+                           // background class 0 (else 0), and the logsumexp (workloads/ops/anchor_cross_entropy.cpp)
+  AnchorCrossEntropyGrad,  // inputs (dce[B, A], lse, labels, logits_0..) -> (dlogits_0..)
+  TopKMask,                // inputs (scores[B, N] fp32, counts[B]) -> mask[B, N]: 1 at the k_b largest scores of row
+                           // b, k_b = min(alpha counts[b], N), by a binary search of the k-th value
+                           // (workloads/ops/topk_mask.cpp)
+  MultiboxLoss,            // inputs (ce, negatives mask, labels, matched[B], box targets[B, A, 4], boxes_0..) ->
+                           // loss[1]: (sum of the ce of positive and mined anchors + the positives' smooth-L1) /
+                           // matched, averaged over attrs.count images (workloads/ops/multibox_loss.cpp)
+  MultiboxLossGrad,        // inputs (negatives mask, labels, matched, box targets, boxes_0..) -> (dce, dboxes_0..)
   // Optimizer updates, one op per parameter.
   SgdUpdate,   // inputs (w, g) -> w' = w - lr * g; attrs: alpha = lr
   AdamUpdate,  // inputs (w, g, m, v) -> (w', m', v'); attrs: alpha = lr, beta1, beta2, eps, step

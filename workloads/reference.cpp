@@ -78,14 +78,18 @@ Init param_init(const ModelGraph& g, TensorId t, double& std_dev) {
   return Init::Normal;
 }
 
-// The exclusive upper bound of integer values a tensor must hold: the rows of the table it indexes, or the
-// classes of the loss it labels.
+// The exclusive upper bound of integer values a tensor must hold: the rows of the table it indexes, the classes of
+// the loss it labels, or a detector's matched-anchor counts.
 int64_t id_range(const ModelGraph& g, TensorId t) {
   for (OpId c : g.consumers(t)) {
     const Op& op = g.op(c);
     if (op.kind == OpKind::Embedding && op.inputs[1] == t) return g.tensor(op.inputs[0]).shape.front();
     if (op.kind == OpKind::SoftmaxCrossEntropy && op.inputs[1] == t) return g.tensor(op.inputs[0]).shape.back();
     if (op.kind == OpKind::GatherPositions && op.inputs[1] == t) return g.tensor(op.inputs[0]).shape[1];
+    // A detector's matched-anchor counts (SSD): up to a quarter of the anchors, so that the mined negatives
+    // (alpha per match) fit in the rest.
+    if (op.kind == OpKind::TopKMask && op.inputs[1] == t)
+      return std::max<int64_t>(2, g.tensor(op.inputs[0]).shape.back() / static_cast<int64_t>(op.attrs.alpha + 1));
     // Data movement (a micro-batch's slice) passes the ids on: their use decides.
     if (op.kind == OpKind::Slice && op.inputs[0] == t) return id_range(g, op.outputs[0]);
   }

@@ -62,7 +62,9 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
                       "LARS, LAMB and AdamW weight decay (LARS: its gradient term and in the trust ratio; LAMB: "
                       "decoupled, added to the update before the trust ratio; MLPerf's BERT: 0.01; AdamW: decoupled, "
                       "w' = w - lr adam(g) - weight_decay w, big_vision's ViT: 1e-4); not on biases and "
-                      "normalization parameters. Only with optimizer: lars, lamb or adamw.")
+                      "normalization parameters; momentum: an L2 term weight_decay/2 ||w||^2 of the loss on every "
+                      "variable, biases and normalization parameters included (MLPerf's TPU SSD: 5e-4), its gradient "
+                      "weight_decay x w added to g. Only with optimizer: momentum, lars, lamb or adamw.")
           .range(0, 1)
           .def("0"),
       ParamSpec::real("workload.clip_norm",
@@ -125,10 +127,10 @@ void validate_training(const ParamSet& p) {
                 "workload.step)",
                 "workload.weight_dtype");
   const std::string opt = p.s("workload.optimizer");
-  if (p.f("workload.weight_decay") != 0 && opt != "lars" && opt != "lamb" && opt != "adamw")
+  if (p.f("workload.weight_decay") != 0 && opt != "lars" && opt != "lamb" && opt != "adamw" && opt != "momentum")
     throw Error(Err::BadChoice, p.where("workload.weight_decay"),
-                "workload.weight_decay is LARS's, LAMB's and AdamW's weight decay, but workload.optimizer is " + opt +
-                    "; set optimizer: lars, lamb or adamw, or drop weight_decay",
+                "workload.weight_decay is the weight decay of momentum, LARS, LAMB and AdamW, but "
+                "workload.optimizer is " + opt + "; set optimizer: momentum, lars, lamb or adamw, or drop weight_decay",
                 "workload.weight_decay");
   const bool names = p.s("workload.remat") == "names";
   if (names && p.strings("workload.remat_keep").empty())

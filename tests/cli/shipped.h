@@ -146,6 +146,11 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       // (workload.trip_counts). XLA's Llama and Mixtral modules are planned only in the quick tier
       // (planned_in_quick_tier() below).
       {"configs/hlo/maxtext_decoder.yaml", {"workload.trip_counts=[while.569=2,while.1401=2]"}},
+      // SSD's spatial partitioning (2-way rows x data, the small maps gathered) on 4 x 2 chips instead of 32 x 16
+      // (the box of 16 x 2 chips it simulates holds 1.7M activations): 4 replicas of 8 images, the batch-norm groups
+      // of 4 replicas.
+      {"configs/papers/ssd/ssd_resnet34_v3-1024_spatial.yaml",
+       {"hardware.pod.dims=[4,2]", "mesh.shape=[4,2]", "workload.batch=32", "workload.bn_batch=32"}},
       {"configs/papers/gpipe/amoebanet_d_18_256.yaml",
        {"workload.cells=3", "workload.filters=16", "workload.image_size=32", "workload.batch=16",
         "strategy.micro_batches=8"}},

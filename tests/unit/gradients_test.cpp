@@ -345,7 +345,9 @@ TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
                                  // tests/unit/amoebanet_test.cpp
                                  OpKind::Concat,
                                  // DepthwiseSigmoidAndChannelScale
-                                 OpKind::DepthwiseConv2d, OpKind::Sigmoid, OpKind::ChannelScale};
+                                 OpKind::DepthwiseConv2d, OpKind::Sigmoid, OpKind::ChannelScale,
+                                 // tests/unit/ssd_test.cpp
+                                 OpKind::AnchorCrossEntropy, OpKind::MultiboxLoss};
   for (int k = 0; k <= static_cast<int>(OpKind::Traffic); ++k) {
     const OpKindDef* d = find_op_kind(static_cast<OpKind>(k));
     ASSERT_NE(d, nullptr) << "op kind " << k << " has no definition";

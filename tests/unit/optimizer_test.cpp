@@ -68,6 +68,18 @@ TEST(OptimizerTest, MomentumStepByHand) {
   expect_values(r.out(0), {0.941, -2.1, 3.082, 0.336});
 }
 
+// With weight decay wd (the gradient of an L2 term wd/2 ||w||^2 on every variable, MLPerf's TPU SSD): u' = mu u + g +
+// wd w. wd 0.5 adds [0.5, -1, 1.5, 0.25] to the u' above: [1.09, 0, 0.68, 1.89]; w' = w - 0.1 u'.
+TEST(OptimizerTest, MomentumWithWeightDecayByHand) {
+  OpAttrs a;
+  a.alpha = 0.1;
+  a.beta1 = 0.9;
+  a.weight_decay = 0.5;
+  OneOp r(OpKind::MomentumUpdate, {{1, -2, 3, 0.5}, {0.5, 1, -1, 2}, {0.1, 0, 0.2, -0.4}}, 2, a);
+  expect_values(r.out(1), {1.09, 0.0, 0.68, 1.89});
+  expect_values(r.out(0), {0.891, -2.0, 2.932, 0.311});
+}
+
 // w = [3, 4] (norm 5), g = [0.6, 0.8] (norm 1), eta 0.01, weight decay 0.1: trust = 0.01 * 5 / (1 + 0.1 * 5) = 1/30;
 // at lr 2 the rate is 1/15; g + wd w = [0.9, 1.2], scaled [0.06, 0.08]; u = [0.1, -0.1] at mu 0.9 gives
 // u' = [0.15, -0.01] and w' = w - u' = [2.85, 4.01].
@@ -343,14 +355,14 @@ TEST(OptimizerTest, MomentumAndRmsPropShardedReproduceTheStep) {
   }
 }
 
-// Bad input: weight decay is LARS's.
+// Bad input: weight decay is momentum's, LARS's, LAMB's and AdamW's, not RMSProp's.
 TEST(OptimizerTest, WeightDecayOnlyWithLars) {
   try {
-    load_experiment_text(hardware("[1, 1]") + mlp("momentum", ", weight_decay: 0.0001"), "wd.yaml");
-    FAIL() << "weight_decay with momentum was accepted";
+    load_experiment_text(hardware("[1, 1]") + mlp("rmsprop", ", weight_decay: 0.0001"), "wd.yaml");
+    FAIL() << "weight_decay with rmsprop was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("workload.weight_decay"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("optimizer: lars"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("optimizer: momentum, lars"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("wd.yaml:"), std::string::npos) << e.what();
   }
 }

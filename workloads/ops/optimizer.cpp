@@ -6,6 +6,8 @@
 //     normalization parameters, whose update is Adam's). The decay is not scaled by the learning rate (optax's and
 //     PyTorch's adamw scale it: their wd is this one over lr).
 //   Momentum (TensorFlow's MomentumOptimizer, as the MLPerf ResNets): u' = mu u + g;  w' = w - lr u'
+//     With weight_decay (attrs.weight_decay), the gradient of an L2 term wd/2 ||w||^2 of the loss on every variable
+//     (MLPerf's TPU SSD adds wd tf.nn.l2_loss of all trainable variables): u' = mu u + (g + wd w).
 //   LARS (You, Gitman, Ginsburg 2017; TensorFlow's LARSOptimizer as the MLPerf ResNet-50 submissions use it), per
 //     weight: the trust ratio tau = eta ||w|| / (||g|| + wd ||w||) (1 when either norm is 0), then
 //     u' = mu u + lr tau (g + wd w);  w' = w - u'. Biases and normalization parameters (ParamKind, tensor_info.h)
@@ -76,7 +78,8 @@ void adam_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
 }
 
 OpCost momentum_cost(const ModelGraph& g, const Op& op) {
-  OpCost c = ops::vpu_cost(g, op, 4 + clip_ops(op, 3));  // u' = mu u + g (2), w' = w - lr u' (2)
+  // u' = mu u + g (2), w' = w - lr u' (2); the L2 term's gradient wd w added (2).
+  OpCost c = ops::vpu_cost(g, op, 4 + clip_ops(op, 3) + (op.attrs.weight_decay > 0 ? 2 : 0));
   c.fusible = true;
   c.pattern = c.write_pattern = HbmPattern::ReadModifyWrite;
   return c;
@@ -87,10 +90,10 @@ void momentum_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   const Tensor& grad = in(s, op, 1);
   const Tensor& u = in(s, op, 2);
   Tensor w2 = ops::out_like(g, op, 0), u2 = ops::out_like(g, op, 1);
-  const double lr = op.attrs.alpha, mu = op.attrs.beta1;
+  const double lr = op.attrs.alpha, mu = op.attrs.beta1, wd = op.attrs.weight_decay;
   const float clip = ops::clip_factor(s, op, 3);
   for (size_t i = 0; i < w.data.size(); ++i) {
-    const double ui = mu * u.data[i] + clip * grad.data[i];
+    const double ui = mu * u.data[i] + clip * grad.data[i] + wd * w.data[i];
     u2.data[i] = static_cast<float>(ui);
     w2.data[i] = static_cast<float>(w.data[i] - lr * ui);
   }
