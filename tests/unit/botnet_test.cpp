@@ -322,22 +322,23 @@ TEST(BotNetTest, BadInputIsALocatedError) {
 namespace {
 
 // A small BoTNet at full width: one block in c2..c4, c5's two (the first pooled), 64 x 64 images (c5's attention
-// over 4 x 4, then 2 x 2), 8 images, 10 classes, fp32; `extra` adds keys.
-std::string tiny(const std::string& extra, const std::string& blocks = "[1, 1, 1, 2]") {
-  return "workload: {model: botnet, blocks: " + blocks +
-         ", image_size: 64, classes: 10, batch: 8, dtype: fp32, learning_rate: 0.01" + extra + "}\n";
+// over 4 x 4, then 2 x 2), 4 images, 10 classes, fp32; `extra` adds keys.
+std::string tiny(const std::string& extra, const std::string& blocks = "[1, 1, 1, 2]", int size = 64) {
+  return "workload: {model: botnet, blocks: " + blocks + ", image_size: " + std::to_string(size) +
+         ", classes: 10, batch: 4, dtype: fp32, learning_rate: 0.01" + extra + "}\n";
 }
 
 }  // namespace
 
-// Data parallel over 4 replicas with the batch norm per replica (groups of 2), with weight-update sharding, and
-// fsdp: each reproduces the single-device step (SGD with momentum); BoTNet-S1's block (stride 1, SiLU, SE) too.
+// Data parallel over 4 replicas with the batch norm per replica (one image each), with weight-update sharding, and
+// fsdp: each reproduces the single-device step (SGD with momentum); BoTNet-S1's block (stride 1, SiLU, SE; 32
+// pixels, c5's attention over 2 x 2) too.
 TEST(BotNetTest, StrategiesReproduceTheStep) {
-  for (const std::string& s : {tiny(", bn_batch: 2") + "strategy: {name: data_parallel}\n",
-                               tiny(", bn_batch: 2") + "strategy: {name: data_parallel, weight_update_sharding: true}\n",
-                               tiny(", bn_batch: 2") + "strategy: {name: fsdp}\n",
-                               tiny(", bn_batch: 2, c5_stride: 1, activation: silu, se_ratio: 0.0625",
-                                    "[1, 1, 1, 1]") +
+  for (const std::string& s : {tiny(", bn_batch: 1") + "strategy: {name: data_parallel}\n",
+                               tiny(", bn_batch: 1") + "strategy: {name: data_parallel, weight_update_sharding: true}\n",
+                               tiny(", bn_batch: 1") + "strategy: {name: fsdp}\n",
+                               tiny(", bn_batch: 1, c5_stride: 1, activation: silu, se_ratio: 0.0625",
+                                    "[1, 1, 1, 1]", 32) +
                                    "strategy: {name: data_parallel}\n"}) {
     SCOPED_TRACE(s);
     expect_reproduces_the_step(plan_step(hardware("[4, 1]") + s));
