@@ -16,8 +16,9 @@
 //
 // Cost on the vector unit: forward one add per output element (the index arithmetic of the fused gather is the
 // loop's addressing); it reads the two small products and writes the logits, fusible like a bias add (a broadcast of
-// smaller inputs). The gradient: two adds per element of dout and a cross-lane sum over each W-wide key row (the
-// height sum); a row reduction (fusible with the softmax gradient's elementwise producers).
+// smaller inputs): it joins the output fusion of the width product, with the add of the content logits. The
+// gradient: two adds per element of dout and a cross-lane sum over each W-wide key row (the height sum); a row
+// reduction, a kernel of its own after the softmax gradient (itself a reduction).
 //
 // Partitioning: each query position's row is independent, so batch, heads and query positions may be split alike
 // in every operand; the last dimension (keys, relative offsets) stays whole.
