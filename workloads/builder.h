@@ -97,6 +97,13 @@ class GraphBuilder {
   // (workloads/ops/channel_scale.cpp): squeeze-and-excitation's gate.
   TensorId sigmoid(TensorId x, const std::string& name);
   TensorId channel_scale(TensorId x, TensorId s, const std::string& name);
+  // 2-D relative position logits of an H x W map (workloads/ops/rel_pos_logits.cpp): out[b, n, (x, y), (p, q)] =
+  // rh[b, n, (x, y), p - x + H - 1] + rw[b, n, (x, y), q - y + W - 1], from rh [B, N, H W, 2H - 1] and rw
+  // [B, N, H W, 2W - 1] (the queries' products with the height and width embeddings): [B, N, H W, H W].
+  TensorId rel_pos_logits(TensorId rh, TensorId rw, const std::string& name);
+  // x [B, N, D] with the learned token [D] put first in every example's sequence: [B, N + 1, D]
+  // (workloads/ops/prepend_token.cpp; a Vision Transformer's class token).
+  TensorId prepend_token(TensorId x, TensorId token, const std::string& name);
   // The rows of x [B, S, D] at positions [B, P] (int32, each < S) of each example: [B, P, D]
   // (workloads/ops/gather_positions.cpp; BERT's masked positions).
   TensorId gather_positions(TensorId x, TensorId positions, const std::string& name);

@@ -100,6 +100,12 @@ enum class OpKind : uint8_t {
   SigmoidGrad,       // inputs (dy, y) -> dy y (1 - y), y = sigmoid(x)
   ChannelScale,      // inputs (x[B, H, W, C], s[B, C]) -> x[b, h, w, c] * s[b, c]
   ChannelScaleGrad,  // inputs (dy, x) -> ds[B, C] = sum over (h, w) of dy * x
+  // 2-D relative position logits (workloads/ops/rel_pos_logits.cpp; BoTNet's attention over an H x W map).
+  RelPosLogits,      // inputs (rh[B, N, H W, 2H - 1], rw[B, N, H W, 2W - 1]) -> [B, N, H W, H W], relative to absolute
+  RelPosLogitsGrad,  // inputs (dout) -> (drh, drw): dout summed back onto the relative offsets
+  // A learned token before a sequence (workloads/ops/prepend_token.cpp; the Vision Transformer's class token).
+  PrependToken,      // inputs (x[B, N, D], token[D]) -> [B, N + 1, D], the token first
+  PrependTokenGrad,  // inputs (dy) -> (dx [B, N, D], dtoken [D] summed over the batch)
   // Loss.
   SoftmaxCrossEntropy,      // inputs (logits[T, V], labels[T]) -> (loss[1], probs[T, V]); mean over T
   SoftmaxCrossEntropyGrad,  // inputs (probs, labels) -> dlogits = (probs - onehot) / T

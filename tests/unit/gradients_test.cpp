@@ -331,6 +331,16 @@ TEST(GradientsTest, DepthwiseSigmoidAndChannelScale) {
   });
 }
 
+// BoTNet's relative position logits of a 3 x 2 map (2 heads) and the Vision Transformer's class token.
+TEST(GradientsTest, RelativeLogitsAndClassToken) {
+  check_gradients("rel_pos_logits", [](GraphBuilder& b) {
+    return b.rel_pos_logits(b.param("rh", {2, 2, 6, 5}), b.param("rw", {2, 2, 6, 3}), "rel");
+  });
+  check_gradients("prepend_token", [](GraphBuilder& b) {
+    return b.prepend_token(b.param("x", {2, 3, 4}), b.param("t", {4}), "cls");
+  });
+}
+
 TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
   // The forward kinds with a gradient rule; a new one must get a finite-difference case above.
   std::vector<OpKind> covered = {OpKind::MatMul, OpKind::Add, OpKind::Scale, OpKind::BiasAdd, OpKind::Relu,
@@ -347,7 +357,9 @@ TEST(GradientsTest, EveryDifferentiableKindIsCovered) {
                                  // DepthwiseSigmoidAndChannelScale
                                  OpKind::DepthwiseConv2d, OpKind::Sigmoid, OpKind::ChannelScale,
                                  // tests/unit/ssd_test.cpp
-                                 OpKind::AnchorCrossEntropy, OpKind::MultiboxLoss};
+                                 OpKind::AnchorCrossEntropy, OpKind::MultiboxLoss,
+                                 // RelativeLogitsAndClassToken
+                                 OpKind::RelPosLogits, OpKind::PrependToken};
   for (int k = 0; k <= static_cast<int>(OpKind::Traffic); ++k) {
     const OpKindDef* d = find_op_kind(static_cast<OpKind>(k));
     ASSERT_NE(d, nullptr) << "op kind " << k << " has no definition";

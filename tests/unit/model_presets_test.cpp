@@ -44,6 +44,10 @@ TEST(ModelPresetsTest, ParameterCountsMatchThePublishedFigures) {
       {"efficientnet-b0", {5.3e6, 0.05e6}}, {"efficientnet-b1", {7.8e6, 0.05e6}}, {"efficientnet-b2", {9.2e6, 0.1e6}},
       {"efficientnet-b3", {12e6, 0.5e6}},   {"efficientnet-b4", {19e6, 0.5e6}},   {"efficientnet-b5", {30e6, 0.5e6}},
       {"efficientnet-b6", {43e6, 0.5e6}},   {"efficientnet-b7", {66e6, 0.5e6}},
+      // BoT50's 20.8M rounds 20,852,008; the T-variants' figures (as NZ99 quotes the paper) are 0.16 to 0.40M below
+      // the counts with squeeze-and-excitation in every block (botnet_test.cpp, ParameterCounts).
+      {"botnet-50", {20.8e6, 0.06e6}},      {"botnet-s1-t3", {33.5e6, 0.5e6}},    {"botnet-s1-t4", {54.7e6, 0.5e6}},
+      {"botnet-s1-t5", {75.1e6, 0.5e6}},    {"botnet-s1-t6", {53.9e6, 0.5e6}},    {"botnet-s1-t7", {75.1e6, 0.5e6}},
   };
   const std::vector<PresetInfo> all = list_model_presets();
   for (const auto& [name, fig] : published) {

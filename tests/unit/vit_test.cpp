@@ -143,10 +143,63 @@ TEST(VitTest, ParameterCountsByHand) {
   };
   EXPECT_EQ(built("vit-s16", ""), 22122472);
   EXPECT_EQ(built("vit-b16", ""), 87006184);
-  // The original ViT's layout less its class token and the token's row of the position table (2 D): a learned
-  // table of 196 rows, no pre-logits layer.
-  EXPECT_EQ(built("vit-s16", ", posemb: learned, pre_logits: false"), 22050664 - 2 * 384);
-  EXPECT_EQ(built("vit-b16", ", posemb: learned, pre_logits: false"), 86567656 - 2 * 768);
+  // Without the class token: a learned table of 196 rows, no pre-logits layer.
+  EXPECT_EQ(built("vit-s16", ", posemb: learned, pre_logits: false"), count(384, 1536, false, true));
+  // The original ViT's layout (seed-models.md): the class token (D) and its row of the position table (D) more.
+  EXPECT_EQ(count(384, 1536, false, true) + 2 * 384, 22050664);
+  EXPECT_EQ(count(768, 3072, false, true) + 2 * 768, 86567656);
+  EXPECT_EQ(built("vit-s16", ", pool: cls, posemb: learned, pre_logits: false"), 22050664);
+  EXPECT_EQ(built("vit-b16", ", pool: cls, posemb: learned, pre_logits: false"), 86567656);
+  // With the fixed embedding the token gets no row (big_vision's pool_type tok): D more than the average pool.
+  EXPECT_EQ(built("vit-s16", ", pool: cls"), 22122472 + 384);
+}
+
+// The class token: put first in every example's sequence (then the learned table of N + 1 rows added), the head
+// reading the final norm's first position; the op and its gradient by hand on [2, 2, 3] (dx the positions after
+// the first, dtoken the sum over the examples of the first position's gradient).
+TEST(VitTest, ClassTokenByHand) {
+  const ModelGraph g = build(vit(", pool: cls, posemb: learned"));
+  const Op& cls = producer(g, "cls");
+  EXPECT_EQ(cls.kind, OpKind::PrependToken);
+  EXPECT_EQ(input_name(g, cls, 0), "embedding.bias");
+  EXPECT_EQ(g.tensor(g.find_tensor("cls")).shape, (std::vector<int64_t>{4, 5, 16}));
+  EXPECT_EQ(input_name(g, producer(g, "posemb"), 0), "cls");
+  EXPECT_EQ(g.tensor(g.find_tensor("pos_embedding")).shape, (std::vector<int64_t>{5, 16}));
+  EXPECT_EQ(g.tensor(g.find_tensor("layer0.attn.scores")).shape, (std::vector<int64_t>{4, 4, 5, 5}));
+  EXPECT_EQ(input_name(g, producer(g, "pool"), 0), "encoder_norm");
+  EXPECT_EQ(g.tensor(g.find_tensor("pool.rows")).shape, (std::vector<int64_t>{4, 16}));
+  // With the fixed embedding the token comes after it.
+  const ModelGraph f = build(vit(", pool: cls"));
+  EXPECT_EQ(input_name(f, producer(f, "cls"), 0), "posemb");
+
+  ModelGraph u("u");
+  GraphBuilder b(u, DType::F32);
+  const TensorId x = b.param("x", {2, 2, 3});
+  const TensorId t = b.param("t", {3});
+  const TensorId y = b.prepend_token(x, t, "y");
+  b.backward(b.softmax_cross_entropy(b.reshape(y, {2, 9}, "flat"), b.label("l", {2}), "loss"));
+  TensorStore st;
+  st.resize(u.num_tensors());
+  Tensor xv({2, 2, 3}), tv({3});
+  xv.data = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  tv.data = {-1, -2, -3};
+  st.put(x, xv);
+  st.put(t, tv);
+  run_op(u, u.op(u.producer(y)), st);
+  EXPECT_EQ(st.get(y).data, (std::vector<float>{-1, -2, -3, 1, 2, 3, 4, 5, 6, -1, -2, -3, 7, 8, 9, 10, 11, 12}));
+  const Op& grad = producer(u, "x.grad");
+  EXPECT_EQ(grad.kind, OpKind::PrependTokenGrad);
+  Tensor dy({2, 3, 3});
+  for (size_t i = 0; i < dy.data.size(); ++i) dy.data[i] = static_cast<float>(i);
+  st.put(grad.inputs[0], dy);
+  run_op(u, grad, st);
+  EXPECT_EQ(st.get(grad.outputs[0]).data, (std::vector<float>{3, 4, 5, 6, 7, 8, 12, 13, 14, 15, 16, 17}));
+  EXPECT_EQ(st.get(grad.outputs[1]).data, (std::vector<float>{0 + 9, 1 + 10, 2 + 11}));
+  // A copy through the vector unit: reads x and the token, writes y.
+  const OpCost c = op_cost(u, u.op(u.producer(y)));
+  EXPECT_EQ(c.bytes_read, (12 + 3) * 4.0);
+  EXPECT_EQ(c.bytes_written, 18 * 4.0);
+  EXPECT_TRUE(c.fusible);
 }
 
 // The forward's MXU FLOPs of one 224-pixel image of ViT-S/16, by hand: the patches 196 x 768 x 384; per block q, k,
@@ -275,4 +328,10 @@ TEST(VitTest, StrategiesReproduceTheStep) {
   // The learned table too, under fsdp (its rows split with the other weights).
   expect_reproduces_the_step(plan_step(hardware("[4, 1]") + vit(", posemb: learned") + "strategy: {name: fsdp}\n"),
                              key_bias);
+  // The class token under data parallel (its gradient summed over the replicas), fsdp and Megatron.
+  for (const char* strategy : {"strategy: {name: data_parallel}\n", "strategy: {name: fsdp}\n", "strategy: {name: spmd}\n"}) {
+    SCOPED_TRACE(strategy);
+    expect_reproduces_the_step(plan_step(hardware("[4, 1]") + vit(", pool: cls, posemb: learned") + strategy),
+                               key_bias);
+  }
 }

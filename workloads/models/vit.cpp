@@ -5,7 +5,8 @@
 //   x += the 2-D sin-cos position embedding of the (S / P) x (S / P) grid (fixed), or a learned table [N, D]
 //   per layer (pre-LN):  x = x + attention(LN(x))     (bidirectional; q, k, v, o with biases, heads of D / H)
 //                        x = x + gelu(LN(x) . W1 [D, F] + b1) . W2 [F, D] + b2
-//   h = LN(x); pooled = mean over the N tokens (global average pooling)
+//   h = LN(x); pooled = mean over the N tokens (global average pooling), or with pool: cls the output of a learned
+//   class token put before the patches (the original ViT; the learned position table then has N + 1 rows)
 //   pre-logits (big_vision's rep_size): pooled = tanh(pooled . Wp [D, D] + bp);  logits = pooled . Wh [D, C] + bh
 //   loss = mean softmax cross-entropy -> backward -> optimizer (AdamW, big_vision's ViT recipe).
 // Layer norms use Flax's epsilon 1e-6; GELU is its tanh form (Flax's default). The layer names follow the
@@ -50,6 +51,12 @@ class VitWorkload : public IWorkload {
                           "al. 2022; d_model a multiple of 4); learned, a trained table of one row per patch (the "
                           "original ViT's 1-D embedding).")
             .def("sincos2d"),
+        ParamSpec::choice("workload.pool", {"gap", "cls"},
+                          "What the head reads: gap, the mean of the tokens after the final layer norm (global "
+                          "average pooling, Beyer et al. 2022); cls, a learned class token put before the patches "
+                          "(the original ViT's; with posemb: learned its table has a row for it, with sincos2d it "
+                          "gets none, as big_vision's pool_type tok) and read from the first position.")
+            .def("gap"),
         ParamSpec::boolean("workload.pre_logits",
                            "A dense layer of d_model with tanh between the pooled tokens and the classifier "
                            "(big_vision's rep_size, as its ViT-S/16 ImageNet-1k config sets it).")
@@ -111,11 +118,15 @@ class VitWorkload : public IWorkload {
     b.set_cell(0);
     TensorId x = b.bias_add(b.einsum(images, b.param("embedding.w", {K, D}), "bnk,kd->bnd", "embedding"),
                             b.param("embedding.b", {D}), "embedding.bias");
+    const bool cls = p.s("workload.pool") == "cls";
     if (p.s("workload.posemb") == "sincos2d") {
       x = b.timing_signal(x, "posemb", grid);
+      if (cls) x = b.prepend_token(x, b.param("cls_token", {D}), "cls");
     } else {
+      // The original ViT puts the class token first and then adds a table of N + 1 rows.
+      if (cls) x = b.prepend_token(x, b.param("cls_token", {D}), "cls");
       // A weight, though added like a bias (big_vision's pos_embedding; AdamW does not decay it: not a kernel).
-      x = b.bias_add(x, b.param("pos_embedding", {N, D}), "posemb");
+      x = b.bias_add(x, b.param("pos_embedding", {cls ? N + 1 : N, D}), "posemb");
     }
 
     AttentionSpec attn;
@@ -131,11 +142,17 @@ class VitWorkload : public IWorkload {
     }
 
     b.set_cell(static_cast<int32_t>(L + 1));
-    // Global average pooling: the tokens as the grid they came from, averaged by one window over all of it.
-    const TensorId hf = b.reshape(norm(x, "encoder_norm"), {B, grid, grid, D}, "encoder_norm.grid");
-    OpAttrs::Window all;
-    all.kh = all.kw = grid;
-    TensorId pooled = b.reshape(b.avg_pool(hf, all, "pool"), {B, D}, "pool.rows");
+    TensorId pooled;
+    if (cls) {
+      // The class token's output: the first position.
+      pooled = b.reshape(b.crop(norm(x, "encoder_norm"), 1, 1, "pool"), {B, D}, "pool.rows");
+    } else {
+      // Global average pooling: the tokens as the grid they came from, averaged by one window over all of it.
+      const TensorId hf = b.reshape(norm(x, "encoder_norm"), {B, grid, grid, D}, "encoder_norm.grid");
+      OpAttrs::Window all;
+      all.kh = all.kw = grid;
+      pooled = b.reshape(b.avg_pool(hf, all, "pool"), {B, D}, "pool.rows");
+    }
     if (p.b("workload.pre_logits")) pooled = b.tanh(dense(pooled, D, "pre_logits"), "pre_logits.tanh");
     TensorId logits = dense(pooled, C, "head");
     return finish_training_step(b, cross_entropy_loss(b, logits, labels, {}), p);
