@@ -1,6 +1,7 @@
 #include "workloads/training.h"
 
 #include "base/error.h"
+#include "base/text.h"
 #include "workloads/remat.h"
 
 namespace podsim {
@@ -114,6 +115,33 @@ std::vector<ParamSpec> training_param_specs(const std::string& default_optimizer
 }
 
 DType training_dtype(const ParamSet& p) { return p.s("workload.dtype") == "bf16" ? DType::BF16 : DType::F32; }
+
+void validate_bn_batch(const ParamSet& p) {
+  auto ll = [](int64_t v) { return static_cast<long long>(v); };
+  const int64_t batch = p.i("workload.batch"), group = p.i("workload.bn_batch");
+  if (group > 0 && batch % group != 0)
+    throw Error(Err::NotDivisible, p.where("workload.bn_batch"),
+                strprintf("workload.bn_batch = %lld does not divide workload.batch = %lld; choose a divisor of the "
+                          "batch (or 0 for each data-parallel replica's examples)",
+                          ll(group), ll(batch)),
+                "workload.bn_batch");
+  // With a data axis, a group must be whole replicas' batches, or whole groups within each replica's batch.
+  const auto axes = p.strings("mesh.axes");
+  const auto shape = p.ints("mesh.shape");
+  for (size_t i = 0; i < axes.size() && i < shape.size() && group > 0; ++i) {
+    if (axes[i] != "data" || shape[i] <= 1 || batch % shape[i] != 0) continue;
+    const int64_t local = batch / shape[i];
+    const bool within = local % group == 0;
+    const bool spans = group % local == 0 && shape[i] % (group / local) == 0;
+    if (!within && !spans)
+      throw Error(Err::NotDivisible, p.where("workload.bn_batch"),
+                  strprintf("workload.bn_batch = %lld examples per batch-norm group does not fit the %lld examples "
+                            "of each of the %lld data-parallel replicas: a group is a divisor of %lld, or %lld x N "
+                            "replicas with N dividing %lld",
+                            ll(group), ll(local), ll(shape[i]), ll(local), ll(local), ll(shape[i])),
+                  "workload.bn_batch");
+  }
+}
 
 void validate_training(const ParamSet& p) {
   // An inference step, or a serving run (its iterations are inference steps: sim/serving/).

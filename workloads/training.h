@@ -18,6 +18,9 @@ DType training_weight_dtype(const ParamSet& p);
 OptimizerConfig training_optimizer(const ParamSet& p);
 // Cross-field checks of the shared parameters (workload.remat_keep only with workload.remat: names).
 void validate_training(const ParamSet& p);
+// workload.bn_batch against workload.batch and a data axis of mesh.axes (the convolutional models' batch-norm
+// groups): a divisor of the batch, and a divisor of each replica's examples or whole replicas (PODSIM-CFG at the key).
+void validate_bn_batch(const ParamSet& p);
 // The step's loss as `first` + the sum of `terms` (MoE load-balancing terms, BERT's next-sentence loss), added in the
 // Loss phase: the sum becomes the step's Loss tensor "loss", the terms intermediate values (each term's gradient
 // rule takes d(loss)/d(term) = 1, as cross-entropy's does).

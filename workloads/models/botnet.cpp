@@ -109,28 +109,7 @@ class BotNetWorkload : public IWorkload {
                             "features (BoTNet: 4 heads of 128)",
                             ll(heads), ll(kC5Width)),
                   "workload.heads");
-    const int64_t batch = p.i("workload.batch"), group = p.i("workload.bn_batch");
-    if (group > 0 && batch % group != 0)
-      throw Error(Err::NotDivisible, p.where("workload.bn_batch"),
-                  strprintf("workload.bn_batch = %lld does not divide workload.batch = %lld; choose a divisor of the "
-                            "batch (or 0 for each data-parallel replica's examples)",
-                            ll(group), ll(batch)),
-                  "workload.bn_batch");
-    const auto axes = p.strings("mesh.axes");
-    const auto shape = p.ints("mesh.shape");
-    for (size_t i = 0; i < axes.size() && i < shape.size() && group > 0; ++i) {
-      if (axes[i] != "data" || shape[i] <= 1 || batch % shape[i] != 0) continue;
-      const int64_t local = batch / shape[i];
-      const bool within = local % group == 0;
-      const bool spans = group % local == 0 && shape[i] % (group / local) == 0;
-      if (!within && !spans)
-        throw Error(Err::NotDivisible, p.where("workload.bn_batch"),
-                    strprintf("workload.bn_batch = %lld examples per batch-norm group does not fit the %lld examples "
-                              "of each of the %lld data-parallel replicas: a group is a divisor of %lld, or %lld x N "
-                              "replicas with N dividing %lld",
-                              ll(group), ll(local), ll(shape[i]), ll(local), ll(local), ll(shape[i])),
-                    "workload.bn_batch");
-    }
+    validate_bn_batch(p);
   }
 
   ModelGraph build(const ParamSet& p) const override {

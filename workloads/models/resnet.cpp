@@ -75,33 +75,12 @@ class ResNetWorkload : public IWorkload {
 
   void validate(const ParamSet& p) const override {
     validate_training(p);
-    const int64_t batch = p.i("workload.batch"), group = p.i("workload.bn_batch");
-    if (group > 0 && batch % group != 0)
-      throw Error(Err::NotDivisible, p.where("workload.bn_batch"),
-                  "workload.bn_batch = " + std::to_string(group) + " does not divide workload.batch = " +
-                      std::to_string(batch) + "; choose a divisor of the batch (or 0 for each data-parallel replica's examples)",
-                  "workload.bn_batch");
+    validate_bn_batch(p);
     if (p.b("workload.space_to_depth") && p.i("workload.image_size") % 2 != 0)
       throw Error(Err::NotDivisible, p.where("workload.space_to_depth"),
                   "workload.space_to_depth needs an even image_size (2x2 blocks), not " +
                       std::to_string(p.i("workload.image_size")),
                   "workload.space_to_depth");
-    // With a data axis, a group must be whole replicas' batches, or whole groups within each replica's batch.
-    const auto axes = p.strings("mesh.axes");
-    const auto shape = p.ints("mesh.shape");
-    for (size_t i = 0; i < axes.size() && i < shape.size() && group > 0; ++i) {
-      if (axes[i] != "data" || shape[i] <= 1 || batch % shape[i] != 0) continue;
-      const int64_t local = batch / shape[i];
-      const bool within = local % group == 0;
-      const bool spans = group % local == 0 && shape[i] % (group / local) == 0;
-      if (!within && !spans)
-        throw Error(Err::NotDivisible, p.where("workload.bn_batch"),
-                    "workload.bn_batch = " + std::to_string(group) + " examples per batch-norm group does not fit the " +
-                        std::to_string(local) + " examples of each of the " + std::to_string(shape[i]) +
-                        " data-parallel replicas: a group is a divisor of " + std::to_string(local) + ", or " +
-                        std::to_string(local) + " x N replicas with N dividing " + std::to_string(shape[i]),
-                    "workload.bn_batch");
-    }
   }
 
   ModelGraph build(const ParamSet& p) const override {
