@@ -155,6 +155,9 @@ int run_serving_search(const std::string& experiment, const Experiment& exp, con
     for (size_t k = static_cast<size_t>(budget); k < run.size(); ++k) all[run[k]].fate = "over budget";
     run.resize(static_cast<size_t>(budget));
   }
+  if (opts.explain)
+    std::printf("note: --explain compares two steps' time breakdowns; a serving search ranks streams (ranking.tsv "
+                "and each run's summary.json have their figures)\n");
   std::printf("search %s (serving): %lld chips (%s); %zu candidates, %zu invalid, simulating %zu serving runs\n",
               experiment.c_str(), static_cast<long long>(exp.hardware.pod.chips()), exp.hardware.preset.c_str(),
               all.size(), static_cast<size_t>(std::count_if(all.begin(), all.end(), [](const ServingCandidate& c) {

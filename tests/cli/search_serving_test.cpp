@@ -104,8 +104,9 @@ TEST(SearchServing, ATargetNobodyMeetsRanksThemAllAndExitsOne) {
 
 TEST(SearchServing, StaticBatchingTakesTheBatchSplitCacheAndDryRunRunsNothing) {
   const std::string exp = write_file("static.yaml", experiment("  layouts: [1d_kv_batch]\n  slots: [4, 8]\n", "static"));
-  const CliResult r = run_podsim({"search", exp, "--out", test_dir() + "/static", "--dry-run"});
+  const CliResult r = run_podsim({"search", exp, "--out", test_dir() + "/static", "--dry-run", "--explain"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("note: --explain compares two steps' time breakdowns"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("would run 1d_kv_batch-slots4"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("would run 1d_kv_batch-slots8"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("strategy.kv_sharding=batch serving.engine.slots=8"), std::string::npos) << r.out;
