@@ -113,6 +113,13 @@ int run_serving_search(const std::string& experiment, const Experiment& exp, con
     if (path.rfind("search.", 0) == 0 || path.rfind("strategy.", 0) == 0 || path.rfind("mesh.", 0) == 0) continue;
     set_yaml_path(base, path, o.substr(eq + 1));
   }
+  // A request trace named relative to the experiment stays that file when the runs read base.yaml elsewhere.
+  if (base["serving"] && base["serving"]["requests"] && base["serving"]["requests"]["trace"]) {
+    const fs::path trace = base["serving"]["requests"]["trace"].as<std::string>();
+    if (trace.is_relative())
+      base["serving"]["requests"]["trace"] =
+          fs::absolute(fs::path(experiment).parent_path() / trace).lexically_normal().string();
+  }
   const std::string base_text = emit(base);
 
   // Stage 1: every combination, each loaded as the experiment it is (a bad one is dropped with the loader's reason).

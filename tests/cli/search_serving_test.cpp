@@ -120,3 +120,25 @@ TEST(SearchServing, BadSearchValuesAreLocated) {
   EXPECT_NE(r.err.find("bad.yaml:7:"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("1d_kv_batch"), std::string::npos) << r.err;  // what would be valid
 }
+
+// A request trace named relative to the experiment file is read from there by every candidate's run (the sweep's
+// base.yaml lives in the search folder).
+TEST(SearchServing, ARequestTraceBesideTheExperimentIsFound) {
+  write_file("stream.csv", "arrival_s,input_tokens,output_tokens\n0,50,5\n0,60,6\n");
+  const std::string exp = write_file(
+      "traced.yaml",
+      "hardware: {preset: tpu-v5e, pod: {dims: [2, 2]}}\n"
+      "workload: {preset: llm-tiny, layers: 2, d_model: 512, heads: 8, kv_heads: 2, d_ff: 2048, vocab: 2048, "
+      "max_context: 512}\n"
+      "serving:\n  requests: {trace: stream.csv}\n  engine: {policy: continuous, slots: 2}\n"
+      "search:\n  layouts: [1d]\n");
+  const std::string out = test_dir() + "/elsewhere/traced";
+  const CliResult r = run_podsim({"search", exp, "--out", out});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const auto rows = tsv(out + "/ranking.tsv");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].at("status"), "done");
+  const auto s = nlohmann::json::parse(read_file(out + "/sweep/runs/1d/summary.json"));
+  EXPECT_EQ(s["serving"]["requests"], 2);
+  EXPECT_EQ(s["serving"]["output_tokens"], 11);
+}
