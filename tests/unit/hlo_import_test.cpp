@@ -304,7 +304,9 @@ ENTRY %e (i: s32[], x: f32[4]) -> f32[4] {
 TEST(HloImportTest, XlasBenchmarkModulesCollectivesAfterUnrolling) {
   // facts.py: the 405B module has 7 all-gathers in its first while body, 7 all-gathers and 9 all-reduces in its
   // second, 2 all-gathers and 41 all-reduces in the entry, all over one group of the 512 devices. Two iterations
-  // of each loop here (the shipped experiments run 126).
+  // of each loop here (the shipped experiments run 126). 7 of the body's all-reduces and 2 of the entry's all-reduce a
+  // weight's whole gradient and keep each device's rows: XLA's reduce-scatter creator (hlo/reduce_scatter.h) makes
+  // them reduce-scatters.
   ImportOptions o;
   o.trip_counts = {{"while", 2}, {"while.1", 2}};
   Imported b405 = import_module(read_module(data("hlo_llama31_405b_bf16_64x8.hlo.gz")), o);
@@ -312,22 +314,25 @@ TEST(HloImportTest, XlasBenchmarkModulesCollectivesAfterUnrolling) {
   EXPECT_EQ(b405.mesh_sizes, (std::vector<int64_t>{512}));
   auto n = kinds(b405);
   EXPECT_EQ(n["all_gather"], 7 * 2 + 7 * 2 + 2);
-  EXPECT_EQ(n["all_reduce"], 9 * 2 + 41);
+  EXPECT_EQ(n["all_reduce"], 2 * 2 + 39);
+  EXPECT_EQ(n["reduce_scatter"], 7 * 2 + 2);
   EXPECT_EQ(n["fused_attention"], 2 * 2);  // one forward per iteration of each loop (the second recomputes it)
   EXPECT_EQ(n["fused_attention_grad"], 2);
-  // The 70B module: 256 devices as 2 x 128; its loops run 80 times as their conditions say.
+  // The 70B module: 256 devices as 2 x 128; its loops run 80 times as their conditions say. Of its backward body's 16
+  // all-reduces 7 (over the 128, a weight gradient then its rows) are reduce-scatters, as 2 of the entry's 43.
   Imported b70 = import_module(read_module(data("hlo_llama31_70b_bf16_32x8.hlo.gz")), {});
   EXPECT_EQ(b70.devices, 256);
   EXPECT_EQ(b70.mesh_sizes, (std::vector<int64_t>{2, 128}));
   n = kinds(b70);
   EXPECT_EQ(n["all_gather"], 7 * 80 + 7 * 80 + 2);
-  EXPECT_EQ(n["all_reduce"], 16 * 80 + 43);
+  EXPECT_EQ(n["all_reduce"], 9 * 80 + 41);
+  EXPECT_EQ(n["reduce_scatter"], 7 * 80 + 2);
   std::map<std::vector<std::string>, int> groups;
   for (const Op& op : b70.graph.ops())
     if (op.kind == OpKind::AllReduce && op.name.find('/') == std::string::npos) ++groups[op.attrs.axes];
-  // In the entry (a text scan): [2,128]<=[256] (the inner axis) 38 times, [128,2]<=[2,128]T(1,0) (the outer) 2,
-  // [1,256]<=[256] (both) 3.
-  EXPECT_EQ(groups[std::vector<std::string>{"d1"}], 38);
+  // In the entry (a text scan): [2,128]<=[256] (the inner axis) 38 times, 2 of them reduce-scatters now,
+  // [128,2]<=[2,128]T(1,0) (the outer) 2, [1,256]<=[256] (both) 3.
+  EXPECT_EQ(groups[std::vector<std::string>{"d1"}], 36);
   EXPECT_EQ(groups[std::vector<std::string>{"d0"}], 2);
   EXPECT_EQ(groups[(std::vector<std::string>{"d0", "d1"})], 3);
   // Mixtral's experts exchange tokens: 192 all-to-alls over the 8 devices.
@@ -336,7 +341,8 @@ TEST(HloImportTest, XlasBenchmarkModulesCollectivesAfterUnrolling) {
   n = kinds(mix);
   EXPECT_EQ(n["all_to_all"], 192);
   EXPECT_EQ(n["all_gather"], 450);
-  EXPECT_EQ(n["all_reduce"], 1261);
+  EXPECT_EQ(n["all_reduce"], 1261 - 162);  // 162 gradients' all-reduces sliced by rank: reduce-scatters
+  EXPECT_EQ(n["reduce_scatter"], 162);
   EXPECT_EQ(n["fused_attention"], 64);
 }
 
