@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "base/text.h"
 #include "hlo/attributes.h"
 
 namespace podsim::hlo {
@@ -76,6 +77,16 @@ std::optional<int64_t> scalar_on(const Computation& c, int32_t i, int64_t d, int
   return std::nullopt;
 }
 
+// `dimensions={dim}`, placed at `pos` (the all-reduce's, for messages).
+Attribute dimensions_attribute(int64_t dim, Pos pos) {
+  Attribute a;
+  a.name = "dimensions";
+  a.value = strprintf("{%lld}", static_cast<long long>(dim));
+  a.pos = pos;
+  a.value_pos = pos;
+  return a;
+}
+
 }  // namespace
 
 int64_t create_reduce_scatters(Module& m, int64_t devices) {
@@ -123,16 +134,10 @@ int64_t create_reduce_scatters(Module& m, int64_t devices) {
           }
       }
       if (!ok) continue;
-      static const std::string kReduceScatter = "reduce-scatter", kBitcast = "bitcast";
-      ar.opcode = kReduceScatter;
+      ar.opcode = "reduce-scatter";
       ar.shape.dims = ds.shape.dims;
-      Attribute a;
-      a.name = "dimensions";
-      a.value = "{}";
-      a.value.insert(1, std::to_string(dim));
-      a.pos = a.value_pos = ar.pos;
-      ar.attrs.push_back(a);
-      ds.opcode = kBitcast;
+      ar.attrs.push_back(dimensions_attribute(dim, ar.pos));
+      ds.opcode = "bitcast";
       ds.operands.resize(1);
       ds.operand_pos.resize(std::min<size_t>(ds.operand_pos.size(), 1));
       ds.attrs.erase(std::remove_if(ds.attrs.begin(), ds.attrs.end(),
