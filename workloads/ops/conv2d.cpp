@@ -29,6 +29,7 @@ namespace {
 
 using ops::in;
 using W = OpAttrs::Window;
+using ops::for_taps;
 
 struct ConvShape {
   int64_t b, h, w, ci, kh, kw, co, ho, wo;
@@ -88,15 +89,6 @@ OpCost conv_cost(const ModelGraph& g, const Op& op) {
   for (size_t i = 1; i < op.inputs.size(); ++i) c.bytes_read += g.tensor(op.inputs[i]).stored_bytes();
   c.bytes_written = g.tensor(op.outputs[0]).stored_bytes();
   return c;
-}
-
-// Loops over every (output position, tap) pair that reads the input: f(b, oh, ow, i, j, ih, iw).
-template <class F>
-void for_taps(const ConvShape& s, const W& w, F f) {
-  ops::for_positions(s.b, s.ho, s.wo, [&](int64_t b, int64_t oh, int64_t ow) {
-    ops::for_window(w, s.kh, s.kw, s.h, s.w, oh, ow,
-                    [&](int64_t i, int64_t j, int64_t ih, int64_t iw) { f(b, oh, ow, i, j, ih, iw); });
-  });
 }
 
 void conv_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {

@@ -26,7 +26,7 @@ namespace podsim {
 namespace {
 
 using ops::in;
-using W = OpAttrs::Window;
+using ops::for_taps;
 
 struct DwShape {
   int64_t b, h, w, c, kh, kw, ho, wo;
@@ -70,15 +70,6 @@ OpCost dw_cost(const ModelGraph& g, const Op& op) {
   for (TensorId t : op.inputs) c.bytes_read += g.tensor(t).stored_bytes();
   c.bytes_written = g.tensor(op.outputs[0]).stored_bytes();
   return c;
-}
-
-// Loops over every (output position, tap) pair that reads the input: f(b, oh, ow, i, j, ih, iw).
-template <class F>
-void for_taps(const DwShape& s, const W& w, F f) {
-  ops::for_positions(s.b, s.ho, s.wo, [&](int64_t b, int64_t oh, int64_t ow) {
-    ops::for_window(w, s.kh, s.kw, s.h, s.w, oh, ow,
-                    [&](int64_t i, int64_t j, int64_t ih, int64_t iw) { f(b, oh, ow, i, j, ih, iw); });
-  });
 }
 
 void dw_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {

@@ -44,6 +44,15 @@ void for_window(const OpAttrs::Window& w, int64_t kh, int64_t kw, int64_t h, int
     }
   }
 }
+// Both together for a convolution's shape `s` (fields b, ho, wo, kh, kw, h, w): every (output position, tap) pair
+// that reads the input, f(b, oh, ow, i, j, ih, iw).
+template <class S, class F>
+void for_taps(const S& s, const OpAttrs::Window& w, F f) {
+  for_positions(s.b, s.ho, s.wo, [&](int64_t b, int64_t oh, int64_t ow) {
+    for_window(w, s.kh, s.kw, s.h, s.w, oh, ow,
+               [&](int64_t i, int64_t j, int64_t ih, int64_t iw) { f(b, oh, ow, i, j, ih, iw); });
+  });
+}
 
 inline int64_t elements(const ModelGraph& g, TensorId t) { return g.tensor(t).elements(); }
 inline int64_t last_dim(const ModelGraph& g, TensorId t) { return g.tensor(t).shape.back(); }
