@@ -22,38 +22,9 @@
 #include "sim/serving/request_stream.h"
 #include "sim/sweep/export.h"
 #include "sim/sweep/folder.h"
-#include "sim/sweep/local_pool.h"
-#include "sim/sweep/results_db.h"
 
 namespace podsim {
 namespace fs = std::filesystem;
-
-namespace {
-
-// The experiment file without the sections a candidate decides (strategy, mesh) and the search section.
-YAML::Node base_node(const std::string& path) {
-  YAML::Node root = YAML::Clone(YAML::LoadFile(path));
-  for (const char* sec : {"strategy", "mesh", "search"}) root.remove(sec);
-  return root;
-}
-
-std::string emit(const YAML::Node& n) {
-  YAML::Emitter em;
-  em << n;
-  return std::string(em.c_str()) + "\n";
-}
-
-// A flow-style YAML value for the sweep file's runs list (the overrides' values are YAML already).
-std::string sweep_entry(const std::string& name, const std::vector<std::string>& overrides) {
-  std::string s = "  - {run.name: \"" + name + "\"";
-  for (const auto& o : overrides) {
-    const size_t eq = o.find('=');
-    s += ", " + o.substr(0, eq) + ": " + o.substr(eq + 1);
-  }
-  return s + "}\n";
-}
-
-}  // namespace
 
 double spearman(const std::vector<double>& a, const std::vector<double>& b) {
   const size_t n = std::min(a.size(), b.size());
@@ -94,14 +65,8 @@ int run_search(const std::string& experiment, const SearchOptions& opts) {
   const std::string out = fs::absolute(opts.out.empty() ? "results/" + stem + "-search" : opts.out)
                               .lexically_normal()
                               .string();
-  YAML::Node base = base_node(experiment);
-  for (const std::string& o : opts.overrides) {  // --set: the experiment's values (the search's were read above)
-    const size_t eq = o.find('=');
-    const std::string path = o.substr(0, eq);
-    if (path.rfind("search.", 0) == 0 || path.rfind("strategy.", 0) == 0 || path.rfind("mesh.", 0) == 0) continue;
-    set_yaml_path(base, path, o.substr(eq + 1));
-  }
-  const std::string base_text = emit(base);
+  YAML::Node base = search_base(experiment, opts.overrides);  // --set: the search's own keys were read above
+  const std::string base_text = emit_yaml(base);
   std::vector<Candidate> all = enumerate_candidates(space, exp);
   std::printf("search %s: %lld chips (%s), strategies %s; %zu candidates\n", experiment.c_str(),
               static_cast<long long>(exp.hardware.pod.chips()), exp.hardware.preset.c_str(),
@@ -180,21 +145,10 @@ int run_search(const std::string& experiment, const SearchOptions& opts) {
   }
 
   // Stage 3: simulate through the sweep machinery.
-  std::string sweep = "# Written by podsim search " + experiment + ": the candidates it simulates, most promising "
-                      "first.\nname: " + stem + "-search\nbase: base.yaml\nset:\n  run.trace.format: \"off\"\n"
-                      "run_name: \"{run.name}\"\nruns:\n";
-  for (size_t k = 0; k < simulate; ++k) sweep += sweep_entry(rows[order[k]].name, rows[order[k]].candidate.overrides());
-  write_file_atomic(out + "/search.yaml", sweep);
-  SweepOptions so = opts.sweep;
-  so.out = out + "/sweep";
-  std::fflush(stdout);
-  try {
-    const int code = run_sweep(out + "/search.yaml", so);
-    if (code != 0) return code;
-  } catch (const Error& e) {
-    if (e.err() != Err::RunsFailed) throw;
-    std::fprintf(stderr, "%s\n", e.what());  // the failed ones are shown as such; the others are ranked
-  }
+  std::vector<std::pair<std::string, std::vector<std::string>>> runs;
+  for (size_t k = 0; k < simulate; ++k) runs.push_back({rows[order[k]].name, rows[order[k]].candidate.overrides()});
+  if (const int code = run_candidates(out, experiment, "the candidates it simulates, most promising first", runs, opts))
+    return code;
 
   read_simulated(out + "/sweep", rows);
   return report_search(out, experiment, base, space, rows, opts);

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "base/text.h"
 #include "sim/sweep/command.h"
+#include "sim/sweep/driver.h"
 #include "sim/sweep/export.h"
 #include "sim/sweep/folder.h"
 #include "sim/sweep/plot_script.h"
@@ -241,6 +242,52 @@ void read_simulated(const std::string& sweep_dir, std::vector<SearchRow>& rows) 
     r.bubble_fraction = num(row, "bubble_fraction");
     if (col.count("error")) r.error = cell_text(row[col.at("error")]);
   }
+}
+
+YAML::Node search_base(const std::string& experiment, const std::vector<std::string>& overrides) {
+  YAML::Node root = YAML::Clone(YAML::LoadFile(experiment));
+  for (const char* sec : {"strategy", "mesh", "search"}) root.remove(sec);
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    const std::string path = o.substr(0, eq);
+    if (path.rfind("search.", 0) == 0 || path.rfind("strategy.", 0) == 0 || path.rfind("mesh.", 0) == 0) continue;
+    set_yaml_path(root, path, o.substr(eq + 1));
+  }
+  return root;
+}
+
+std::string emit_yaml(const YAML::Node& n) {
+  YAML::Emitter em;
+  em << n;
+  return std::string(em.c_str()) + "\n";
+}
+
+int run_candidates(const std::string& out, const std::string& experiment, const std::string& what,
+                   const std::vector<std::pair<std::string, std::vector<std::string>>>& runs,
+                   const SearchOptions& opts) {
+  std::string sweep = "# Written by podsim search " + experiment + ": " + what + ".\nname: " +
+                      fs::path(experiment).stem().string() +
+                      "-search\nbase: base.yaml\nset:\n  run.trace.format: \"off\"\nrun_name: \"{run.name}\"\nruns:\n";
+  for (const auto& [name, overrides] : runs) {
+    // A flow-style YAML value for the runs list (the overrides' values are YAML already).
+    sweep += "  - {run.name: \"" + name + "\"";
+    for (const auto& o : overrides) {
+      const size_t eq = o.find('=');
+      sweep += ", " + o.substr(0, eq) + ": " + o.substr(eq + 1);
+    }
+    sweep += "}\n";
+  }
+  write_file_atomic(out + "/search.yaml", sweep);
+  SweepOptions so = opts.sweep;
+  so.out = out + "/sweep";
+  std::fflush(stdout);
+  try {
+    return run_sweep(out + "/search.yaml", so);
+  } catch (const Error& e) {
+    if (e.err() != Err::RunsFailed) throw;
+    std::fprintf(stderr, "%s\n", e.what());  // the failed ones are shown as such; the others are ranked
+  }
+  return 0;
 }
 
 void set_yaml_path(YAML::Node& root, const std::string& path, const std::string& yaml_value) {

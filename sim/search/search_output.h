@@ -41,6 +41,18 @@ int report_search(const std::string& out, const std::string& experiment, const Y
 // Sets `path` (dotted) of a YAML mapping to `yaml_value`.
 void set_yaml_path(YAML::Node& root, const std::string& path, const std::string& yaml_value);
 
+// The experiment file without the sections a candidate decides (strategy, mesh) and the search section, with the
+// --set overrides that are not under those sections applied.
+YAML::Node search_base(const std::string& experiment, const std::vector<std::string>& overrides);
+// A YAML document's text, with a final newline.
+std::string emit_yaml(const YAML::Node& n);
+// Stage 3 of either search: search.yaml in `out` (base.yaml as its base, one run per candidate: its name and its
+// path=value overrides; `what` says what they are in its comment) run through the sweep machinery into out/sweep.
+// Returns the sweep's exit code; runs that failed are reported on stderr and left for the ranking.
+int run_candidates(const std::string& out, const std::string& experiment, const std::string& what,
+                   const std::vector<std::pair<std::string, std::vector<std::string>>>& runs,
+                   const SearchOptions& opts);
+
 // best.yaml's text: the experiment with the candidate's strategy, mesh and options, and a comment with its figures.
 std::string best_yaml(const YAML::Node& base, const Candidate& c, const std::string& comment);
 

@@ -13,7 +13,6 @@
 #include "sim/config/loader.h"
 #include "sim/search/search_output.h"
 #include "sim/sweep/export.h"
-#include "sim/sweep/driver.h"
 #include "sim/sweep/folder.h"
 #include "sim/sweep/results_db.h"
 
@@ -32,12 +31,6 @@ struct ServingCandidate {
   double tokens_per_s = 0, tpot_p99 = 0, ttft_p99 = 0, tpot_mean = 0;
   bool meets = false;
 };
-
-std::string emit(const YAML::Node& n) {
-  YAML::Emitter em;
-  em << n;
-  return std::string(em.c_str()) + "\n";
-}
 
 // The layout overrides of `layout` over `replicas` data-parallel copies of the pod's chips (docs/serving.md,
 // "Layouts"); empty with a reason in `why` when the pod cannot hold it.
@@ -105,14 +98,7 @@ int run_serving_search(const std::string& experiment, const Experiment& exp, con
   const std::string stem = fs::path(experiment).stem().string();
   const std::string out =
       fs::absolute(opts.out.empty() ? "results/" + stem + "-search" : opts.out).lexically_normal().string();
-  YAML::Node base = YAML::Clone(YAML::LoadFile(experiment));
-  for (const char* sec : {"strategy", "mesh", "search"}) base.remove(sec);
-  for (const std::string& o : opts.overrides) {
-    const size_t eq = o.find('=');
-    const std::string path = o.substr(0, eq);
-    if (path.rfind("search.", 0) == 0 || path.rfind("strategy.", 0) == 0 || path.rfind("mesh.", 0) == 0) continue;
-    set_yaml_path(base, path, o.substr(eq + 1));
-  }
+  YAML::Node base = search_base(experiment, opts.overrides);
   // A request trace named relative to the experiment stays that file when the runs read base.yaml elsewhere.
   if (base["serving"] && base["serving"]["requests"] && base["serving"]["requests"]["trace"]) {
     const fs::path trace = base["serving"]["requests"]["trace"].as<std::string>();
@@ -120,7 +106,7 @@ int run_serving_search(const std::string& experiment, const Experiment& exp, con
       base["serving"]["requests"]["trace"] =
           fs::absolute(fs::path(experiment).parent_path() / trace).lexically_normal().string();
   }
-  const std::string base_text = emit(base);
+  const std::string base_text = emit_yaml(base);
 
   // Stage 1: every combination, each loaded as the experiment it is (a bad one is dropped with the loader's reason).
   std::vector<ServingCandidate> all;
@@ -146,7 +132,7 @@ int run_serving_search(const std::string& experiment, const Experiment& exp, con
                 set_yaml_path(n, o.substr(0, eq), o.substr(eq + 1));
               }
               try {
-                load_experiment_text(emit(n), (fs::path(experiment).parent_path() / (c.name + ".yaml")).string());
+                load_experiment_text(emit_yaml(n), (fs::path(experiment).parent_path() / (c.name + ".yaml")).string());
               } catch (const Error& e) {
                 c.fate = "invalid";
                 c.why = e.what();
@@ -190,27 +176,9 @@ int run_serving_search(const std::string& experiment, const Experiment& exp, con
   }
 
   // Stage 2: every valid candidate a serving run of the same stream, through the sweep machinery.
-  std::string sweep = "# Written by podsim search " + experiment + ": the serving candidates it runs.\nname: " + stem +
-                      "-search\nbase: base.yaml\nset:\n  run.trace.format: \"off\"\nrun_name: \"{run.name}\"\nruns:\n";
-  for (size_t i : run) {
-    sweep += "  - {run.name: \"" + all[i].name + "\"";
-    for (const std::string& o : all[i].overrides) {
-      const size_t eq = o.find('=');
-      sweep += ", " + o.substr(0, eq) + ": " + o.substr(eq + 1);
-    }
-    sweep += "}\n";
-  }
-  write_file_atomic(out + "/search.yaml", sweep);
-  SweepOptions so = opts.sweep;
-  so.out = out + "/sweep";
-  std::fflush(stdout);
-  try {
-    const int code = run_sweep(out + "/search.yaml", so);
-    if (code != 0) return code;
-  } catch (const Error& e) {
-    if (e.err() != Err::RunsFailed) throw;
-    std::fprintf(stderr, "%s\n", e.what());  // the failed ones are shown as such; the others are ranked
-  }
+  std::vector<std::pair<std::string, std::vector<std::string>>> runs;
+  for (size_t i : run) runs.push_back({all[i].name, all[i].overrides});
+  if (const int code = run_candidates(out, experiment, "the serving candidates it runs", runs, opts)) return code;
   const ResultsTable t = read_results(out + "/sweep/results.db");
   std::map<std::string, size_t> col;
   for (size_t i = 0; i < t.columns.size(); ++i) col[t.columns[i]] = i;
@@ -278,7 +246,7 @@ int run_serving_search(const std::string& experiment, const Experiment& exp, con
   }
   write_file_atomic(out + "/best.yaml", "# The best candidate of podsim search " + experiment + ": " + best.name + ", " +
                                             strprintf("%.1f", best.tokens_per_s) + " output tokens/s" +
-                                            (targets.empty() ? std::string() : " within " + targets) + ".\n" + emit(b));
+                                            (targets.empty() ? std::string() : " within " + targets) + ".\n" + emit_yaml(b));
   std::printf("\nbest: %s, %.1f output tokens/s (%.2f per chip)%s; wrote %s/best.yaml\n", best.name.c_str(),
               best.tokens_per_s, best.tokens_per_s / chips, targets.empty() ? "" : (" within " + targets).c_str(),
               out.c_str());
