@@ -183,6 +183,8 @@ struct RunConfig {
   std::string conv_taps = "per_tap";  // per_tap | packed: how a convolution's taps feed the MXU
   std::string core_split = "traffic";  // traffic | order: which dimension of an MXU op a chip's cores split
   bool conv_overlap = true;  // a convolution's fused vector work runs beside the MXU
+  // program | latency_hiding: the order in which a unit takes the ready ops (hw/pod/issue_order.h)
+  std::string scheduler = "program";
   std::string symmetry = "auto";  // auto | off (hw/pod/symmetry.h)
   // Gradient reductions are combined into collectives of up to this many bytes (partition/combine.h); 0: never.
   double combine_threshold = 30.0 * 1024 * 1024;

@@ -460,6 +460,12 @@ std::vector<ParamSpec> run_param_specs() {
                  "beside the MXU, as TPU profiles show (docs/model.md, \"Convolutions on the MXU\"); false: between "
                  "its streams like a matmul's epilogue. The result pops stay serial either way.")
           .def("true"),
+      P::choice("run.scheduler", {"program", "latency_hiding"},
+                "The order in which each chip's MXUs and vector units take the ops that are ready: program (the "
+                "step's order) or latency_hiding (the op with the longest estimated path to the step's end first, as "
+                "XLA's latency-hiding scheduler starts collectives early and fills their time with independent work: "
+                "a layer's input gradient before its weight gradients). docs/model.md, \"Issue order\".")
+          .def("program"),
       P::choice("run.layout", {"xla", "xla_features_minor", "row_major"},
                 "How image models' tensors are laid out in HBM (docs/model.md, \"Layouts\"): xla as XLA's TPU "
                 "layout assignment does (each activation with its features or its batch on the 128 lanes, whichever "

@@ -94,7 +94,7 @@ void Chip::unroutable(const Message& m, const std::string& why) {
 
 void Chip::kick() {
   for (size_t i = 0; i < m_prog->ops.size(); ++i)
-    if (m_pending[i] == 0) m_ready.push(static_cast<int32_t>(i));
+    if (m_pending[i] == 0) m_ready.push(m_ctx.issue_rank[m_role][i]);
   drain();
 }
 
@@ -102,7 +102,7 @@ void Chip::drain() {
   if (m_draining) return;  // an outer drain() is already issuing
   m_draining = true;
   while (!m_ready.empty()) {
-    int32_t op = m_ready.top();
+    int32_t op = m_ctx.op_at_rank[m_role][m_ready.top()];
     m_ready.pop();
     dispatch(op);
   }
@@ -139,15 +139,21 @@ void Chip::dispatch(int32_t op) {
         UnitJob job{op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run, e.read_pattern,
                     e.write_pattern, beside ? pops : fused + pops, serial};
         job.vpu_beside = beside ? fused : 0;
+        job.rank = m_ctx.issue_rank[m_role][op];
+        job.by_rank = m_ctx.latency_hiding;
         m_mxu[c]->submit(std::move(job));
       }
       break;
     }
     case Unit::Vpu: {
       int64_t cycles = vpu_cycles(m_cfg.vpu, e.core_vector);
-      for (int c = 0; c < e.cores; ++c)
-        m_vpu[c]->submit({op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run, e.read_pattern,
-                          e.write_pattern, 0});
+      for (int c = 0; c < e.cores; ++c) {
+        UnitJob job{op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run, e.read_pattern,
+                    e.write_pattern, 0};
+        job.rank = m_ctx.issue_rank[m_role][op];
+        job.by_rank = m_ctx.latency_hiding;
+        m_vpu[c]->submit(std::move(job));
+      }
       break;
     }
     case Unit::Ici:
@@ -221,7 +227,7 @@ void Chip::op_done(int32_t op, double start, double end) {
   if (m_ctx.numeric && e.unit != Unit::Ici)  // compute ops and host transfers (a copy) run their kernels
     for (OpId id : e.members) run_op(m_program->graph, m_program->graph.op(id), m_store);
   for (int32_t next : m_ctx.dependents[m_role][op])
-    if (--m_pending[next] == 0) m_ready.push(next);
+    if (--m_pending[next] == 0) m_ready.push(m_ctx.issue_rank[m_role][next]);
   drain();
 }
 

@@ -89,7 +89,8 @@ class Chip : public sc_core::sc_module {
 
   std::vector<int32_t> m_pending;  // dependencies left per op
   std::vector<uint8_t> m_state;    // 0 waiting, 1 issued, 2 done
-  // Ops to issue, lowest index (program order) first; a worklist, so completions never recurse.
+  // Ops to issue, by issue rank (PodContext::issue_rank: program order unless run.scheduler is latency_hiding),
+  // lowest first; a worklist, so completions never recurse.
   std::priority_queue<int32_t, std::vector<int32_t>, std::greater<int32_t>> m_ready;
   bool m_draining = false;
   size_t m_done = 0;

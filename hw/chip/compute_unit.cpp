@@ -64,6 +64,14 @@ HbmRequest ComputeUnit::load_request() const {
 }
 
 void ComputeUnit::begin_job() {
+  if (m_queue[m_next].by_rank) {
+    size_t best = m_next;
+    for (size_t i = m_next + 1; i < m_queue.size(); ++i)
+      if (m_queue[i].rank < m_queue[best].rank) best = i;
+    if (best != m_next) std::rotate(m_queue.begin() + static_cast<std::ptrdiff_t>(m_next),
+                                    m_queue.begin() + static_cast<std::ptrdiff_t>(best),
+                                    m_queue.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+  }
   m_job = std::move(m_queue[m_next++]);
   if (m_next == m_queue.size()) {
     m_queue.clear();

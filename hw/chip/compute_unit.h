@@ -36,6 +36,10 @@ struct UnitJob {
   // MXU jobs: vector cycles that run beside the MXU's streams, a group behind (a convolution's fused batch-norm and
   // ReLU work, which its emitter interleaves with the pushes), on top of vpu_cycles.
   int64_t vpu_beside = 0;
+  // The issue rank of the job's op (PodContext::issue_rank); with `by_rank` the unit begins the queued job of the
+  // lowest rank, not the first submitted.
+  int32_t rank = 0;
+  bool by_rank = false;
   // When set, called at the end instead of the unit's Done callback (work the DMA engines queue: reductions).
   std::function<void(double start, double end)> on_done = nullptr;
 };

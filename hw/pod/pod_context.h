@@ -28,6 +28,10 @@ struct PodContext {
   const ModelGraph* logical = nullptr;  // the logical step the plan's bindings refer to
   std::vector<ExecProgram> programs;                    // per role, lowered
   std::vector<std::vector<std::vector<int32_t>>> dependents;  // per role, per exec op: ops waiting on it
+  // Per role: the order in which ready ops issue, each op's rank and the op of each rank (hw/compiler/issue_order.h);
+  // with `latency_hiding` the units also take their queued ops by rank (run.scheduler).
+  std::vector<std::vector<int32_t>> issue_rank, op_at_rank;
+  bool latency_hiding = false;
   Torus torus{{1, 1}, {true, true}};
   bool numeric = false;
   std::vector<bool> traced;  // per chip

@@ -36,6 +36,7 @@ void read_model_params(Experiment& e) {
   if (p.has("run.conv_taps")) e.run.conv_taps = p.s("run.conv_taps");
   if (p.has("run.core_split")) e.run.core_split = p.s("run.core_split");
   if (p.has("run.conv_overlap")) e.run.conv_overlap = p.b("run.conv_overlap");
+  if (p.has("run.scheduler")) e.run.scheduler = p.s("run.scheduler");
   if (p.has("run.symmetry")) e.run.symmetry = p.s("run.symmetry");
 }
 

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "hw/chip/sim_time.h"
+#include "hw/compiler/issue_order.h"
 #include "hw/compiler/lower.h"
 #include "hw/pod/pod.h"
 #include "base/error.h"
@@ -201,6 +202,7 @@ std::unique_ptr<Prepared> prepare(const Experiment& exp) {
   ctx.exp = &p->exp;
   ctx.plan = &p->plan;
   ctx.numeric = exp.run.numeric;
+  ctx.latency_hiding = exp.run.scheduler == "latency_hiding";
   ctx.logical = &p->graph;
   ctx.torus = Torus(exp.hardware.pod.dims, exp.hardware.pod.wrap, exp.hardware.pod.slices);
   ctx.result_chip = p->plan.result_chip;
@@ -220,6 +222,10 @@ std::unique_ptr<Prepared> prepare(const Experiment& exp) {
     std::vector<std::vector<int32_t>> deps(ep.ops.size());
     for (size_t i = 0; i < ep.ops.size(); ++i)
       for (int32_t d : ep.ops[i].deps) deps[d].push_back(static_cast<int32_t>(i));
+    IssueOrder order = issue_order(ep, deps, p->exp.hardware.chip, p->exp.hardware.ici.link_bandwidth,
+                                   p->exp.run.scheduler == "latency_hiding");
+    ctx.issue_rank.push_back(std::move(order.rank));
+    ctx.op_at_rank.push_back(std::move(order.op_at_rank));
     ctx.dependents.push_back(std::move(deps));
   }
   check_memory(*p);
