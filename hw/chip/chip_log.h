@@ -60,7 +60,9 @@ struct ChipLog {
   double traffic_latency_max = 0;
   double last_delivery = 0;
 
-  bool traced = false;       // drawn in the trace: keeps every interval below and the message slices
+  bool traced = false;       // drawn in the trace: keeps every interval below
+  bool keep_messages = false;  // traced at run.trace.detail links, the one detail that draws them: keeps the
+                               // message slices (a send and a receive per chunk: most of a long run's memory)
   bool keep_compute = false; // keeps the intervals below (traced chips, and the result chip for its timeline and the
                              // busy time of its ops)
   std::vector<Interval> compute;  // MXU (lane = core) and VPU (lane = 16 + core)

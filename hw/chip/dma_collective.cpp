@@ -143,7 +143,7 @@ void Dma::ready(Running& r, int32_t i) {
 
 void Dma::complete_recv(Running& r, int32_t i, Message&& m, bool staged) {
   const Task& t = r.tasks[i];
-  if (m_log.traced)
+  if (m_log.keep_messages)
     m_log.messages.push_back({r.op, now_seconds(), now_seconds(), m.src, m.bytes, m.flow, false,
                               "recv from " + std::to_string(m.src) + " tag " + std::to_string(t.tag)});
   const double bytes = m.bytes, elements = bytes / elem_bytes(r);

@@ -78,7 +78,7 @@ void Dma::start_recv(Running& r, const Op& op) {
 }
 
 void Dma::land_p2p(int32_t id, Message&& m, bool staged) {
-  if (m_log.traced)
+  if (m_log.keep_messages)
     m_log.messages.push_back({id, now_seconds(), now_seconds(), m.src, m.bytes, m.flow, false,
                               "recv from " + std::to_string(m.src)});
   // Written to HBM as it arrives; from the staging buffer, read and written once more.

@@ -75,12 +75,19 @@ void LinkInjector::pump(int dir) {
     const Message& m = front;
     double ready = o.read_hbm ? m_hbm.access(m.bytes, 0, HbmClient::Dma, m.op, false) : now;
     d.committed = std::max(busy_until, ready) + ser;
-    if (m_log.traced)  // the send as the trace shows it: from launch to injection
+    if (m_log.keep_messages)  // the send as the trace shows it: from launch to injection
       m_log.messages.push_back({m.op, now, ready, m.dst, m.bytes, m.flow, true,
                                 (m.kind == MsgKind::Ack ? "acknowledge to " : "send to ") + std::to_string(m.dst)});
     uint32_t slot = o.slot;
-    if (reached(ready)) launch(slot);
-    else m_queue.schedule(at_seconds(ready), [this, slot] { launch(slot); }, &m_pool.at(slot));
+    if (reached(ready)) {
+      launch(slot);
+      // The launch finished a task whose successor sent through this direction: that send's pump() has run the
+      // loop at this same instant and armed the next wake. Going on would arm a second one, and every later wake
+      // would re-arm both, so wakes per message grew with each such send (three per message in a 70B step).
+      if (d.armed) return;
+    } else {
+      m_queue.schedule(at_seconds(ready), [this, slot] { launch(slot); }, &m_pool.at(slot));
+    }
   }
 }
 

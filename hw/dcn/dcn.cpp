@@ -25,7 +25,7 @@ void DcnPort::send(Message&& m, bool read_hbm, const Injected& injected) {
                          Message msg = p.take(slot);
                          if (m_log.traced)
                            m_log.dcn.push_back({start, now_seconds(), msg.op, 0, msg.bytes});
-                         if (m_log.traced)
+                         if (m_log.keep_messages)
                            m_log.messages.push_back({msg.op, start, now_seconds(), msg.dst, msg.bytes, msg.flow, true,
                                                      "DCN send to " + std::to_string(msg.dst)});
                          m_net.from_host(m_chip, std::move(msg));

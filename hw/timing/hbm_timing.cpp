@@ -83,13 +83,24 @@ HbmTiming::Access HbmTiming::access(double now, const HbmRequest& r) {
   a.done = now;
   if (r.bytes <= 0) return a;
   // Accesses repeat their shape (a unit's groups, a collective's chunks): the arithmetic is kept for the last one.
-  if (!(m_last_valid && r.bytes == m_last.bytes && r.pattern == m_last.pattern && r.run == m_last.run &&
-        r.write == m_last.write && r.mixed == m_last.mixed && r.reads_per_write == m_last.reads_per_write)) {
-    m_last = r;
-    m_last_shape = shape(r);
-    m_last_valid = true;
+  auto same = [&r](const HbmRequest& o) {
+    return r.bytes == o.bytes && r.pattern == o.pattern && r.run == o.run && r.write == o.write &&
+           r.mixed == o.mixed && r.reads_per_write == o.reads_per_write;
+  };
+  if (!(m_hit < m_shapes && same(m_last[m_hit]))) {
+    int found = -1;
+    for (int i = 0; i < m_shapes && found < 0; ++i)
+      if (same(m_last[i])) found = i;
+    if (found < 0) {
+      found = m_next_slot;
+      m_next_slot = (m_next_slot + 1) % kShapes;
+      m_shapes = std::max(m_shapes, found + 1);
+      m_last[found] = r;
+      m_last_shape[found] = shape(r);
+    }
+    m_hit = found;
   }
-  const Shape& sh = m_last_shape;
+  const Shape& sh = m_last_shape[m_hit];
   const int64_t C = m_channels;
   // Accesses that touch only some channels start where the previous one ended, so small requests spread out.
   // Each channel starts the access when it is free (not before now); the access's wait is the longest and its

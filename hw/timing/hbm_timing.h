@@ -75,13 +75,18 @@ class HbmTiming {
   // Streams take every channel, so the channels are often level: free at one time, m_level. Kept as one value
   // then, and m_free is filled in only when an access touches some channels.
   bool m_uniform = true;
-  bool m_last_valid = false;
   double m_level = 0;
   int64_t m_rotor = 0;  // the channel the next access starts on
   int64_t m_channels;   // m_cfg.channels
   double m_latency, m_cas;  // m_cfg.latency, m_cfg.cas
-  HbmRequest m_last;  // the last request's shape, kept
-  Shape m_last_shape;
+  // The shapes of the last few distinct requests (a unit's loads and writes, a collective's reads, writes and
+  // reductions alternate), the most recent first tried: the same arithmetic, done once per shape.
+  static constexpr int kShapes = 4;
+  HbmRequest m_last[kShapes];
+  Shape m_last_shape[kShapes];
+  int m_shapes = 0;     // entries filled
+  int m_next_slot = 0;  // the entry a new shape replaces (round robin)
+  int m_hit = 0;        // the entry used last
 
   HbmConfig m_cfg;
   double m_channel_bw;
