@@ -242,8 +242,8 @@ class HloWorkload : public IWorkload {
                              "(e.g. [my_kernel=flops:2e12,bytes:4e9,unit:mxu]).")
             .def("[]"),
         ParamSpec::choice("workload.device_order", {"xyz", "xzy", "yxz", "yzx", "zxy", "zyx"},
-                          "The torus dimensions device ids run along, fastest first: with xyz (and a pod whose sizes "
-                          "nest with the module's mesh) device d is chip d.")
+                          "The torus dimensions device ids run along, fastest first, the slices of hardware.slices "
+                          "last: with xyz (and a pod whose sizes nest with the module's mesh) device d is chip d.")
             .def("xyz"),
         ParamSpec::integer("workload.module_index",
                            "Which module to run of a file that holds several, separated by `// -----` lines (XLA's "

@@ -127,8 +127,8 @@ TEST(HloDcnTest, AnAllReduceOverBothSlicesSendsItsShardOverTheDcn) {
 
 // Numeric mode: x (f32[8, 8], a row per device) moves as the pairs say; chip 0 (device 0, the result chip) gets
 // device 7's row from the other slice under the ring, and device 5's under the involution d <-> d xor 5. On 4
-// slices of 2 chips, whose mesh has two axes across the slices (the groups {d, d + 2} and {d, d + 4}), the ring
-// still brings device 7's row.
+// slices of 2 chips, whose mesh has two axes across the slices (the groups {d, d + 2} and {d, d + 4}), and on one
+// slice of 4 x 2, the ring still brings device 7's row.
 TEST(HloDcnTest, NumericModeMovesTheRealRowsAcrossTheSlices) {
   const std::string type = "f32[1,8]", shard = ", sharding={devices=[8,1]0,1,2,3,4,5,6,7}";
   const std::string run_numeric = "run: {numeric: true, seed: 3}\n";
@@ -155,6 +155,8 @@ TEST(HloDcnTest, NumericModeMovesTheRealRowsAcrossTheSlices) {
       "replica_groups={{0,4},{1,5},{2,6},{3,7}}, use_global_device_ids=true, to_apply=%add\n";
   row_at_chip0("n_four", module(type, groups + ring, shard),
                "hardware: {preset: tpu-v5e, pod: {dims: [2, 1]}, slices: 4}\n", 7);
+  // One slice whose mesh axis of 8 lies on x and y (4 x 2): the ring runs round all 8, not round x alone.
+  row_at_chip0("n_one", module(type, ring, shard), "hardware: {preset: tpu-v4, pod: {dims: [4, 2, 1]}}\n", 7);
 }
 
 // The direct algorithm's collective-permute: a shift runs round the group's linear rank (over a group of two
