@@ -5,11 +5,12 @@
 //    local copy. Output block i holds what rank i sent. Chunk k of the block for rank r + j has tag
 //    j * chunks_per_block + k (relative to the sender, so every rank's schedule is rank 0's with peers moved by its
 //    rank: RankSymmetry::Torus).
-//  - collective_permute (the default): rank r sends its whole input to the rank `shift` steps along the group's
-//    first axis and receives from the rank `shift` steps back. With arbitrary pairs (req.targets), rank r sends to
+//  - collective_permute (the default): rank r sends its whole input to rank r + shift round the group (the linear
+//    rank, the first axis fastest: a ring along it when it is the only one) and receives from rank r - shift. With arbitrary pairs (req.targets), rank r sends to
 //    targets[r] and receives from the rank that targets it; a rank no pair targets copies zeros (its scratch) into
 //    its output, XLA's result for it; a rank that targets itself keeps its input. The peers are no translation of
-//    rank 0's (RankSymmetry::None): every rank has its own schedule.
+//    rank 0's (RankSymmetry::None): every rank has its own schedule. A transfer between slices (its ranks differ
+//    along an axis of GroupShape::dcn) moves chunks of dcn_chunk_elements, one inside a slice chunk_elements.
 #include <tuple>
 
 #include "collectives/ring_steps.h"
@@ -75,6 +76,15 @@ std::pair<int64_t, int64_t> pair_peers(const CollectiveRequest& req, int64_t ran
   return {to, from};
 }
 
+// The chunk of a transfer between two ranks: the DCN's when they differ along an axis between slices.
+int64_t chunk_between(const CollectiveRequest& req, int64_t a, int64_t b) {
+  if (req.dcn_chunk_elements <= 0 || !req.group.spans_dcn()) return req.chunk_elements;
+  const std::vector<int64_t> ca = req.group.coords(a), cb = req.group.coords(b);
+  for (size_t i = 0; i < ca.size(); ++i)
+    if (req.group.is_dcn(i) && ca[i] != cb[i]) return req.dcn_chunk_elements;
+  return req.chunk_elements;
+}
+
 Schedule permute(const CollectiveRequest& req, int64_t rank) {
   const GroupShape& g = req.group;
   const int64_t n = req.elements;
@@ -96,26 +106,26 @@ Schedule permute(const CollectiveRequest& req, int64_t rank) {
       s.add(z);
     }
   } else {
-    int axis = 0;
-    while (axis + 1 < static_cast<int>(g.dims.size()) && g.dims[axis] == 1) ++axis;
-    to = ring::ring_peer(g, rank, axis, req.shift), from = ring::ring_peer(g, rank, axis, -req.shift);
+    const int64_t N = g.size();
+    to = ((rank + req.shift) % N + N) % N, from = ((rank - req.shift) % N + N) % N;
     if (to == rank) return s;  // a shift by a whole ring moves nothing
   }
-  std::vector<Region> pieces = ring::chunks(contiguous(0, n), req.chunk_elements);
-  for (size_t k = 0; k < pieces.size() && to >= 0; ++k) {
+  const std::vector<Region> out = to >= 0 ? ring::chunks(contiguous(0, n), chunk_between(req, rank, to)) : std::vector<Region>{};
+  const std::vector<Region> in = from >= 0 ? ring::chunks(contiguous(0, n), chunk_between(req, from, rank)) : std::vector<Region>{};
+  for (size_t k = 0; k < out.size(); ++k) {
     Task t;
     t.type = Task::Type::Send;
     t.peer = to;
     t.tag = static_cast<int64_t>(k);
-    t.src = pieces[k];
+    t.src = out[k];
     s.add(t);
   }
-  for (size_t k = 0; k < pieces.size() && from >= 0; ++k) {
+  for (size_t k = 0; k < in.size(); ++k) {
     Task t;
     t.type = Task::Type::Recv;
     t.peer = from;
     t.tag = static_cast<int64_t>(k);
-    t.dst = pieces[k];
+    t.dst = in[k];
     s.add(t);
   }
   return s;
@@ -132,8 +142,16 @@ class DirectAlgorithm : public ICollectiveAlgorithm {
     throw Error(Err::Internal, std::string("direct does not implement ") + collective_name(req.kind));
   }
   RankSymmetry symmetry(const CollectiveRequest& req) const override {
-    if (req.kind == CollectiveKind::CollectivePermute && !req.targets.empty()) return RankSymmetry::None;
-    return RankSymmetry::Torus;
+    if (req.kind != CollectiveKind::CollectivePermute) return RankSymmetry::Torus;
+    if (!req.targets.empty()) return RankSymmetry::None;
+    // A shift round a ring is a translation of it; round a group of several dimensions it moves the linear rank
+    // (Cyclic), unless some of its pairs cross slices and others do not (their chunks differ).
+    int spanned = 0;
+    for (int64_t d : req.group.dims) spanned += d > 1;
+    if (spanned <= 1) return RankSymmetry::Torus;
+    if (req.group.spans_dcn() && req.dcn_chunk_elements > 0 && req.dcn_chunk_elements != req.chunk_elements)
+      return RankSymmetry::None;
+    return RankSymmetry::Cyclic;
   }
 };
 

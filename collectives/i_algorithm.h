@@ -51,7 +51,7 @@ struct CollectiveRequest {
   GroupShape group;
   // Elements of each rank's input buffer. AllReduce: in = out = n. ReduceScatter: in n, out n / size.
   // AllGather: in n, out n * size. AllToAll: in = out = n, block j of the input goes to rank j and block i of the
-  // output comes from rank i. CollectivePermute: in = out = n, rank r sends to neighbor(r, 0, shift).
+  // output comes from rank i. CollectivePermute: in = out = n, rank r sends to rank r + shift (mod size).
   // Broadcast: in = out = n, root's input lands on every rank.
   int64_t elements = 0;
   int elem_bytes = 4;

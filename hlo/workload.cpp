@@ -194,17 +194,26 @@ std::shared_ptr<const hlo::Imported> imported(const ParamSet& p) {
   return last;
 }
 
-// The chips the module's devices need, and a pod shape that would do.
+// The chips the module's devices need (every slice's), and a pod shape that would do.
 void check_devices(const ParamSet& p, const hlo::Imported& im) {
   const int64_t per_chip = devices_per_chip(p);
+  const int64_t slices = p.i("hardware.slices");
   int64_t chips = 1;
   for (int64_t d : p.ints("hardware.pod.dims")) chips *= d;
-  if (im.devices == chips * per_chip) return;
-  const std::string what = per_chip > 1 ? std::to_string(chips) + " chips of " + std::to_string(per_chip) +
-                                              " devices (one per TensorCore on " + p.s("hardware.preset") + ")"
-                                        : std::to_string(chips) + " chips";
-  std::string need = im.devices % per_chip == 0 ? std::to_string(im.devices / per_chip) + " chips"
-                                                : "a device count divisible by " + std::to_string(per_chip);
+  if (im.devices == chips * slices * per_chip) return;
+  std::string what = per_chip > 1 ? std::to_string(chips * slices) + " chips of " + std::to_string(per_chip) +
+                                        " devices (one per TensorCore on " + p.s("hardware.preset") + ")"
+                                  : std::to_string(chips * slices) + " chips";
+  if (slices > 1) what += " (" + std::to_string(slices) + " slices of " + std::to_string(chips) + ")";
+  const int64_t want = im.devices / per_chip;
+  std::string need;
+  if (im.devices % per_chip != 0) need = "a device count divisible by " + std::to_string(per_chip);
+  else if (slices == 1) need = std::to_string(want) + " chips";
+  else if (want % slices != 0) need = std::to_string(want) + " chips with hardware.slices: 1";
+  else {
+    need = std::to_string(want / slices) + " chips (one slice's)";
+    if (want % chips == 0 && want / chips > 1) need += ", or hardware.slices to " + std::to_string(want / chips);
+  }
   throw Error(Err::HloDevices, p.where("hardware.pod.dims"),
               "the module runs on " + std::to_string(im.devices) + " devices (from its " +
                   (im.mesh_sizes.size() > 1 ? "collectives' groups and header" : "header and collectives") +
@@ -233,8 +242,8 @@ class HloWorkload : public IWorkload {
                              "(e.g. [my_kernel=flops:2e12,bytes:4e9,unit:mxu]).")
             .def("[]"),
         ParamSpec::choice("workload.device_order", {"xyz", "xzy", "yxz", "yzx", "zxy", "zyx"},
-                          "The torus dimensions device ids run along, fastest first: with xyz (and a pod whose sizes "
-                          "nest with the module's mesh) device d is chip d.")
+                          "The torus dimensions device ids run along, fastest first, the slices of hardware.slices "
+                          "last: with xyz (and a pod whose sizes nest with the module's mesh) device d is chip d.")
             .def("xyz"),
         ParamSpec::integer("workload.module_index",
                            "Which module to run of a file that holds several, separated by `// -----` lines (XLA's "
@@ -293,8 +302,9 @@ class HloStrategy : public IStrategy {
     plan.strategy = "hlo";
     plan.devices_per_chip = per_chip;
     plan.logical_copies = im->devices;
-    // The mesh on the torus: device ids run along the torus dimensions in workload.device_order, fastest first.
-    const Torus torus(exp.hardware.pod.dims, exp.hardware.pod.wrap);
+    // The mesh on the torus: device ids run along the torus dimensions in workload.device_order, fastest first,
+    // and over the slices last (device id = in-slice id + chips per slice x slice, as JAX's hybrid mesh).
+    const Torus torus(exp.hardware.pod.dims, exp.hardware.pod.wrap, exp.hardware.pod.slices);
     std::vector<std::string> names;
     std::vector<int64_t> sizes;
     for (size_t a = 0; a < im->mesh_sizes.size(); ++a) {
@@ -348,18 +358,22 @@ class HloStrategy : public IStrategy {
   }
 
  private:
-  // Places the axes innermost first along the torus dimensions in `order`: device d is chip d for xyz when the
-  // sizes nest. The devices of one chip (per_chip > 1) are the innermost axis and stay off the torus.
+  // Places the axes innermost first along the torus dimensions in `order`, then over the slices: device d is
+  // chip d for xyz when the sizes nest. The devices of one chip (per_chip > 1) are the innermost axis and stay off
+  // the torus. An axis that reaches the slices spans them over the DCN (Mesh::layout's dcn_axes), its slice factor
+  // the slowest; with several such axes Mesh::layout numbers the slices outermost axis fastest, a relabelling of
+  // identical slices.
   static Mesh lay_out(const std::vector<std::string>& names, const std::vector<int64_t>& sizes, const Torus& torus,
                       const std::string& order, int64_t per_chip, const ParamSet& p) {
     std::vector<int> dims;
     for (char c : order)
-      if (c - 'x' < torus.ndims()) dims.push_back(c - 'x');
+      if (c - 'x' < torus.ici_ndims()) dims.push_back(c - 'x');
+    if (torus.slice_dim() >= 0) dims.push_back(torus.slice_dim());
     std::vector<int64_t> left;
     for (int d = 0; d < torus.ndims(); ++d) left.push_back(torus.dims()[d]);
     std::vector<std::string> placement(names.size());
-    std::vector<std::string> mesh_names;
-    std::vector<int64_t> mesh_sizes;
+    std::vector<std::string> mesh_names, dcn_names;
+    std::vector<int64_t> mesh_sizes, over_slices(names.size(), 1);
     int64_t skip = per_chip;  // the chip's own devices: the innermost digits
     for (size_t k = names.size(); k-- > 0;) {
       int64_t need = sizes[k];
@@ -378,7 +392,8 @@ class HloStrategy : public IStrategy {
         if (need == 1) break;
         int64_t g = std::gcd(need, left[d]);
         if (g <= 1) continue;
-        parts.push_back(std::string(1, static_cast<char>('x' + d)) + ":" + std::to_string(g));
+        if (d == torus.slice_dim()) over_slices[k] = g;
+        else parts.push_back(std::string(1, static_cast<char>('x' + d)) + ":" + std::to_string(g));
         left[d] /= g;
         need /= g;
       }
@@ -390,6 +405,7 @@ class HloStrategy : public IStrategy {
       placement[k] = join(parts, ",");
       mesh_names.insert(mesh_names.begin(), names[k]);
       mesh_sizes.insert(mesh_sizes.begin(), sizes[k]);
+      if (over_slices[k] > 1) dcn_names.insert(dcn_names.begin(), names[k]);
     }
     std::vector<std::string> kept;
     for (size_t k = 0; k < names.size(); ++k)
@@ -399,7 +415,20 @@ class HloStrategy : public IStrategy {
       mesh_sizes = {1};
       kept = {""};
     }
-    return Mesh::layout(mesh_names, mesh_sizes, torus, kept);
+    Mesh m = Mesh::layout(mesh_names, mesh_sizes, torus, kept, {}, dcn_names);
+    // Mesh::layout gives each DCN axis as many slices as its size and what is left allow, outermost first: what was
+    // counted here, innermost first (both take the greatest common divisors of sizes that nest).
+    for (size_t k = 0; k < names.size(); ++k) {
+      const int a = m.axis_index(names[k]);
+      if (a < 0 || over_slices[k] <= 1) continue;
+      int64_t got = 1;
+      for (const MeshFactor& f : m.axis(a).factors)
+        if (f.dim == torus.slice_dim()) got *= f.size;
+      if (got != over_slices[k])
+        throw Error(Err::Internal, "mesh axis " + names[k] + " of the module takes " + std::to_string(over_slices[k]) +
+                                       " slices in device order but " + std::to_string(got) + " in the mesh's layout");
+    }
+    return m;
   }
 
   static std::string join_sizes(const std::vector<int64_t>& s) {

@@ -53,8 +53,9 @@ class CollectiveWorkload : public IWorkload {
             .length(0, 4)
             .def("[]"),
         ParamSpec::choice("workload.dtype", {"fp32", "bf16"}, "Element type of the data.").def("fp32"),
-        ParamSpec::integer("workload.shift", "collective_permute: each chip sends to the chip this many steps along "
-                                             "the first axis.")
+        ParamSpec::integer("workload.shift", "collective_permute: each chip sends to the chip this many ranks further "
+                                             "round its group (ranks follow chip ids, x fastest: a shift along one "
+                                             "axis when the group spans one).")
             .range(-1e6, 1e6)
             .def("1"),
         ParamSpec::integer("workload.root", "broadcast: group rank whose data is broadcast.").range(0, 1e6).def("0"),
