@@ -10,7 +10,7 @@ bool uses_micro(const ShardSpec& s) { return s.uses("micro"); }
 
 }  // namespace
 
-Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> accumulation_order) {
+Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> accumulation_order, int64_t batch_shards) {
   if (accumulation_order.empty())
     for (int64_t m = 0; m < M; ++m) accumulation_order.push_back(m);
   Microbatched out;
@@ -164,10 +164,13 @@ Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> acc
     for (size_t j = 0; j < op.outputs.size(); ++j) {
       map[op.outputs[j]] = outs[j];
       // A step result updated per example row (batch-norm moving averages), in M pieces: joined into the logical
-      // tensor (each piece flattened to one row, the rows concatenated: the pieces in batch order).
+      // tensor. Each piece is viewed as D rows, one per batch shard (D = batch_shards: a data replica's part of the
+      // micro-batch), the pieces' rows concatenated: for each shard, its micro-batches in order, as each replica
+      // splits its own rows into micro-batches.
       const TensorId lt = op.outputs[j], logical = p.local_logical[lt];
       if (!micro_op || logical < 0 || g.tensor(logical).role != TensorRole::Updated) continue;
-      const int64_t piece = pg.tensor(lt).elements();
+      const int64_t D = pg.tensor(lt).shape.empty() || pg.tensor(lt).shape[0] % batch_shards != 0 ? 1 : batch_shards;
+      const int64_t piece = pg.tensor(lt).elements() / D;
       std::vector<TensorId> rows;
       auto step = [&](const std::string& name, OpKind kind, std::vector<TensorId> ins, std::vector<int64_t> shape,
                       TensorId origin) {
@@ -192,8 +195,8 @@ Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> acc
         return t;
       };
       for (int64_t m = 0; m < M; ++m)
-        rows.push_back(step(logical_name(lt) + "/row" + std::to_string(m), OpKind::Reshape, {outs[j][m]}, {1, piece}, -1));
-      const TensorId joined = step(logical_name(lt) + "/join", OpKind::Concat, rows, {1, piece * M}, -1);
+        rows.push_back(step(logical_name(lt) + "/row" + std::to_string(m), OpKind::Reshape, {outs[j][m]}, {D, piece}, -1));
+      const TensorId joined = step(logical_name(lt) + "/join", OpKind::Concat, rows, {D, piece * M}, -1);
       map[lt] = {step(logical_name(lt), OpKind::Reshape, {joined}, g.tensor(logical).shape, logical)};
     }
   }

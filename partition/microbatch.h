@@ -32,6 +32,10 @@ struct Microbatched {
 // Error(StrategyMismatch) naming an op that does not split along the batch.
 // `accumulation_order`: the micro-batches in the order their sums are added (a permutation of 0 .. M-1; empty:
 // in order), so that a schedule can add each micro-batch's gradients as soon as its backward pass ends.
-Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> accumulation_order = {});
+// `batch_shards`: the devices the batch is split over after micro-batching (the pipeline's data replicas), each of
+// which splits its own rows into the M micro-batches: a per-example result (batch-norm moving averages) is joined
+// with each shard's rows outermost, micro-batch m's rows of shard d at rows d B/D + m B/(D M) of the result.
+Microbatched microbatch(const ModelGraph& g, int64_t M, std::vector<int64_t> accumulation_order = {},
+                        int64_t batch_shards = 1);
 
 }  // namespace podsim

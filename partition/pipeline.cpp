@@ -150,7 +150,18 @@ PipelineResult pipeline_step(const PipelineInput& in) {
   // to first, 1F1B first to last.
   std::vector<int64_t> acc_order;
   for (int64_t m = 0; m < M; ++m) acc_order.push_back(opt.schedule == "1f1b" ? m : M - 1 - m);
-  const Microbatched mb = stage_remat(microbatch(G, M, acc_order), opt.remat, M, stage_of_op);
+  // Every replica splits its own rows into micro-batches: the batch's shards over the batch axes are the outer
+  // blocks of the step's per-example results, the micro-batches inside each (microbatch()'s `batch_shards`).
+  std::vector<std::string> batch_axes;
+  for (const auto& [t, s] : in.annotations)
+    if ((G.tensor(t).role == TensorRole::Input || G.tensor(t).role == TensorRole::Label) && s.rank() > 0 &&
+        !s.dims[0].empty()) {
+      batch_axes = s.dims[0];
+      break;
+    }
+  int64_t batch_shards = 1;
+  for (const std::string& a : batch_axes) batch_shards *= in.mesh.axis_size(a);
+  const Microbatched mb = stage_remat(microbatch(G, M, acc_order, batch_shards), opt.remat, M, stage_of_op);
   const ModelGraph& U = mb.graph;
   // Recomputed ops (strategy.remat, or the step's own re-materialization: workload.remat) run as a unit of their
   // own just before their micro-batch's backward.
@@ -208,13 +219,6 @@ PipelineResult pipeline_step(const PipelineInput& in) {
 
   // 4. Specs for each stage: the strategies' annotations of the logical tensors, applied to the values that hold
   // them or their micro-batches; boundaries split their batch like the step's inputs, the same on both sides.
-  std::vector<std::string> batch_axes;
-  for (const auto& [t, s] : in.annotations)
-    if ((G.tensor(t).role == TensorRole::Input || G.tensor(t).role == TensorRole::Label) && s.rank() > 0 &&
-        !s.dims[0].empty()) {
-      batch_axes = s.dims[0];
-      break;
-    }
   auto spec_of_u = [&](TensorId u) -> std::optional<ShardSpec> {
     TensorId l = mb.origin[u] >= 0 ? mb.origin[u] : mb.slice_of[u];
     if (l < 0) return std::nullopt;

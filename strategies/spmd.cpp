@@ -24,6 +24,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <set>
 
 #include "plan/halo.h"
 #include "base/error.h"
@@ -119,6 +120,11 @@ std::vector<Rule> base_rules(const std::string& scheme, const std::string& workl
     // GNMT: its LSTMs and attention stay whole (each step needs the whole previous state); the classifier splits
     // over the vocabulary, as the embedding (the vocabulary-parallel rules below).
     if (workload == "gnmt") return {{"classifier.w", "[-, A]"}, {"classifier.b", "[A]"}};
+    // BoTNet: c5's self-attention split by heads as a Transformer's (q, k, v column-parallel; the relative
+    // embeddings, shared by the heads, whole, their gradients all-reduced). It has no output projection to take
+    // the row-parallel half (a convolution's partition rule splits no input features), so the heads' outputs are
+    // all-gathered into the map for the batch norm and the 1x1 convolution after it; the convolutions stay whole.
+    if (workload == "botnet") return {{"layer4.*.mhsa.[qkv].w", "[-, A, -]"}};
     if (workload == "matmul") return {{"b", "[-, A]"}};
     if (workload == "mlp") {
       std::vector<Rule> r;
@@ -389,6 +395,7 @@ class Spmd : public IStrategy {
     for (const Rule& r : kv_rules(p.s("strategy.scheme"), p.s("strategy.kv_sharding"), g, mesh.axis_size(axes.at(0)), both))
       rules.push_back(r);
     check_kv_batch(g, exp, mesh);
+    check_convolutional(rules, exp);
     for (const Rule& r : rules)
       for (size_t t = 0; t < g.num_tensors(); ++t)
         if (fnmatch(r.pattern.c_str(), g.tensor(static_cast<TensorId>(t)).name.c_str(), 0) == 0)
@@ -422,6 +429,23 @@ class Spmd : public IStrategy {
                     "strategy.shard");
     }
     return mine;
+  }
+
+  // A convolutional network has no Megatron or 2-D rules (BoTNet's attention aside): without spatial partitioning or
+  // annotations spmd would leave every chip running the whole step.
+  static void check_convolutional(const std::vector<Rule>& rules, const Experiment& exp) {
+    const ParamSet& p = exp.params;
+    static const std::set<std::string> cnn = {"resnet", "amoebanet", "efficientnet", "ssd", "botnet"};
+    if (!rules.empty() || !cnn.count(exp.workload) || p.s("strategy.scheme") == "none" || p.b("strategy.spatial") ||
+        !p.strings("strategy.shard").empty())
+      return;
+    const std::string key = p.where("strategy.scheme").file.empty() ? "strategy.name" : "strategy.scheme";
+    throw Error(Err::StrategyMismatch, p.where(key),
+                "strategy.scheme " + p.s("strategy.scheme") + " has no tensor-sharding rules for the " + exp.workload +
+                    " workload (its convolutions' channels are not split), so spmd would run the whole step on "
+                    "every chip; split the images with strategy.spatial: true, annotate tensors with "
+                    "strategy.shard, or use data_parallel or fsdp",
+                key);
   }
 
   // strategy.kv_sharding: batch splits the caches by sequence: one row per sequence, as many as the axes divide.

@@ -151,11 +151,12 @@ TEST(BertTest, MegatronLayerCollectivesAndTheStep) {
   expect_same_step(s);
 }
 
-// Data parallel, weight-update sharding, fsdp and a pipeline of 2 stages reproduce the single-device step (with
+// Data parallel (alone and with weight-update sharding), fsdp, data x model and a pipeline of 2 stages reproduce the single-device step (with
 // global-norm clipping, whose factor spans every stage's gradients).
 TEST(BertTest, StrategiesReproduceTheStep) {
   for (const std::string& strategy :
-       {std::string("strategy: {name: data_parallel, weight_update_sharding: true}\n"),
+       {std::string("strategy: {name: data_parallel}\n"),
+        std::string("strategy: {name: data_parallel, weight_update_sharding: true}\n"),
         std::string("strategy: {name: fsdp}\n"),
         std::string("strategy: {name: [data_parallel, spmd]}\nmesh: {axes: [data, model], shape: [2, 2]}\n"),
         std::string("strategy: {name: [pipeline, data_parallel], micro_batches: 2}\nmesh: {axes: [pipe, data], "

@@ -3,7 +3,8 @@
 // written out below, its gradient as the op's adjoint, its cost by hand; the BoT block's structure; the parameter
 // counts of BoT50 and BoTNet-S1 T3..T7 (seed-models.md section 6a.2's hand counts); BoT50's forward multiply-adds
 // by hand; the located errors of bad input; and the step reproduced by data parallel (per-replica batch norm), with
-// weight-update sharding, and fsdp.
+// weight-update sharding, fsdp, Megatron's head split of c5's attention (alone and x data) and GPipe (alone and x
+// data); a convolutional network without rules under spmd is a located error.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -342,5 +343,72 @@ TEST(BotNetTest, StrategiesReproduceTheStep) {
                                    "strategy: {name: data_parallel}\n"}) {
     SCOPED_TRACE(s);
     expect_reproduces_the_step(plan_step(hardware("[4, 1]") + s));
+  }
+}
+
+// Megatron over 4 chips: c5's attention splits by heads (one head of 128 a chip; q, k, v column-parallel), the
+// relative embeddings, shared by the heads, stay whole. BoTNet has no output projection, so each block's heads are
+// all-gathered into the map (B x H x W x 512 fp32: 4 x 4 x 4 x 512 x 4 B in the first block, before its pool; 4 x 2
+// x 2 x 512 x 4 B in the second); backward, the tokens' gradient (the three projections' input gradients, partial
+// over the heads) and the two embeddings' gradients are all-reduced ([2H - 1, 128] fp32: H = 4, then 2). Nothing
+// else: the convolutions, batch norms and head run whole. The step is reproduced, alone, x data, and for
+// BoTNet-S1's block (SE on c5's blocks, SiLU, stride 1).
+TEST(BotNetTest, MegatronSplitsTheAttentionHeads) {
+  const Step s = plan_step(hardware("[4, 1]") + tiny(", bn_batch: 4") + "strategy: {name: spmd}\n");
+  const Program& p = s.plan.programs[0];
+  const double map0 = 4 * 4 * 4 * 512 * 4.0, map1 = 4 * 2 * 2 * 512 * 4.0;
+  EXPECT_EQ(collectives(p), sorted({ag("layer4.0.mhsa.map", "model", 3, map0 / 4, map0),
+                                    ag("layer4.1.mhsa.map", "model", 3, map1 / 4, map1),
+                                    ar("layer4.0.mhsa.tokens.grad", "model", map0),
+                                    ar("layer4.1.mhsa.tokens.grad", "model", map1),
+                                    ar("layer4.0.mhsa.rel_h.grad", "model", 7 * 128 * 4.0),
+                                    ar("layer4.0.mhsa.rel_w.grad", "model", 7 * 128 * 4.0),
+                                    ar("layer4.1.mhsa.rel_h.grad", "model", 3 * 128 * 4.0),
+                                    ar("layer4.1.mhsa.rel_w.grad", "model", 3 * 128 * 4.0)}));
+  EXPECT_EQ(local_tensor(p, "layer4.0.mhsa.q.w")->shape, (std::vector<int64_t>{512, 1, 128}));
+  EXPECT_EQ(local_tensor(p, "layer4.0.mhsa.rel")->shape, (std::vector<int64_t>{4, 1, 16, 16}));
+  expect_reproduces_the_step(s);
+  expect_reproduces_the_step(plan_step(hardware("[4, 1]") + tiny(", bn_batch: 2") +
+                                       "strategy: {name: [data_parallel, spmd]}\nmesh: {axes: [data, model], shape: "
+                                       "[2, 2]}\n"));
+  expect_reproduces_the_step(
+      plan_step(hardware("[4, 1]") +
+                tiny(", bn_batch: 4, c5_stride: 1, activation: silu, se_ratio: 0.0625", "[1, 1, 1, 1]", 32) +
+                "strategy: {name: spmd}\n"));
+}
+
+// GPipe over 2 stages of BoTNet's blocks (2 micro-batches; the batch norm per example, which a micro-batch of 1
+// image per replica allows), alone and x data: the moving averages, kept per example, are joined with each
+// replica's micro-batches inside its rows.
+TEST(BotNetTest, PipelineReproducesTheStep) {
+  for (const std::string& strategy :
+       {std::string("strategy: {name: pipeline, micro_batches: 2}\nmesh: {axes: [pipe], shape: [2]}\n"),
+        std::string("strategy: {name: [pipeline, data_parallel], micro_batches: 2}\nmesh: {axes: [pipe, data], "
+                    "shape: [2, 2]}\n")}) {
+    SCOPED_TRACE(strategy);
+    const Step s = plan_step(hardware(strategy.find("data") != std::string::npos ? "[4, 1]" : "[2, 1]") +
+                             tiny(", bn_batch: 1") + strategy);
+    EXPECT_EQ(s.plan.pipeline.stages, 2);
+    expect_reproduces_the_step(s);
+  }
+}
+
+// spmd on a convolutional network whose scheme has no rules for it (EfficientNet, ResNet, SSD, AmoebaNet; BoTNet's
+// are its attention's) would run the whole step on every chip: an error at the strategy, naming what splits it.
+TEST(BotNetTest, SpmdWithoutRulesIsALocatedError) {
+  for (const char* w : {"workload: {model: resnet, depth: 18, image_size: 64, batch: 4, classes: 10}\n",
+                        "workload: {model: botnet, blocks: [1, 1, 1, 2], image_size: 64, batch: 4, classes: 10}\n"}) {
+    const std::string scheme = std::string(w).find("botnet") != std::string::npos ? ", scheme: 2d, spmd_axes: [a, b]}\n"
+                                                                                   "mesh: {axes: [a, b], shape: [2, 2]" : "";
+    try {
+      plan_step(hardware("[4, 1]") + w + "strategy: {name: spmd" + scheme + "}\n");
+      FAIL() << w;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.err(), Err::StrategyMismatch) << e.what();
+      EXPECT_NE(e.message().find("has no tensor-sharding rules for the"), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("strategy.spatial: true"), std::string::npos) << e.message();
+      EXPECT_EQ(e.where().file, "plan.yaml") << e.what();
+      EXPECT_EQ(e.where().line, 3) << e.what();
+    }
   }
 }

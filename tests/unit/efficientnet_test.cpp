@@ -359,3 +359,29 @@ TEST(EfficientNetTest, StrategiesReproduceTheStep) {
   }
 }
 
+// GPipe over 2 stages of the MBConv blocks, 2 micro-batches (the batch norm in groups of 2, within a micro-batch),
+// alone (4 images a micro-batch) and x data (2 a replica's micro-batch): the step is the single-device one. spmd
+// has no rules for the convolutions: a located error (tests/unit/botnet_test.cpp's SpmdWithoutRulesIsALocatedError
+// for the message).
+TEST(EfficientNetTest, PipelineReproducesTheStep) {
+  for (const std::string& strategy :
+       {std::string("strategy: {name: pipeline, micro_batches: 2}\nmesh: {axes: [pipe], shape: [2]}\n"),
+        std::string("strategy: {name: [pipeline, data_parallel], micro_batches: 2}\nmesh: {axes: [pipe, data], "
+                    "shape: [2, 2]}\n")}) {
+    SCOPED_TRACE(strategy);
+    const Step s = plan_step(hardware(strategy.find("data") != std::string::npos ? "[4, 1]" : "[2, 1]") +
+                             tiny(", bn_batch: 2") + strategy);
+    EXPECT_EQ(s.plan.pipeline.stages, 2);
+    expect_reproduces(s);
+  }
+  try {
+    plan_step(hardware("[4, 1]") + tiny(", bn_batch: 2") + "strategy: {name: spmd}\n");
+    FAIL() << "spmd was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.err(), Err::StrategyMismatch) << e.what();
+    EXPECT_NE(e.message().find("no tensor-sharding rules for the efficientnet workload"), std::string::npos)
+        << e.message();
+    EXPECT_EQ(e.where().line, 3) << e.what();
+  }
+}
+

@@ -101,9 +101,11 @@ TEST(EncoderDecoderTest, MegatronCollectivesAndTheStep) {
   expect_reproduces_the_step(s);
 }
 
+// Data parallel (alone and with weight-update sharding), fsdp, data x model and a pipeline of 2 stages x data.
 TEST(EncoderDecoderTest, StrategiesReproduceTheStep) {
   for (const std::string& strategy :
-       {std::string("strategy: {name: data_parallel, weight_update_sharding: true}\n"),
+       {std::string("strategy: {name: data_parallel}\n"),
+        std::string("strategy: {name: data_parallel, weight_update_sharding: true}\n"),
         std::string("strategy: {name: fsdp}\n"),
         std::string("strategy: {name: [data_parallel, spmd]}\nmesh: {axes: [data, model], shape: [2, 2]}\n"),
         // The encoder's output crosses from the first stage to every decoder layer on the second.
@@ -258,11 +260,12 @@ TEST(GnmtTest, AStackWithoutLayersIsALocatedError) {
   }
 }
 
-// Data parallel (with weight-update sharding and global-norm clipping at GNMT's 5.0), fsdp, the vocabulary split
+// Data parallel (alone and with weight-update sharding; global-norm clipping at GNMT's 5.0), fsdp, the vocabulary split
 // over `model` (the embedding and classifier; the LSTMs whole), a pipeline of 2 stages.
 TEST(GnmtTest, StrategiesReproduceTheStep) {
   for (const std::string& strategy :
-       {std::string("strategy: {name: data_parallel, weight_update_sharding: true}\n"),
+       {std::string("strategy: {name: data_parallel}\n"),
+        std::string("strategy: {name: data_parallel, weight_update_sharding: true}\n"),
         std::string("strategy: {name: fsdp}\n"),
         std::string("strategy: {name: [data_parallel, spmd]}\nmesh: {axes: [data, model], shape: [2, 2]}\n"),
         std::string("strategy: {name: [pipeline, data_parallel], micro_batches: 2}\nmesh: {axes: [pipe, data], "
@@ -274,6 +277,23 @@ TEST(GnmtTest, StrategiesReproduceTheStep) {
   const Step m = plan_step(hardware("[4, 1]") + gnmt() + "strategy: {name: spmd}\n");
   EXPECT_EQ(local_tensor(m.plan.programs[0], "classifier.w")->shape, (std::vector<int64_t>{8, 8}));  // 30 -> 4 x 8
   EXPECT_EQ(local_tensor(m.plan.programs[0], "enc.l1.wh")->shape, (std::vector<int64_t>{8, 4, 8}));
+}
+
+// The recurrence never runs split: each step of a layer needs the whole previous state. A recurrent weight the user
+// splits over `model` (strategy.shard) is stored split and all-gathered whole once for its scans ([8, 4, 8] fp32:
+// 256 of 1024 bytes a chip; the backward scan reads the same gathered copy); its gradient, computed whole on every
+// chip (the batch is not split), is sliced into the shard without communication. The step is the single-device
+// one.
+TEST(GnmtTest, AnnotatedRecurrentWeightsAreGatheredForTheScan) {
+  const Step s = plan_step(hardware("[4, 1]") + gnmt() +
+                           "strategy: {name: spmd, shard: [\"enc.l1.wh = [-, -, model]\"]}\n");
+  const Program& p = s.plan.programs[0];
+  std::vector<std::string> wh;
+  for (const std::string& c : collectives(p))
+    if (c.find("enc.l1.wh") != std::string::npos) wh.push_back(c);
+  EXPECT_EQ(wh, (std::vector<std::string>{ag("enc.l1.wh", "model", 2, 256, 1024)}));
+  EXPECT_EQ(local_tensor(p, "enc.l1.wh")->shape, (std::vector<int64_t>{8, 4, 2}));
+  expect_reproduces_the_step(s);
 }
 
 }  // namespace

@@ -341,6 +341,22 @@ TEST(SsdTest, DataParallelReproducesTheStep) {
   }
 }
 
+// Weight-update sharding and fsdp over 4 (2 images a replica, the batch norm per replica), and GPipe x data (2
+// stages x 2 replicas, 2 micro-batches of 2 images a replica; the batch norm per micro-batch) reproduce the
+// single-device step. spmd's schemes have no rules for SSD's convolutions (an error; spatial partitioning below is
+// its tensor sharding).
+TEST(SsdTest, ShardedAndPipelinedStepsReproduceTheStep) {
+  for (const std::string& strategy :
+       {std::string("strategy: {name: data_parallel, weight_update_sharding: true}\n"),
+        std::string("strategy: {name: fsdp}\n"),
+        std::string("strategy: {name: [pipeline, data_parallel], micro_batches: 2}\nmesh: {axes: [pipe, data], "
+                    "shape: [2, 2]}\n")}) {
+    SCOPED_TRACE(strategy);
+    expect_reproduces_the_step(plan_step(hardware("[4, 1]") + tiny(8, ", bn_batch: 2") + strategy));
+  }
+  EXPECT_THROW(plan_step(hardware("[4, 1]") + tiny(8, ", bn_batch: 2") + "strategy: {name: spmd}\n"), Error);
+}
+
 // Spatial partitioning as MLPerf ran SSD (input_partition_dims [1, 4, 1, 1]: H split 4 ways), alone and under data
 // parallel: maps of 33, 17, 9 and 5 rows split (padded shards), the 5-row map's VALID convolution to 3 rows and
 // everything after it gathered (strategy.spatial_gather); the heads' outputs gathered for the loss.
