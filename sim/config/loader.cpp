@@ -20,6 +20,23 @@ Experiment load(const YAML::Node& file_root, const std::string& file, const std:
 
 bool is_prefill_override(const Override& o) { return o.path.rfind("serving.prefill.", 0) == 0; }
 
+// The mapping without some of its keys; its other entries are the same nodes (they keep their places in the file,
+// which YAML::Clone drops).
+YAML::Node without(const YAML::Node& map, const std::vector<std::string>& keys) {
+  YAML::Node out(YAML::NodeType::Map);
+  for (auto it = map.begin(); it != map.end(); ++it)
+    if (!it->first.IsScalar() || std::find(keys.begin(), keys.end(), it->first.Scalar()) == keys.end())
+      out.force_insert(it->first, it->second);
+  return out;
+}
+
+// The experiment file without serving.prefill.
+YAML::Node without_prefill(const YAML::Node& file_root) {
+  YAML::Node root = without(file_root, {"serving"});
+  if (auto serving = child(file_root, "serving")) root.force_insert(YAML::Node("serving"), without(*serving, {"prefill"}));
+  return root;
+}
+
 // serving.prefill (docs/serving.md, "Per-phase layouts"): the prefill iterations' strategy and mesh. The section is
 // taken out of the experiment before its parameters are read and loaded as an experiment of its own, the file with
 // its strategy and mesh replaced (the nodes keep their places in the file, so its errors point at them), the
@@ -64,14 +81,9 @@ std::string load_prefill_phase(const YAML::Node& file_root, const std::optional<
                 "serving.prefill gives the prefill iterations a layout of their own and needs its strategy "
                 "(serving.prefill.strategy: {name: ...}); drop the section to prefill under the experiment's",
                 "serving.prefill.strategy");
-  YAML::Node root = YAML::Clone(file_root);
-  if (section) root["serving"].remove("prefill");
-  root.remove("strategy");
-  root.remove("mesh");
-  if (section) {
-    if (auto st = child(*section, "strategy")) root["strategy"] = YAML::Clone(*st);
-    if (auto m = child(*section, "mesh")) root["mesh"] = YAML::Clone(*m);
-  }
+  YAML::Node root = without(without_prefill(file_root), {"strategy", "mesh"});
+  if (section)
+    for (auto it = section->begin(); it != section->end(); ++it) root.force_insert(it->first, it->second);
   LoadOptions po;
   for (const Override& o : overrides) {
     if (o.path.rfind("strategy.", 0) == 0 || o.path.rfind("mesh.", 0) == 0) continue;
@@ -100,10 +112,7 @@ Experiment load(const YAML::Node& file_root, const std::string& file, const std:
     if (auto pre = child(*serving, "prefill")) prefill_section = *pre;
   std::vector<Override> all_overrides = overrides;
   if (prefill_section || std::any_of(overrides.begin(), overrides.end(), is_prefill_override)) {
-    if (prefill_section) {
-      root = YAML::Clone(file_root);
-      root["serving"].remove("prefill");
-    }
+    if (prefill_section) root = without_prefill(file_root);
     overrides.erase(std::remove_if(overrides.begin(), overrides.end(), is_prefill_override), overrides.end());
   }
   if (opts.single_device) {
