@@ -202,6 +202,10 @@ struct Experiment {
   RunConfig run;
   ParamSet params;          // every parameter, with where it came from
   std::vector<ParamSpec> specs;  // the declarations behind `params`, in declaration order
+  // A serving run's prefill layout (serving.prefill, docs/serving.md "Per-phase layouts"): the experiment with its
+  // strategy and mesh replaced by serving.prefill's, resolved as YAML (without origins); "" when the prefill
+  // iterations use the experiment's own layout.
+  std::string prefill_phase;
 };
 
 }  // namespace podsim

@@ -170,6 +170,12 @@ int cmd_docs(const std::string& what) {
   std::cout << "\nThe `serving` section makes `podsim run` a serving run: a request stream through an engine "
                "policy\n(docs/serving.md, \"The serving engine\").\n";
   section("serving", serving_param_specs());
+  std::cout << "\n`serving.prefill` gives a serving run's prefill iterations a layout of their own on the same slice: "
+               "a `strategy`\nmapping (required) and a `mesh` mapping, with the keys of the experiment's own "
+               "`strategy` and `mesh` sections\nabove (unset there: the strategy's default mesh). Decode keeps the "
+               "experiment's layout; every prefill's KV\ncache is re-laid out into it (docs/serving.md, \"Per-phase "
+               "layouts\"). `--set serving.prefill.strategy.KEY=...`\nand `serving.prefill.mesh.KEY` override its "
+               "keys.\n";
   return 0;
 }
 

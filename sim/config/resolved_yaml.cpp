@@ -85,6 +85,18 @@ std::string resolved_yaml(const Experiment& e, bool with_origins) {
     }
     out << line << "\n";
   }
+  // serving.prefill: the prefill layout's strategy and mesh sections, as its own resolved experiment has them.
+  if (!e.prefill_phase.empty()) {
+    if (open.empty() || open.front() != "serving") out << "serving:\n";
+    out << "  prefill:\n";
+    std::stringstream in(e.prefill_phase);
+    bool keep = false;
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      if (line[0] != ' ') keep = line.rfind("strategy:", 0) == 0 || line.rfind("mesh:", 0) == 0;
+      if (keep) out << "    " << line << "\n";
+    }
+  }
   return out.str();
 }
 

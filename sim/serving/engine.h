@@ -78,6 +78,7 @@ struct IterationCost {
   double seconds = 0;
   double model_flops = 0;
   double stream_bytes_per_chip = 0;
+  double peak_bytes_per_chip = 0;  // the memory plan's peak on the fullest chip (0: not known)
 };
 using IterationTimeFn = std::function<IterationCost(const Iteration&, const std::vector<Sequence>&)>;
 

@@ -10,7 +10,16 @@ namespace podsim::serving {
 
 std::string shape_text(const Shape& s) {
   std::vector<std::string> parts;
-  for (const Chunk& c : s) parts.push_back(std::to_string(c.fresh) + "+" + std::to_string(c.cached));
+  for (size_t i = 0; i < s.size();) {
+    size_t j = i;
+    while (j < s.size() && s[j] == s[i]) ++j;
+    std::string t = std::to_string(s[i].fresh) + "+" + std::to_string(s[i].cached);
+    // A run of more than 4 alike as "N x NEW+CACHED".
+    if (j - i > 4) parts.push_back(std::to_string(j - i) + " x " + t);
+    else
+      for (size_t k = i; k < j; ++k) parts.push_back(t);
+    i = j;
+  }
   return join(parts, ",");
 }
 

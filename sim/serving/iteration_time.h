@@ -35,7 +35,7 @@ struct Chunk {
 };
 using Shape = std::vector<Chunk>;  // sorted
 
-// "NEW+CACHED" per chunk, joined by commas.
+// "NEW+CACHED" per chunk, joined by commas (a run of more than 4 alike as "N x NEW+CACHED").
 std::string shape_text(const Shape& s);
 
 struct TimerOptions {

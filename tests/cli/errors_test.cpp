@@ -770,6 +770,16 @@ TEST(ErrorsTest, SRV004_ServingPolicy) {
   EXPECT_FALSE(exists(test_dir() + "/out"));
 }
 
+TEST(ErrorsTest, SRV005_ServingPhases) {
+  // A prefill layout under the chunked policy, whose iterations mix prefill chunks and decodes: at the policy.
+  auto r = expect_error(kTiny + "serving:\n  requests: {count: 1, input_tokens: 3, output_tokens: 2}\n"
+                                "  engine: {policy: chunked}\n  prefill:\n    strategy: {name: spmd}\n",
+                        "PODSIM-SRV-005", 7, 0, {}, true);
+  EXPECT_EQ(r.code, exit_of("PODSIM-SRV-005"));
+  EXPECT_NE(r.err.find("Use the continuous or static policy, or drop serving.prefill"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists(test_dir() + "/out"));
+}
+
 TEST(ErrorsTest, EveryCatalogueEntryHasATestHere) {
   std::string self = read_file(source_dir() + "/tests/cli/errors_test.cpp");
   for (const auto& e : error_catalogue()) {

@@ -104,6 +104,14 @@ inline const std::map<std::string, std::vector<std::string>>& reduced_sizes() {
       {"configs/serving/palm-540b-v4-64-int8_low_latency.yaml",
        {"workload.layers=2", "workload.d_model=256", "workload.d_ff=1024", "workload.head_dim=32",
         "workload.vocab=4096", "serving.requests.input_tokens=64", "serving.requests.output_tokens=8"}},
+      // Per-phase layouts (serving.prefill): the narrow model, prompts of 64 tokens generating 8, as many requests as
+      // shipped, so that every decode's batch stays a multiple of the 64 chips the cache is split over.
+      {"configs/serving/palm-540b-v4-64_high_throughput.yaml",
+       {"workload.layers=2", "workload.d_model=256", "workload.d_ff=1024", "workload.head_dim=32",
+        "workload.vocab=4096", "serving.requests.input_tokens=64", "serving.requests.output_tokens=8"}},
+      {"configs/serving/palm-540b-v4-64-int8_continuous.yaml",
+       {"workload.layers=2", "workload.d_model=256", "workload.d_ff=1024", "workload.head_dim=32",
+        "workload.vocab=4096", "serving.requests.input_tokens=64", "serving.requests.output_tokens=8"}},
       // 256 chips as shipped; 1/64 of the data (4 MiB per chip instead of 256 MiB).
       {"configs/examples/allreduce_16x16.yaml", {"workload.bytes=4MiB"}},
       // ResNet-18 split 2 ways spatially x 2 data on 2 x 2 chips instead of 4 x 2 (the numeric step at 128 pixels is

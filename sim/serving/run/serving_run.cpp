@@ -14,6 +14,7 @@
 #include "sim/serving/engine.h"
 #include "sim/serving/iteration_time.h"
 #include "sim/serving/request_stream.h"
+#include "sim/serving/run/serving_phases.h"
 #include "sim/serving/run/serving_trace.h"
 #include "sim/serving/run/shape_simulator.h"
 #include "workloads/models/transformer_layer.h"
@@ -194,10 +195,18 @@ RunOutcome run_serving(const Experiment& e, const RunOptions& opts) {
   to.context_bucket = p.i("serving.context_bucket");
   to.padding = p.s("workload.prefill_padding");
   to.kv_block = p.i("workload.kv_block");
-  IterationTimer timer(to, [&](const std::vector<Shape>& s) { return simulate_shapes(frame, s); });
+  // serving.prefill: the prefill iterations under a layout of their own (docs/serving.md, "Per-phase layouts").
+  std::unique_ptr<PrefillPhase> phase = PrefillPhase::make(e, frame, config, requests.size(), to);
+  IterationTimer timer(to, [&](const std::vector<Shape>& s) {
+    std::vector<IterationCost> c = simulate_shapes(frame, s);
+    if (phase) phase->check_decode(c, s);
+    return c;
+  });
   auto decode_engine = std::make_unique<Engine>(
       config, ServingPolicyRegistry::instance().make(p.s("serving.engine.policy")),
-      [&](const Iteration& it, const std::vector<Sequence>& seqs) { return timer.cost(it, seqs); });
+      [&](const Iteration& it, const std::vector<Sequence>& seqs) {
+        return phase && it.kind() == IterationKind::Prefill ? phase->cost(it) : timer.cost(it, seqs);
+      });
   EngineResult r;
   std::vector<Transfer> transfers;
   std::vector<bool> on_prefill;  // per iteration of r: on the prefill slice (disaggregated)
@@ -349,7 +358,9 @@ RunOutcome run_serving(const Experiment& e, const RunOptions& opts) {
                           {"kv_transfer_bytes", transfer_bytes},
                           {"kv_transfer_s", stats(transfer_s)}};
   }
-  s["shapes_simulated"] = timer.simulated() + (prefill_timer ? prefill_timer->simulated() : 0);
+  if (phase) s["phases"] = phase->summary(frame.label);
+  s["shapes_simulated"] =
+      timer.simulated() + (prefill_timer ? prefill_timer->simulated() : 0) + (phase ? phase->simulated() : 0);
   s["exact"] = to.exact;
 
   J j;

@@ -8,17 +8,22 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "base/text.h"
 #include "sim/config/loader.h"
+#include "hw/pod/pod_context.h"
+#include "plan/plan.h"
+#include "plan/sharding.h"
 #include "sim/engine/engine.h"
 
 namespace podsim::serving {
 namespace {
 
 ShapeStats g_stats;
+std::map<std::string, std::map<std::string, std::pair<int64_t, double>>> g_collectives;
 
 std::string list(const std::vector<int64_t>& v) {
   std::vector<std::string> parts;
@@ -32,8 +37,63 @@ bool all_equal(const std::vector<int64_t>& v) {
   return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == v.front(); });
 }
 
+// The part of each dimension of a `shape` tensor that `chip` holds under `spec` (plan/sharding.h: device i of the
+// p a dimension is split over holds [i * ceil(n / p), (i + 1) * ceil(n / p)), padding beyond n dropped).
+nlohmann::json held(const std::vector<int64_t>& shape, const ShardSpec& spec, const Mesh& m, int64_t chip) {
+  nlohmann::json r = nlohmann::json::array();
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t n = shape[d];
+    if (!spec.splits(d)) {
+      r.push_back({0, n});
+      continue;
+    }
+    const int64_t per = ceil_div64(n, split_count(spec, d, m));
+    const int64_t i = m.index(chip, spec.dims[d]);
+    r.push_back({std::min(n, i * per), std::min(n, (i + 1) * per)});
+  }
+  return r;
+}
+
+// In the child, probe mode: the step planned (not simulated); per chip what it holds of the iteration's KV cache
+// (layer0.attn.k_cache [sequences, capacity, kv_heads, head_dim]) and of the weights.
+nlohmann::json probe(const Prepared& p) {
+  const Plan& plan = p.plan;
+  const TensorId kv = p.graph.find_tensor("layer0.attn.k_cache");
+  if (kv < 0) throw Error(Err::Internal, "the serving iteration has no KV cache (layer0.attn.k_cache)");
+  nlohmann::json chips = nlohmann::json::array();
+  nlohmann::json weights = nlohmann::json::object();  // per weight, per chip: [digest of its part, bytes]
+  const size_t n = plan.role_of_chip.size();
+  for (size_t chip = 0; chip < n; ++chip) {
+    const int32_t role = plan.role_of_chip[chip];
+    nlohmann::json mine = nullptr;
+    if (role >= 0) {
+      const Program& prog = plan.programs[static_cast<size_t>(role)];
+      for (const TensorBinding& b : prog.inputs) {
+        const TensorInfo& t = p.graph.tensor(b.logical);
+        if (b.logical == kv) mine = held(t.shape, b.spec, plan.mesh, static_cast<int64_t>(chip));
+        if (t.role != TensorRole::Parameter) continue;
+        auto& w = weights[t.name];
+        if (w.is_null()) w = nlohmann::json::array();
+        while (w.size() < chip) w.push_back({"", 0.0});
+        const std::string part = held(t.shape, b.spec, plan.mesh, static_cast<int64_t>(chip)).dump();
+        w.push_back({std::to_string(std::hash<std::string>{}(part)), prog.graph.tensor(b.local).bytes()});
+      }
+    }
+    chips.push_back(mine);
+  }
+  for (auto& [name, w] : weights.items())
+    while (w.size() < n) w.push_back({"", 0.0});
+  return {{"kv_shape", p.graph.tensor(kv).shape}, {"kv_held", chips}, {"weights", weights}};
+}
+
+double peak_bytes(const Prepared& p) {
+  double peak = 0;
+  for (const ExecProgram& ep : p.ctx->programs) peak = std::max(peak, ep.memory.peak_bytes);
+  return peak;
+}
+
 // In the child: simulate the step and write its figures (or its error) as JSON to `fd`.
-void child(const ShapeFrame& f, const Shape& s, int fd) {
+void child(const ShapeFrame& f, const Shape& s, int fd, bool probing) {
   nlohmann::json out;
   try {
     LoadOptions lo;
@@ -41,14 +101,29 @@ void child(const ShapeFrame& f, const Shape& s, int fd) {
     for (std::string& o : shape_overrides(s, f)) lo.overrides.push_back(std::move(o));
     const Experiment e = load_experiment_text(f.yaml, f.label, lo);
     std::unique_ptr<Prepared> p = prepare(e);
-    Simulation sim = simulate(*p);
-    const nlohmann::json j = nlohmann::json::parse(summary_json(*p, sim));
-    out["seconds"] = j["step_time_s"];
-    out["model_flops"] = j["model_flops"];
-    const auto& inf = j["inference"];
-    out["stream_bytes_per_chip"] =
-        inf["weight_bytes_per_chip"].get<double>() + inf["kv_bytes_read_per_chip"].get<double>();
-    out["activations"] = static_cast<double>(sim.activations);
+    if (probing) {
+      out = probe(*p);
+    } else {
+      Simulation sim = simulate(*p);
+      const nlohmann::json j = nlohmann::json::parse(summary_json(*p, sim));
+      out["seconds"] = j["step_time_s"];
+      out["model_flops"] = j["model_flops"];
+      const auto& inf = j["inference"];
+      out["stream_bytes_per_chip"] =
+          inf["weight_bytes_per_chip"].get<double>() + inf["kv_bytes_read_per_chip"].get<double>();
+      out["activations"] = static_cast<double>(sim.activations);
+      // The result chip's collectives by kind: how many, and the bytes a chip moves in them.
+      nlohmann::json kinds = nlohmann::json::object();
+      if (j.contains("collectives"))
+        for (const auto& c : j["collectives"]) {
+          auto& k = kinds[c["kind"].get<std::string>()];
+          if (k.is_null()) k = {{"count", 0}, {"bytes_per_chip", 0.0}};
+          k["count"] = k["count"].get<int64_t>() + 1;
+          k["bytes_per_chip"] = k["bytes_per_chip"].get<double>() + c["bytes_per_chip"].get<double>();
+        }
+      out["collectives"] = kinds;
+    }
+    out["peak_bytes_per_chip"] = peak_bytes(*p);
   } catch (const Error& e) {
     out["error"] = std::string(e.id());
     out["where"] = e.where().str();
@@ -73,7 +148,7 @@ struct Child {
   size_t index = 0;
 };
 
-Child start(const ShapeFrame& f, const Shape& s, size_t index) {
+Child start(const ShapeFrame& f, const Shape& s, size_t index, bool probing = false) {
   int fds[2];
   if (pipe(fds) != 0) throw Error(Err::Internal, "cannot create a pipe for an iteration's simulation");
   const pid_t pid = fork();
@@ -81,7 +156,7 @@ Child start(const ShapeFrame& f, const Shape& s, size_t index) {
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     close(fds[0]);
-    child(f, s, fds[1]);
+    child(f, s, fds[1], probing);
     _exit(0);
   }
   close(fds[1]);
@@ -109,9 +184,45 @@ Err err_of(const std::string& id) {
   return Err::Internal;
 }
 
+nlohmann::json answer(const std::string& text, const Shape& s) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception&) {
+    throw Error(Err::Internal, "the simulation of iteration [" + shape_text(s) + "] ended without a result");
+  }
+  if (j.contains("error"))
+    throw Error(err_of(j["error"].get<std::string>()), SourceLocation{"", 0, 0, j.value("where", "")},
+                "an iteration of the serving run (chunks " + shape_text(s) + "): " + j["message"].get<std::string>());
+  return j;
+}
+
 }  // namespace
 
 const ShapeStats& shape_stats() { return g_stats; }
+
+std::map<std::string, std::pair<int64_t, double>> first_collectives(const std::string& label) {
+  auto it = g_collectives.find(label);
+  return it == g_collectives.end() ? std::map<std::string, std::pair<int64_t, double>>{} : it->second;
+}
+
+LayoutProbe probe_layout(const ShapeFrame& f, const Shape& s) {
+  const nlohmann::json j = answer(finish(start(f, s, 0, true)), s);
+  LayoutProbe p;
+  p.kv_shape = j["kv_shape"].get<std::vector<int64_t>>();
+  for (const auto& c : j["kv_held"]) {
+    std::vector<std::pair<int64_t, int64_t>> r;
+    if (!c.is_null())
+      for (const auto& d : c) r.push_back({d[0].get<int64_t>(), d[1].get<int64_t>()});
+    p.kv_held.push_back(r);
+  }
+  for (const auto& [name, w] : j["weights"].items()) {
+    std::vector<std::pair<std::string, double>>& mine = p.weights[name];
+    for (const auto& c : w) mine.push_back({c[0].get<std::string>(), c[1].get<double>()});
+  }
+  p.peak_bytes_per_chip = j["peak_bytes_per_chip"];
+  return p;
+}
 
 std::vector<std::string> shape_overrides(const Shape& s, const ShapeFrame& f) {
   std::vector<int64_t> fresh, cached;
@@ -173,21 +284,17 @@ std::vector<IterationCost> simulate_shapes(const ShapeFrame& f, const std::vecto
   }
   std::vector<IterationCost> out;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(texts[i]);
-    } catch (const std::exception&) {
-      throw Error(Err::Internal, "the simulation of iteration [" + shape_text(shapes[i]) + "] ended without a result");
-    }
-    if (j.contains("error"))
-      throw Error(err_of(j["error"].get<std::string>()), SourceLocation{"", 0, 0, j.value("where", "")},
-                  "an iteration of the serving run (chunks " + shape_text(shapes[i]) +
-                      "): " + j["message"].get<std::string>());
+    const nlohmann::json j = answer(texts[i], shapes[i]);
     IterationCost c;
     c.seconds = j["seconds"];
     c.model_flops = j["model_flops"];
     c.stream_bytes_per_chip = j["stream_bytes_per_chip"];
+    c.peak_bytes_per_chip = j["peak_bytes_per_chip"];
     g_stats.activations += j["activations"].get<double>();
+    auto& seen = g_collectives[f.label];
+    if (seen.empty())
+      for (const auto& [kind, k] : j["collectives"].items())
+        seen[kind] = {k["count"].get<int64_t>(), k["bytes_per_chip"].get<double>()};
     out.push_back(c);
   }
   g_stats.shapes += static_cast<int64_t>(shapes.size());

@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/serving/iteration_time.h"
@@ -31,6 +33,18 @@ std::vector<std::string> shape_overrides(const Shape& s, const ShapeFrame& f);
 // prefixed with the iteration.
 std::vector<IterationCost> simulate_shapes(const ShapeFrame& f, const std::vector<Shape>& shapes);
 
+// A layout as the partitioner lays out an iteration (planned in a child, not simulated): per chip the part of the
+// iteration's KV cache it holds (layer0.attn.k_cache [sequences, capacity, kv_heads, head_dim], a [begin, end) per
+// dimension; empty for an idle chip), and per weight, per chip, the part it stores (a digest of its index ranges)
+// and that part's bytes.
+struct LayoutProbe {
+  std::vector<int64_t> kv_shape;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> kv_held;
+  std::map<std::string, std::vector<std::pair<std::string, double>>> weights;
+  double peak_bytes_per_chip = 0;
+};
+LayoutProbe probe_layout(const ShapeFrame& f, const Shape& s);
+
 // What the children did in all: shapes simulated, model activations, wall seconds.
 struct ShapeStats {
   int64_t shapes = 0;
@@ -38,5 +52,8 @@ struct ShapeStats {
   double wall = 0;
 };
 const ShapeStats& shape_stats();
+// The collectives of the first shape simulated under frame label `label` (its result chip's, by kind: count and
+// bytes a chip moves), or none.
+std::map<std::string, std::pair<int64_t, double>> first_collectives(const std::string& label);
 
 }  // namespace podsim::serving
