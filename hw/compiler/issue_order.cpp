@@ -5,7 +5,8 @@
 namespace podsim {
 
 double estimated_seconds(const ExecOp& e, const ChipConfig& chip, double ici_link_bandwidth) {
-  if (e.unit == Unit::Ici || e.unit == Unit::Host) return e.logical_bytes / std::max(1.0, 2.0 * ici_link_bandwidth);
+  if (e.unit == Unit::Ici) return e.logical_bytes / std::max(1.0, 2.0 * ici_link_bandwidth);
+  if (e.unit == Unit::Host) return e.logical_bytes / std::max(1.0, chip.host_link.bandwidth);
   return std::max(e.mxu_flops / std::max(1.0, chip.peak_flops()),
                   (e.core_hbm_read + e.core_hbm_write) * e.cores / std::max(1.0, chip.hbm.bandwidth));
 }

@@ -25,7 +25,8 @@ struct IssueOrder {
 };
 
 // An op's estimated time: a compute op's MXU FLOPs at the chip's peak or its HBM traffic at the HBM bandwidth,
-// whichever is longer; a collective's or transfer's logical bytes over one link's two directions.
+// whichever is longer; a collective's or transfer's logical bytes over one link's two directions; a host transfer's
+// over the host link.
 double estimated_seconds(const ExecOp& e, const ChipConfig& chip, double ici_link_bandwidth);
 
 // `dependents[i]`: the ops that wait on op i (every one after i in the program).
