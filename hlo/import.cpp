@@ -94,7 +94,9 @@ ArrayFn unary_fn(const std::string& op, bool& ok) {
       {"round-nearest-even", ArrayFn::RoundNearestEven}, {"sign", ArrayFn::Sign}, {"not", ArrayFn::Not},
       {"is-finite", ArrayFn::IsFinite}, {"erf", ArrayFn::Erf}, {"popcnt", ArrayFn::PopulationCount},
       {"reduce-precision", ArrayFn::ReducePrecision}, {"real", ArrayFn::Copy}, {"imag", ArrayFn::Copy},
-      {"count-leading-zeros", ArrayFn::PopulationCount}, {"stochastic-convert", ArrayFn::Copy}};
+      {"count-leading-zeros", ArrayFn::PopulationCount}, {"stochastic-convert", ArrayFn::Copy},
+      // CHLO's special functions as the StableHLO reader emits them (hlo/stablehlo_chlo.cpp; not HLO opcodes)
+      {"lgamma", ArrayFn::Lgamma}, {"digamma", ArrayFn::Digamma}, {"erf-inv", ArrayFn::ErfInv}};
   auto it = k.find(op);
   ok = it != k.end();
   return ok ? it->second : ArrayFn::Copy;
@@ -143,7 +145,7 @@ std::string category(const std::string& opcode) {
       "compare", "select", "clamp", "negate", "abs", "exponential", "log", "sqrt", "rsqrt", "tanh", "logistic",
       "sine", "cosine", "convert", "floor", "ceil", "sign", "not", "broadcast", "iota", "constant", "exponential-minus-one",
       "log-plus-one", "is-finite", "reduce-precision", "shift-left", "shift-right-logical", "shift-right-arithmetic",
-      "round-nearest-afz", "round-nearest-even", "erf", "cbrt", "tan", "popcnt"};
+      "round-nearest-afz", "round-nearest-even", "erf", "cbrt", "tan", "popcnt", "lgamma", "digamma", "erf-inv"};
   if (elementwise.count(opcode)) return "non-fusion elementwise";
   return opcode;
 }

@@ -11,11 +11,15 @@
 //    clamped to [-4, 4], x P(x^2) / Q(x^2) by Horner's rule, clamped to [-1, 1]; workloads/ops/array.cpp). Written
 //    out as chlo_legalize_to_hlo does (25 ops), podsim's fusion pass, which takes at most 16 ops per kernel, would
 //    split it and write its intermediates to HBM, which XLA does not;
+//  - `chlo.lgamma`, `chlo.digamma` and `chlo.erf_inv`: one elementwise op each, its work that of XLA's
+//    decomposition (chlo_legalize_to_hlo: Lanczos' approximation with its reflection; Giles' polynomials), counted
+//    in workloads/ops/special_math.h; written out, 60-80 ops, the fusion pass would split them as it would erf;
 //  - `chlo.is_inf`, `is_pos_inf`, `is_neg_inf`: a comparison of |x|, x with infinity;
 //  - `chlo.cosh`: e^(x + log 1/2) + e^(log 1/2 - x); `chlo.sinh`: e^(x + log 1/2) - e^(log 1/2 - x), and for
 //    |x| < 1 (e + e / (e + 1)) / 2 with e = expm1(x), selected by |x| < 1 (materializeCosh/SinhApproximation);
 //  - `chlo.constant_like` and `chlo.constant`: a constant.
-// Other CHLO ops (lgamma, digamma, erf_inv, the Bessel functions...) are an error at the op naming those read.
+// Other CHLO ops (polygamma, zeta, the Bessel functions, acos and the other inverse trigonometric and hyperbolic
+// functions...) are an error at the op naming those read.
 #include <cmath>
 #include <set>
 
@@ -172,10 +176,14 @@ std::vector<Val> Lowerer::chlo(Build& b, const Op& op, std::vector<Val>& vals) {
     res.idx = emit(b, "erf", xs, {x0.idx}, op.at, h);
     return {res};
   }
+  if (base == "lgamma" || base == "digamma" || base == "erf_inv") {  // one op, the decomposition's work
+    res.idx = emit(b, base == "erf_inv" ? "erf-inv" : base, xs, {x0.idx}, op.at, h);
+    return {res};
+  }
   fail(op.at, Err::HloUnsupported,
        "operation '" + op.name + "' is not one podsim reads: of CHLO it reads broadcast_* (add, subtract, multiply, "
        "divide, maximum, minimum, power, remainder, atan2, and, or, xor, shift_*, compare, select, complex), erf, "
-       "tan, top_k, is_inf, is_pos_inf, is_neg_inf, cosh, sinh, constant and constant_like (docs/hlo.md, "
+       "erf_inv, lgamma, digamma, tan, top_k, is_inf, is_pos_inf, is_neg_inf, cosh, sinh, constant and constant_like (docs/hlo.md, "
        "\"StableHLO\")");
 }
 

@@ -229,7 +229,8 @@ enum class ArrayFn : uint8_t {
   Select, Clamp,
   // one input
   Copy, Negate, Abs, Exp, Expm1, Log, Log1p, Sqrt, Rsqrt, Cbrt, Tanh, Logistic, Sine, Cosine, Tan, Floor, Ceil,
-  RoundAwayFromZero, RoundNearestEven, Sign, Not, IsFinite, Erf, PopulationCount, ReducePrecision,
+  RoundAwayFromZero, RoundNearestEven, Sign, Not, IsFinite, Erf, PopulationCount, ReducePrecision, Lgamma, Digamma,
+  ErfInv,
   // a combiner podsim cannot compute (a reduction of tuples: argmax): cost only
   Other,
 };

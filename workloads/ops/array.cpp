@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "workloads/ops/kernel_util.h"
+#include "workloads/ops/special_math.h"
 
 namespace podsim {
 
@@ -67,6 +68,9 @@ const char* array_fn_name(ArrayFn f) {
     case ArrayFn::Erf: return "erf";
     case ArrayFn::PopulationCount: return "popcnt";
     case ArrayFn::ReducePrecision: return "reduce_precision";
+    case ArrayFn::Lgamma: return "lgamma";
+    case ArrayFn::Digamma: return "digamma";
+    case ArrayFn::ErfInv: return "erf_inv";
     case ArrayFn::Other: return "other";
   }
   return "?";
@@ -130,6 +134,16 @@ OpCost elementwise_cost(const ModelGraph& g, const Op& op) {
       return ops::elementwise(vector_op(g, op, 0, 1));
     case ArrayFn::Erf:  // XLA's expansion (elemental_ir_emitter's EmitErfF32): 2 clamps, 22 multiply-adds, 1 divide
       return ops::elementwise(vector_op(g, op, 24, 0, 1));
+    // CHLO's lgamma, digamma and erf_inv: the work of XLA's decompositions (chlo_legalize_to_hlo.cc,
+    // materializeLgamma / materializeDigamma, Lanczos' approximation with g = 7 and 8 terms plus the reflection for
+    // x < 1/2; materializeErfInvF32, Giles' polynomials of degree 8 on both branches), counted in
+    // workloads/ops/special_math.h.
+    case ArrayFn::Lgamma:
+      return ops::elementwise(vector_op(g, op, kLgammaWork.simple, kLgammaWork.transcendental, kLgammaWork.divide));
+    case ArrayFn::Digamma:
+      return ops::elementwise(vector_op(g, op, kDigammaWork.simple, kDigammaWork.transcendental, kDigammaWork.divide));
+    case ArrayFn::ErfInv:
+      return ops::elementwise(vector_op(g, op, kErfInvWork.simple, kErfInvWork.transcendental, kErfInvWork.divide));
     case ArrayFn::Power: case ArrayFn::Atan2:
       return ops::elementwise(vector_op(g, op, 1, 2));
     case ArrayFn::Divide: case ArrayFn::Remainder:
@@ -164,6 +178,9 @@ double apply1(ArrayFn f, double a, bool integer) {
     case ArrayFn::Not: return integer ? static_cast<double>(~static_cast<int64_t>(a)) : (a == 0.0 ? 1.0 : 0.0);
     case ArrayFn::IsFinite: return std::isfinite(a) ? 1.0 : 0.0;
     case ArrayFn::Erf: return std::erf(a);
+    case ArrayFn::Lgamma: return std::lgamma(a);
+    case ArrayFn::Digamma: return digamma(a);
+    case ArrayFn::ErfInv: return erf_inv(a);
     case ArrayFn::PopulationCount: return static_cast<double>(__builtin_popcountll(static_cast<uint64_t>(static_cast<int64_t>(a))));
     default: return a;
   }
