@@ -121,7 +121,8 @@ int cmd_docs(const std::string& what) {
                  "`file:line:column` and the key path; all the errors of a file are reported at once, one per line,\n"
                  "most specific first (unknown keys and bad values in file order, then missing keys). Exit code 2\n"
                  "means bad input, 1 a failure of the simulator.\n"
-                 "Each id has a test asserting it (tests/cli/errors_test.cpp).\n\n"
+                 "Each id has a test asserting it (tests/cli/errors_test.cpp; sweeps, inference and serving in "
+                 "errors_sweep_serving_test.cpp).\n\n"
                  "| id | exit | title | what it means, what to do |\n|---|---|---|---|\n";
     for (const auto& e : error_catalogue())
       std::cout << "| `" << e.id << "` | " << e.exit_code << " | " << e.title << " | " << e.help << " |\n";
