@@ -120,15 +120,16 @@ TEST(ConfigTest, PresetsCarryTheirInt8AndFp8Rates) {
   }
 }
 
-// TPU v6e per Google's v6e page: one TensorCore with 4 MXUs of 256x256, HBM 1640 GB/s, ICI 3584 Gbps per chip
-// (448 GB/s out of the chip over 4 links: 112 GB/s per link and direction).
+// TPU v6e per Google's v6e page: one TensorCore with 2 MXUs of 256x256, HBM 1640 GB/s, ICI 3584 Gbps per chip
+// (448 GB/s out of the chip over 4 links: 112 GB/s per link and direction); the clock is the one at which 2 arrays
+// of one multiply-add per cell and cycle make the page's 918 TFLOP/s: 918e12 / (2 * 256 * 256 * 2) = 3.5 GHz.
 TEST(ConfigTest, TpuV6eMatchesItsPublishedFigures) {
   Experiment e = load("hardware: {preset: tpu-v6e}\nworkload: {model: matmul, m: 1, k: 1, n: 1}\n");
   EXPECT_EQ(e.hardware.chip.tensorcores, 1);
-  EXPECT_EQ(e.hardware.chip.mxu.count, 4);
+  EXPECT_EQ(e.hardware.chip.mxu.count, 2);
   EXPECT_EQ(e.hardware.chip.mxu.rows, 256);
   EXPECT_EQ(e.hardware.chip.mxu.cols, 256);
-  EXPECT_DOUBLE_EQ(e.hardware.chip.clock, 1.75e9);
+  EXPECT_NEAR(e.hardware.chip.clock, 918e12 / (2.0 * 256 * 256 * 2), 0.01e9);
   EXPECT_DOUBLE_EQ(e.hardware.chip.hbm.bandwidth, 1640e9);
   EXPECT_DOUBLE_EQ(4 * e.hardware.ici.link_bandwidth * 8, 3584e9);
 }
