@@ -130,7 +130,8 @@ TEST(SearchServing, TheBatchSplitCacheIsDroppedWithoutBatchPaddingOrUnderChunked
   const std::string chunked = write_file("chunked.yaml", experiment("  layouts: [1d, 1d_kv_batch]\n", "chunked"));
   const CliResult c = run_podsim({"search", chunked, "--out", test_dir() + "/chunked", "--dry-run"});
   ASSERT_EQ(c.code, 0) << c.out << c.err;
-  EXPECT_NE(c.out.find("needs one row per sequence; chunked batching packs its iterations"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("needs one row per sequence; chunked batching packs its iterations"), std::string::npos)
+      << c.out;
 }
 
 TEST(SearchServing, BadSearchValuesAreLocated) {
