@@ -1,5 +1,5 @@
 // Batch padding end to end (docs/serving.md, "Batch padding"): an inference step with empty sequences counts only
-// its real ones' model FLOPs; a continuous run whose cache is split over the batch decodes every slot and runs
+// its real ones' model FLOPs, and split over the batch computes what one chip does; a continuous run whose cache is split over the batch decodes every slot and runs
 // (it failed with PODSIM-INF-004 before, and still does with serving.engine.batch_padding: none); the decodes'
 // model FLOPs are the real tokens' whatever the padding; with none, a stream's figures are those of the engine
 // before batch padding existed.
@@ -61,6 +61,24 @@ TEST(ServingPaddingRun, AStepsEmptySequencesAreComputedButNotModelFlops) {
   std::string err;
   run("unpadded", step, {"strategy.kv_sharding=batch"}, 2, &err);
   EXPECT_NE(err.find("PODSIM-INF-004"), std::string::npos) << err;
+}
+
+TEST(ServingPaddingRun, APaddedDecodeSplitOverTheBatchReproducesTheSingleChipStep) {
+  // Three multi-query decodes of ragged contexts and an empty slot, the cache split over the batch of 4 chips,
+  // against the same step on one chip: every tensor (caches, logits, tokens) within fp32's bound.
+  const std::string workload =
+      "workload: {preset: llm-tiny, dtype: fp32, kv_heads: 1, kv_block: 3, step: decode, batch: 3, "
+      "context_lengths: [3, 9, 6], pad_sequences: 1, pad_tokens: 1}\n";
+  const std::string ref = write_file(
+      "step1.yaml", "hardware: {preset: tpu-v5e, pod: {dims: [1, 1]}}\n" + workload + "run: {numeric: true}\n");
+  const std::string exp = write_file("step4.yaml", "hardware: {preset: tpu-v5e, pod: {dims: [4, 1]}}\n" + workload +
+                                                       "strategy: {name: spmd, kv_sharding: batch}\n"
+                                                       "run: {numeric: true}\n");
+  ASSERT_EQ(run_podsim({"run", ref, "--out", test_dir() + "/step1", "-q"}).code, 0);
+  ASSERT_EQ(run_podsim({"run", exp, "--out", test_dir() + "/step4", "-q"}).code, 0);
+  const CliResult c = run_podsim({"compare", test_dir() + "/step1", test_dir() + "/step4"});
+  EXPECT_EQ(c.code, 0) << c.out << c.err;
+  EXPECT_NE(c.out.find("equal:"), std::string::npos) << c.out;
 }
 
 TEST(ServingPaddingRun, AContinuousRunWithTheCacheSplitOverTheBatchDecodesEverySlot) {
