@@ -22,9 +22,9 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
-#include <tuple>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
