@@ -88,6 +88,14 @@ int64_t InferenceStep::new_tokens() const {
   return n;
 }
 
+int64_t InferenceStep::real_sequences() const { return static_cast<int64_t>(seqs.fresh.size()) - pad_sequences; }
+
+int64_t InferenceStep::real_places() const {
+  int64_t n = 0;
+  for (int64_t i = 0; i < real_sequences(); ++i) n += seqs.width.at(static_cast<size_t>(i));
+  return n;
+}
+
 std::vector<ParamSpec> inference_param_specs() {
   return {
       P::choice("workload.step", {"train", "prefill", "decode", "mixed", "generate"},
@@ -154,6 +162,20 @@ std::vector<ParamSpec> inference_param_specs() {
           .def("greedy"),
       P::integer("workload.top_k", "sampling: top_k: the candidates kept per sequence.").range(1, 1 << 20).optional(),
       P::real("workload.top_p", "sampling: top_p: the probability mass kept.").positive(1).optional(),
+      P::integer("workload.pad_sequences",
+                 "prefill, decode, mixed: empty sequences the step computes beside its own, as a serving engine "
+                 "pads its batch (JetStream's empty decode slots, vLLM's padded request bucket): each a row of "
+                 "logits and a sample that are discarded, with no KV cache read or written (a length of 0). Left "
+                 "out of model FLOPs and tokens. The serving engine sets it (serving.engine.batch_padding).")
+          .range(0, 1 << 16)
+          .def("0"),
+      P::integer("workload.pad_tokens",
+                 "prefill, decode, mixed: token places the step computes through every layer that belong to no "
+                 "sequence (an empty slot's token, vLLM's padded token bucket), one to each of "
+                 "workload.pad_sequences first, the rest after them (a packed row). Left out of model FLOPs and "
+                 "tokens. The serving engine sets it (serving.engine.batch_padding).")
+          .range(0, 1 << 24)
+          .def("0"),
       P::integer("workload.kv_block",
                  "Keys per block of the decode attention kernel (vLLM TPU's pages of a block, a block of "
                  "JetStream's contiguous slot): the cache streams from HBM in such blocks, a sequence's last one "
@@ -282,7 +304,7 @@ InferenceStep inference_config(const ParamSet& p) {
                     " (its cached and new tokens); give at least " + ll(need),
                 "workload.kv_capacity");
   const int64_t n = static_cast<int64_t>(fresh.size());
-  s.resident = p.has("workload.kv_sequences") ? p.i("workload.kv_sequences") : n;
+  s.resident = p.has("workload.kv_sequences") ? p.i("workload.kv_sequences") : n + p.i("workload.pad_sequences");
   if (s.resident < n)
     throw Error(Err::KvCacheTooSmall, p.where("workload.kv_sequences"),
                 "workload.kv_sequences = " + ll(s.resident) + " resident caches cannot hold the iteration's " +
@@ -293,17 +315,43 @@ InferenceStep inference_config(const ParamSet& p) {
   const int64_t longest_fresh = *std::max_element(fresh.begin(), fresh.end());
   std::vector<int64_t> width;
   for (int64_t f : fresh) width.push_back(padded_length(padding, f, longest_fresh));
-  const bool uniform = std::all_of(width.begin(), width.end(), [&](int64_t w) { return w == width.front(); });
+  // The engine's batch padding: empty sequences after the real ones, the padded places one to each, the rest to the
+  // last of them (or, with none, past the last sequence of a packed row).
+  s.pad_sequences = p.i("workload.pad_sequences");
+  s.pad_tokens = p.i("workload.pad_tokens");
+  if (s.kind == StepKind::Generate) {
+    for (const char* key : {"workload.pad_sequences", "workload.pad_tokens"})
+      if (p.i(key) > 0)
+        throw Error(Err::BadChoice, p.where(key),
+                    std::string(key) + " pads a serving engine's iteration (prefill, decode or mixed); workload.step "
+                    "generate is one static batch without padding; drop it",
+                    key);
+  }
+  if (s.resident < n + s.pad_sequences)
+    throw Error(Err::KvCacheTooSmall, p.where("workload.kv_sequences"),
+                "workload.kv_sequences = " + ll(s.resident) + " resident caches cannot hold the iteration's " + ll(n) +
+                    " sequences and its " + ll(s.pad_sequences) + " padded ones (workload.pad_sequences); give at "
+                    "least " + ll(n + s.pad_sequences),
+                "workload.kv_sequences");
+  int64_t left = s.pad_tokens;
+  for (int64_t i = 0; i < s.pad_sequences; ++i, left = std::max<int64_t>(0, left - 1)) {
+    fresh.push_back(0);
+    cached.push_back(0);
+    width.push_back(left > 0 ? 1 : 0);
+  }
+  if (s.pad_sequences > 0) width.back() += left, left = 0;
+  const bool uniform = left == 0 && width.front() > 0 &&
+                       std::all_of(width.begin(), width.end(), [&](int64_t w) { return w == width.front(); });
   s.seqs.fresh = fresh;
   s.seqs.cached = cached;
   s.seqs.packed = !uniform;
   s.seqs.width = width;
   if (uniform) {
-    s.rows = n;
+    s.rows = static_cast<int64_t>(width.size());
     s.row_len = width.front();
   } else {
     s.rows = 1;
-    s.row_len = 0;
+    s.row_len = left;
     for (int64_t w : width) s.row_len += w;
   }
   s.flash = prefill && uniform;

@@ -5,6 +5,8 @@
 //   workload.step: decode    workload.batch sequences of workload.context cached tokens (or workload.context_lengths)
 //                            each add one token
 //   workload.step: mixed     workload.chunks ["NEW+CACHED", ...]: NEW tokens after CACHED ones (a decode is "1+C")
+//   (prefill, decode, mixed)  workload.pad_sequences, pad_tokens: the engine's batch padding (empty slots, padded
+//                            request and token buckets), computed as the engine computes it
 //   workload.step: generate  a prefill of the prompts and workload.generate - 1 decodes after it in one graph, each
 //                            decode fed the token the one before sampled (static batching: Pope et al.)
 // The KV cache (workload.kv_capacity places per sequence, workload.kv_sequences sequences resident), the serving
@@ -36,7 +38,14 @@ struct InferenceStep {
   DType activation = DType::BF16;  // the matmuls' activations (int8, fp8: quantized per row: weights and activations)
   OpAttrs sampling;                // sampling, top_k, top_p, seed
   int64_t kv_block = 0;            // keys per block of the decode attention kernel
+  // The engine's batch padding (workload.pad_sequences, pad_tokens): the last pad_sequences of seqs are empty
+  // (nothing new, nothing cached: no cache read or written, their samples discarded), and pad_tokens places of the
+  // activations belong to no real sequence (one to each padded sequence first, the rest to the last padded one, or
+  // past the last sequence of a packed row). Computed through every layer; left out of model FLOPs.
+  int64_t pad_sequences = 0, pad_tokens = 0;
   int64_t new_tokens() const;      // fresh tokens of the iteration, padding excluded
+  int64_t real_sequences() const;  // sequences less the padded ones
+  int64_t real_places() const;     // places of the real sequences (their prompts' padding included)
 };
 
 // workload.step and the keys above.

@@ -323,6 +323,13 @@ std::vector<ParamSpec> serving_param_specs() {
                  "and prefill chunks together.")
           .range(1, 1 << 24)
           .def("512"),
+      P::choice("serving.engine.batch_padding", {"engine", "none"},
+                "How an iteration's batch is shaped (docs/serving.md, \"Batch padding\"): engine (as the policy's "
+                "engine compiles it: continuous, JetStream's generate step over every decode slot; chunked, vLLM "
+                "TPU's tokens and requests padded to its buckets; static, the batch's finished sequences kept to "
+                "its end), the padding computed but left out of model FLOPs and tokens; none (only the work: the "
+                "occupied slots, the scheduled tokens).")
+          .def("engine"),
       P::choice("serving.engine.kv", {"contiguous", "paged"},
                 "The KV cache: contiguous (each slot owns slot_tokens places, JetStream) or paged (pages of "
                 "page_tokens places handed out as sequences grow, vLLM; a request is admitted while pages last and "

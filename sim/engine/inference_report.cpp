@@ -30,16 +30,38 @@ const char* type_name(DType t) { return dtype_name(t); }
 
 }  // namespace
 
+double step_model_flops(const Prepared& p, FlopsConvention convention) {
+  const ParamSet& params = p.exp.params;
+  const ModelGraph& g = p.graph;
+  if (!params.has("workload.step") || !inference_step(params)) return g.model_flops(convention);
+  const InferenceStep it = inference_config(params);
+  if (it.pad_sequences == 0 && it.pad_tokens == 0) return g.model_flops(convention);
+  const TensorId last = g.find_tensor("final_ln.last");
+  const OpId split = last >= 0 ? g.producer(last) : -1;
+  const double places = static_cast<double>(it.rows * it.row_len);
+  const double token_share = places > 0 ? static_cast<double>(it.real_places()) / places : 1.0;
+  const double seq_share =
+      static_cast<double>(it.real_sequences()) / static_cast<double>(ragged_sequences(it.seqs));
+  double f = 0;
+  for (size_t i = 0; i < g.ops().size(); ++i) {
+    const Op& op = g.ops()[i];
+    if (op.phase == Phase::Optimizer || op.recompute) continue;
+    const OpCost c = op_cost(g, op);
+    if (c.unit != Unit::Mxu) continue;
+    const double share = static_cast<OpId>(i) > split ? seq_share : token_share;
+    f += c.model_flops >= 0 ? c.model_flops : c.flops * share;
+    if (convention == FlopsConvention::MaxText) f -= c.causal_flops / 2;
+  }
+  return f;
+}
+
 std::optional<nlohmann::ordered_json> inference_report(const Prepared& p, const Simulation& s) {
   const ParamSet& params = p.exp.params;
   if (!params.has("workload.step") || !inference_step(params)) return std::nullopt;
   const InferenceStep it = inference_config(params);
   const double T = s.step_time;
-  int64_t computed = 0, context = 0;
-  for (int64_t i = 0; i < ragged_sequences(it.seqs); ++i) {
-    computed += ragged_width(it.seqs, i);
-    context += ragged_context(it.seqs, i);
-  }
+  int64_t context = 0;
+  for (int64_t i = 0; i < ragged_sequences(it.seqs); ++i) context += ragged_context(it.seqs, i);
   // The result chip's cache traffic: what its attention kernels read from the KV cache (their reads less the
   // queries), what its cache writes wrote.
   double kv_read = 0, kv_written = 0, kv_cache = 0, weights = 0;
@@ -58,11 +80,15 @@ std::optional<nlohmann::ordered_json> inference_report(const Prepared& p, const 
   const double peak_bw = p.exp.hardware.chip.hbm.bandwidth;
   nlohmann::ordered_json j;
   j["step"] = step_name(it.kind);
-  j["sequences"] = ragged_sequences(it.seqs);
+  j["sequences"] = it.real_sequences();
   // Generate: the prompts' tokens, then one token a sequence for each decode after the prefill.
   const int64_t decodes = it.generate > 0 ? (it.generate - 1) * ragged_sequences(it.seqs) : 0;
+  if (it.pad_sequences > 0 || it.pad_tokens > 0) {
+    j["padding_sequences"] = it.pad_sequences;  // the engine's batch padding (workload.pad_sequences, pad_tokens)
+    j["padding_tokens"] = it.pad_tokens;
+  }
   j["new_tokens"] = it.new_tokens() + decodes;
-  j["computed_tokens"] = computed + decodes;
+  j["computed_tokens"] = it.rows * it.row_len + decodes;  // the padding past a packed row's last sequence too
   j["context_tokens"] = context;
   if (it.generate > 0) j["generated_tokens"] = it.generate * ragged_sequences(it.seqs);
   j["packed"] = it.seqs.packed;

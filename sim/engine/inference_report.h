@@ -9,10 +9,18 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 
+#include "workloads/graph.h"
+
 namespace podsim {
 
 struct Prepared;
 struct Simulation;
+
+// The step's model FLOPs (ModelGraph::model_flops on the logical step) with an inference step's batch padding left
+// out (workload.pad_sequences, pad_tokens): each matmul through the layers counts the real sequences' places of all
+// it computes, each after the final norm (the logits) the real sequences of all; attention counts its own (the real
+// queries' visible keys). Any other step: ModelGraph::model_flops.
+double step_model_flops(const Prepared& p, FlopsConvention convention);
 
 // nullopt for a training step (and for workloads without workload.step).
 std::optional<nlohmann::ordered_json> inference_report(const Prepared& p, const Simulation& s);

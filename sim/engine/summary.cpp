@@ -268,15 +268,15 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   }
   // The convention decides how causal attention counts (workloads/graph.h FlopsConvention; run.flops_convention).
   const FlopsConvention convention = flops_convention(e.params.s("run.flops_convention"));
-  const double model_flops = p.graph.model_flops(convention) * static_cast<double>(p.plan.logical_copies);
+  const double model_flops = step_model_flops(p, convention) * static_cast<double>(p.plan.logical_copies);
   const double peak = cfg.peak_flops();
   const double pod_peak = peak * static_cast<double>(chips.size());
   j["flops"] = flops;
   j["model_flops"] = model_flops;
   j["flops_convention"] = flops_convention_name(convention);
   const double copies = static_cast<double>(p.plan.logical_copies);
-  j["model_flops_by_convention"] = {{"palm", p.graph.model_flops(FlopsConvention::Palm) * copies},
-                                    {"maxtext", p.graph.model_flops(FlopsConvention::MaxText) * copies}};
+  j["model_flops_by_convention"] = {{"palm", step_model_flops(p, FlopsConvention::Palm) * copies},
+                                    {"maxtext", step_model_flops(p, FlopsConvention::MaxText) * copies}};
   j["hardware_flops"] = hardware_flops;
   j["peak_flops_per_chip"] = peak;
   j["mfu"] = T > 0 ? r6(model_flops / (pod_peak * T)) : 0.0;

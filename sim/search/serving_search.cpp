@@ -65,12 +65,23 @@ std::vector<std::string> layout_overrides(const std::string& layout, int64_t rep
          "mesh.shape=[" + std::to_string(replicas) + ", " + std::to_string(chips / replicas) + "]"};
   }
   if (layout.size() > 9 && layout.compare(layout.size() - 9, 9, "_kv_batch") == 0) {
-    // Continuous batching prefills one prompt at a time and chunked batching packs its iterations; a cache split
-    // over the batch holds neither (PODSIM-INF-004 in their first prefill).
-    if (e.params.s("serving.engine.policy") != "static") {
-      why = "a KV cache split over the batch needs iterations of whole batches (serving.engine.policy: static); " +
-            e.params.s("serving.engine.policy") + " batching prefills single or packed prompts";
+    // Chunked batching packs its iterations into one row, which a cache split over the batch cannot hold
+    // (PODSIM-INF-004). Continuous batching decodes every slot (its batch padding) but prefills one prompt at a
+    // time: as JetStream runs prefill and generate as programs of their own, its prefills take the same layout with
+    // the cache split by heads (serving.prefill), each prompt's cache then inserted into its slot.
+    const std::string policy = e.params.s("serving.engine.policy");
+    const bool padded = e.params.s("serving.engine.batch_padding") == "engine";
+    if (policy == "chunked" || (policy == "continuous" && !padded)) {
+      why = policy == "chunked"
+                ? "a KV cache split over the batch needs one row per sequence; chunked batching packs its iterations"
+                : "a KV cache split over the batch needs decodes of every slot (serving.engine.batch_padding: "
+                  "engine); with none they are the occupied slots only";
       return {};
+    }
+    if (policy == "continuous") {
+      const std::vector<std::string> decode = o;
+      for (const std::string& x : decode) o.push_back("serving.prefill." + x);
+      o.push_back("serving.prefill.strategy.kv_sharding=heads");
     }
     o.push_back("strategy.kv_sharding=batch");
   }

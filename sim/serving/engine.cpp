@@ -141,12 +141,15 @@ EngineResult Engine::run(const std::vector<Request>& requests) {
       throw Error(Err::Internal, "the serving engine is stuck: " + std::to_string(st.waiting().size()) +
                                      " sequences wait and the policy schedules none");
     }
+    if (m_config.batch_padding) m_policy->pad(it, st);
     const IterationCost cost = m_time_of(it, seqs);
     IterationRecord rec;
     rec.start = t;
     rec.seconds = cost.seconds;
     rec.kind = it.kind();
     rec.sequences = static_cast<int64_t>(it.work.size());
+    rec.pad_sequences = it.pad_sequences;
+    rec.pad_tokens = it.pad_tokens;
     rec.model_flops = cost.model_flops;
     rec.stream_bytes_per_chip = cost.stream_bytes_per_chip;
     t += cost.seconds;

@@ -34,6 +34,7 @@ struct EngineConfig {
   int64_t slot_tokens = 0;           // places per sequence (contiguous), the longest a sequence may grow (paged)
   int64_t pages = 0;                 // paged: pages in the cache
   int64_t max_concurrency = 0;       // requests in flight from the client (0: open loop)
+  bool batch_padding = true;         // iterations padded as the policy's engine pads them (else the work alone)
 };
 
 // A sequence the engine serves: one request, with what of it is cached and generated.
@@ -68,6 +69,8 @@ const char* kind_name(IterationKind k);
 
 struct Iteration {
   std::vector<Work> work;
+  // The engine's batch padding (IServingPolicy::pad): empty sequences and places computed beside the work.
+  int64_t pad_sequences = 0, pad_tokens = 0;
   IterationKind kind() const;  // decodes only, prefill chunks only, or both
   bool empty() const { return work.empty(); }
 };
@@ -123,6 +126,12 @@ class IServingPolicy {
   // What the next iteration computes; an empty one when nothing can run until a request arrives. The policy admits
   // sequences (EngineState::admit_front) and reserves their cache for the tokens the iteration adds.
   virtual Iteration next(EngineState& s) = 0;
+  // The batch padding the policy's engine computes around `it` (serving.engine.batch_padding: engine): sets
+  // it.pad_sequences and it.pad_tokens. Default: none.
+  virtual void pad(Iteration& it, const EngineState& s) const {
+    (void)it;
+    (void)s;
+  }
 };
 using ServingPolicyRegistry = Registry<IServingPolicy>;
 
@@ -131,6 +140,7 @@ struct IterationRecord {
   double start = 0, seconds = 0;
   IterationKind kind = IterationKind::Decode;
   int64_t sequences = 0;    // in the iteration
+  int64_t pad_sequences = 0, pad_tokens = 0;  // the engine's batch padding beside them
   int64_t new_tokens = 0;   // it processed
   int64_t running = 0;      // sequences holding a slot at its end
   int64_t kv_tokens = 0;    // in the caches at its end

@@ -20,7 +20,11 @@ std::string shape_text(const Shape& s) {
       for (size_t k = i; k < j; ++k) parts.push_back(t);
     i = j;
   }
-  return join(parts, ",");
+  std::string t = join(parts, ",");
+  if (s.pad_sequences > 0 || s.pad_tokens > 0)
+    t += " + " + std::to_string(s.pad_sequences) + " padded sequences, " + std::to_string(s.pad_tokens) +
+         " padded tokens";
+  return t;
 }
 
 namespace {
@@ -68,7 +72,35 @@ std::pair<int64_t, int64_t> grid_bracket(double x, int64_t bucket, bool from_zer
   }
 }
 
+namespace {
+
+// The places a shape's chunks compute (their new tokens; a padded prompt's padding is the step's).
+int64_t places(const Shape& s) {
+  int64_t n = 0;
+  for (const Chunk& c : s) n += c.fresh;
+  return n;
+}
+
+// A stand-in padded to the exact shape's totals of sequences and places, as the engine pads (none where the
+// stand-in already has as many).
+Shape padded_as(Shape s, const Shape& exact) {
+  const int64_t sequences = static_cast<int64_t>(exact.size()) + exact.pad_sequences;
+  const int64_t computed = places(exact) + exact.pad_tokens;
+  s.pad_sequences = std::max<int64_t>(0, sequences - static_cast<int64_t>(s.size()));
+  s.pad_tokens = std::max<int64_t>(0, computed - places(s));
+  return s;
+}
+
+}  // namespace
+
 std::vector<std::pair<Shape, double>> IterationTimer::stand_ins(const Shape& exact) const {
+  std::vector<std::pair<Shape, double>> out = grid_stand_ins(exact);
+  if (exact.pad_sequences > 0 || exact.pad_tokens > 0)
+    for (auto& [s, w] : out) s = padded_as(s, exact);
+  return out;
+}
+
+std::vector<std::pair<Shape, double>> IterationTimer::grid_stand_ins(const Shape& exact) const {
   if (m_opts.exact) return {{exact, 1.0}};
   const int64_t b = m_opts.context_bucket;
   int64_t d = 0, ctx = 0, prompts = 0, pfresh = 0, pcached = 0;
@@ -178,6 +210,8 @@ IterationCost IterationTimer::cost(const Iteration& it, const std::vector<Sequen
   Shape s;
   for (const Work& w : it.work) s.push_back({w.fresh, w.cached});
   std::sort(s.begin(), s.end());
+  s.pad_sequences = it.pad_sequences;
+  s.pad_tokens = it.pad_tokens;
   return cost(s);
 }
 

@@ -11,7 +11,9 @@
 // their mean cached length, between the grid points of all four. The grid has two points an octave (1, 2, 3, 4, 6,
 // 8, 12, ...) for counts, and for lengths the same up to context_bucket, then multiples of it. A prefill of prompts
 // of one length is simulated as it is; with padding (bucket, max) its prompts stand in as the lengths they are
-// padded to, which the step computes (only their caching and sampling differ).
+// padded to, which the step computes (only their caching and sampling differ). A shape keeps its batch padding
+// (the engine's padded totals of sequences and computed places): a stand-in carries the padding that brings its
+// own sequences and places to the same totals, so that it is timed at the shape the engine compiles.
 //
 //   IterationTimer t(opts, simulate_shapes);      // simulate_shapes: shapes -> their costs, in order
 //   IterationCost c = t.cost(iteration, sequences);
@@ -19,8 +21,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -33,9 +37,36 @@ struct Chunk {
   bool operator<(const Chunk& o) const { return fresh != o.fresh ? fresh < o.fresh : cached < o.cached; }
   bool operator==(const Chunk& o) const { return fresh == o.fresh && cached == o.cached; }
 };
-using Shape = std::vector<Chunk>;  // sorted
+// An iteration as the engine computes it: its chunks (sorted) and the engine's batch padding beside them
+// (serving.engine.batch_padding; workload.pad_sequences and pad_tokens of the step it is posed as).
+struct Shape {
+  std::vector<Chunk> chunks;
+  int64_t pad_sequences = 0;  // empty sequences (slots, padded requests): a discarded row of logits each
+  int64_t pad_tokens = 0;     // places computed through every layer that belong to no real sequence
+  Shape() = default;
+  Shape(std::initializer_list<Chunk> c) : chunks(c) {}
+  Shape(size_t n, Chunk c) : chunks(n, c) {}
+  auto begin() { return chunks.begin(); }
+  auto end() { return chunks.end(); }
+  auto begin() const { return chunks.begin(); }
+  auto end() const { return chunks.end(); }
+  size_t size() const { return chunks.size(); }
+  bool empty() const { return chunks.empty(); }
+  void push_back(Chunk c) { chunks.push_back(c); }
+  Chunk& operator[](size_t i) { return chunks[i]; }
+  const Chunk& operator[](size_t i) const { return chunks[i]; }
+  const Chunk& front() const { return chunks.front(); }
+  const Chunk& back() const { return chunks.back(); }
+  bool operator<(const Shape& o) const {
+    return std::tie(chunks, pad_sequences, pad_tokens) < std::tie(o.chunks, o.pad_sequences, o.pad_tokens);
+  }
+  bool operator==(const Shape& o) const {
+    return chunks == o.chunks && pad_sequences == o.pad_sequences && pad_tokens == o.pad_tokens;
+  }
+};
 
-// "NEW+CACHED" per chunk, joined by commas (a run of more than 4 alike as "N x NEW+CACHED").
+// "NEW+CACHED" per chunk, joined by commas (a run of more than 4 alike as "N x NEW+CACHED"), then the padding as
+// " + P padded sequences, Q padded tokens".
 std::string shape_text(const Shape& s);
 
 struct TimerOptions {
@@ -59,6 +90,7 @@ class IterationTimer {
   const std::map<Shape, IterationCost>& simulated_shapes() const { return m_cache; }
 
  private:
+  std::vector<std::pair<Shape, double>> grid_stand_ins(const Shape& exact) const;  // before their padding
   TimerOptions m_opts;
   ShapeSimulator m_simulate;
   std::map<Shape, IterationCost> m_cache;

@@ -1,7 +1,7 @@
 // Chunked prefill (vLLM): an iteration has a budget of max_batched_tokens tokens. The running sequences take it
 // first, oldest admitted first: one token each for those decoding, the next chunk of the prompt for those still
 // prefilling; what is left goes to waiting requests, admitted (a slot free, pages for their chunk) while it lasts.
-// Decodes and chunks run in one iteration, packed along one row.
+// Decodes and chunks run in one iteration, packed along one row, padded to vLLM TPU's request and token buckets.
 #include <algorithm>
 
 #include "sim/serving/policy_steps.h"
@@ -37,6 +37,24 @@ class ChunkedPrefill : public IServingPolicy {
       budget -= n;
     }
     return it;
+  }
+
+  // vLLM TPU's model runner (vllm/v1/worker/tpu_model_runner.py) runs the model compiled for few shapes: the
+  // iteration's tokens padded to the next of its token buckets (_get_token_paddings: 16 doubling up to the first
+  // at or past max-num-batched-tokens, VLLM_TPU_BUCKET_PADDING_GAP 0), the requests, whose last tokens' logits it
+  // computes, to a power of two of at least MIN_NUM_SEQS = 8 and at most max(max-num-seqs, 8)
+  // (_get_padded_num_reqs_with_upper_limit). The ragged paged attention kernel runs over the real requests only.
+  void pad(Iteration& it, const EngineState& s) const override {
+    const int64_t reqs = static_cast<int64_t>(it.work.size());
+    int64_t tokens = 0;
+    for (const Work& w : it.work) tokens += w.fresh;
+    int64_t padded_reqs = 8;
+    while (padded_reqs < reqs) padded_reqs *= 2;
+    padded_reqs = std::min(padded_reqs, std::max<int64_t>(s.config().slots, 8));
+    int64_t padded_tokens = 16;
+    while (padded_tokens < tokens) padded_tokens *= 2;
+    it.pad_sequences = std::max<int64_t>(0, padded_reqs - reqs);
+    it.pad_tokens = padded_tokens - tokens;
   }
 };
 

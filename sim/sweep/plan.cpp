@@ -110,7 +110,10 @@ SweepPlan plan_sweep(const SweepFile& f) {
     PlannedRun r;
     r.index = index;
     r.name = name;
-    for (const auto& path : swept_paths) r.swept.emplace_back(path, value_text(e.params.at(path).spec, e.params.at(path).data));
+    // A key of serving.prefill's layout is no parameter of the experiment's own (sim/config/loader.cpp): its text.
+    for (const auto& v : swept)
+      r.swept.emplace_back(v.path, e.params.has(v.path) ? value_text(e.params.at(v.path).spec, e.params.at(v.path).data)
+                                                        : v.text);
     for (const auto& col : plan.param_columns) {
       auto pv = e.params.values().find(col);
       r.params.push_back(pv == e.params.values().end() ? ColumnValue{} : column_value(pv->second));

@@ -39,7 +39,8 @@ std::string render_run_name(const RunNameContext& c) {
   std::string raw;
   if (c.tmpl.empty()) {
     std::vector<std::string> parts;
-    for (const auto& path : c.swept_paths) parts.push_back(value_part(c.exp.params.at(path)));
+    for (const auto& path : c.swept_paths)
+      if (c.exp.params.has(path)) parts.push_back(value_part(c.exp.params.at(path)));  // not serving.prefill.*
     raw = parts.empty() ? c.sweep : join(parts, "-");
   } else {
     for (size_t i = 0; i < c.tmpl.size(); ++i) {

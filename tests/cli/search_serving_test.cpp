@@ -57,16 +57,21 @@ TEST(SearchServing, RanksTheCandidatesWithinTheTargetByThroughput) {
   const std::string out = test_dir() + "/ranked";
   const CliResult r = run_podsim({"search", exp, "--out", out, "-j", "2"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
-  // 3 layouts x 2 replica counts x 2 formats: 2-D over replicas and the batch-split cache under continuous batching
-  // are dropped before anything runs, with their reasons.
+  // 3 layouts x 2 replica counts x 2 formats: 2-D over replicas is dropped before anything runs, with its reason.
+  // The batch-split cache under continuous batching runs: its decodes are every slot (the engine's batch padding),
+  // its prefills of one prompt under the same layout split by heads.
   const std::string cands = read_file(out + "/candidates.tsv");
   EXPECT_NE(cands.find("r2-2d-wbf16\tinvalid\t2-D weight-stationary candidates use the whole pod"), std::string::npos)
       << cands;
-  EXPECT_NE(cands.find("1d_kv_batch-wint8\tinvalid\ta KV cache split over the batch needs iterations of whole"),
+  EXPECT_NE(cands.find("1d_kv_batch-wint8\tsimulate\t\tstrategy.name=spmd serving.prefill.strategy.name=spmd "
+                       "serving.prefill.strategy.kv_sharding=heads strategy.kv_sharding=batch"),
             std::string::npos)
       << cands;
+  const auto kvb = nlohmann::json::parse(read_file(out + "/sweep/runs/1d_kv_batch-wbf16/summary.json"));
+  EXPECT_TRUE(kvb["serving"]["phases"]["decode"]["collectives"].contains("all_to_all"));  // queries to their rows
+  EXPECT_FALSE(kvb["serving"]["phases"]["prefill"]["collectives"].contains("all_to_all"));
   const auto rows = tsv(out + "/ranking.tsv");
-  ASSERT_EQ(rows.size(), 6u);  // 1d, 2d, r2-1d, each in bf16 and int8
+  ASSERT_EQ(rows.size(), 10u);  // 1d, 2d, r2-1d, 1d_kv_batch, r2-1d_kv_batch, each in bf16 and int8
   double last = 1e300;
   for (const auto& row : rows) {
     SCOPED_TRACE(row.at("name"));
@@ -111,6 +116,22 @@ TEST(SearchServing, StaticBatchingTakesTheBatchSplitCacheAndDryRunRunsNothing) {
   EXPECT_NE(r.out.find("would run 1d_kv_batch-slots8"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("strategy.kv_sharding=batch serving.engine.slots=8"), std::string::npos) << r.out;
   EXPECT_FALSE(exists(test_dir() + "/static/sweep"));
+}
+
+TEST(SearchServing, TheBatchSplitCacheIsDroppedWithoutBatchPaddingOrUnderChunkedBatching) {
+  const std::string exp = write_file("unpadded.yaml", experiment("  layouts: [1d, 1d_kv_batch]\n"));
+  const CliResult r = run_podsim({"search", exp, "--out", test_dir() + "/unpadded", "--dry-run", "--set",
+                                  "serving.engine.batch_padding=none"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("invalid 1d_kv_batch                        a KV cache split over the batch needs decodes of "
+                       "every slot (serving.engine.batch_padding: engine)"),
+            std::string::npos)
+      << r.out;
+  const std::string chunked = write_file("chunked.yaml", experiment("  layouts: [1d, 1d_kv_batch]\n", "chunked"));
+  const CliResult c = run_podsim({"search", chunked, "--out", test_dir() + "/chunked", "--dry-run"});
+  ASSERT_EQ(c.code, 0) << c.out << c.err;
+  EXPECT_NE(c.out.find("needs one row per sequence; chunked batching packs its iterations"), std::string::npos)
+      << c.out;
 }
 
 TEST(SearchServing, BadSearchValuesAreLocated) {

@@ -57,7 +57,7 @@ TEST(ServingRun, WritesTheServingFiguresAndTheRequestsTable) {
     busy += s["iterations"][k]["time_s"].get<double>();
     iterations += s["iterations"][k]["count"].get<int64_t>();
   }
-  EXPECT_LE(busy, T * (1 + 1e-9));
+  EXPECT_LE(busy, T + 3e-9);  // three sums, each rounded to the nanosecond
   EXPECT_GT(s["iterations"]["mixed"]["count"].get<int64_t>(), 0);
   EXPECT_GT(s["iterations"]["mixed"]["mfu"].get<double>(), 0);
   EXPECT_GT(s["iterations"]["decode"]["mbu"].get<double>(), 0);

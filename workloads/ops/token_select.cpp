@@ -33,6 +33,7 @@ void select_kernel(const ModelGraph& g, const Op& op, TensorStore& s) {
   for (int64_t j = 0; j < n; ++j) {
     const int64_t seq = seq0 + j;
     if (seq >= ragged_sequences(rg)) continue;  // a padded row of the last device
+    if (rg.fresh[static_cast<size_t>(seq)] == 0) continue;  // an empty sequence (batch padding): its row discarded
     const int64_t row = rg.packed ? 0 : j;
     const int64_t at = ragged_start(rg, seq) + rg.fresh[static_cast<size_t>(seq)] - 1;
     for (int64_t d = 0; d < D; ++d) y.data[j * D + d] = x.data[(row * S + at) * D + d];

@@ -42,6 +42,7 @@ EngineConfig engine_config(const ParamSet& p, const std::vector<Request>& rs) {
   c.max_batched_tokens = p.i("serving.engine.max_batched_tokens");
   c.paged = p.s("serving.engine.kv") == "paged";
   c.page_tokens = p.i("serving.engine.page_tokens");
+  c.batch_padding = p.s("serving.engine.batch_padding") == "engine";
   if (p.has("serving.requests.max_concurrency")) c.max_concurrency = p.i("serving.requests.max_concurrency");
   int64_t longest = 0;
   for (const Request& r : rs) longest = std::max(longest, r.input + r.output);
@@ -285,10 +286,11 @@ RunOutcome run_serving(const Experiment& e, const RunOptions& opts) {
   };
   const double bw = e.hardware.chip.hbm.bandwidth;
   J kinds = J::object();
-  std::string iter_csv = "start_s,duration_s,kind,sequences,new_tokens,running,kv_tokens,kv_pages";
+  std::string iter_csv =
+      "start_s,duration_s,kind,sequences,new_tokens,running,kv_tokens,kv_pages,pad_sequences,pad_tokens";
   iter_csv += dis.on ? ",slice\n" : "\n";
   double peak_kv = 0, kv_time = 0;
-  int64_t peak_batch = 0;
+  int64_t peak_batch = 0, peak_computed = 0;  // sequences in an iteration, and with its batch padding
   for (IterationKind k : {IterationKind::Prefill, IterationKind::Decode, IterationKind::Mixed}) {
     int64_t n = 0;
     double time = 0, peak_time = 0, bytes = 0, tokens = 0;  // peak_time: FLOPs over the slice's peak
@@ -310,15 +312,18 @@ RunOutcome run_serving(const Experiment& e, const RunOptions& opts) {
   }
   for (size_t i = 0; i < r.iterations.size(); ++i) {
     const IterationRecord& it = r.iterations[i];
-    iter_csv += strprintf("%.9f,%.9f,%s,%lld,%lld,%lld,%lld,%lld", it.start, it.seconds, kind_name(it.kind),
+    iter_csv += strprintf("%.9f,%.9f,%s,%lld,%lld,%lld,%lld,%lld,%lld,%lld", it.start, it.seconds,
+                          kind_name(it.kind),
                           static_cast<long long>(it.sequences), static_cast<long long>(it.new_tokens),
                           static_cast<long long>(it.running), static_cast<long long>(it.kv_tokens),
-                          static_cast<long long>(it.kv_pages));
+                          static_cast<long long>(it.kv_pages), static_cast<long long>(it.pad_sequences),
+                          static_cast<long long>(it.pad_tokens));
     iter_csv += dis.on ? (on_prefill[i] ? ",prefill\n" : ",decode\n") : "\n";
     if (on_prefill[i]) continue;  // the decode slice's cache
     peak_kv = std::max(peak_kv, static_cast<double>(it.kv_tokens));
     kv_time += static_cast<double>(it.kv_tokens) * it.seconds;
     peak_batch = std::max(peak_batch, it.sequences);
+    peak_computed = std::max(peak_computed, it.sequences + it.pad_sequences);
   }
   const double capacity = config.paged ? static_cast<double>(config.pages * config.page_tokens)
                                        : static_cast<double>(config.slots * config.slot_tokens);
@@ -339,7 +344,10 @@ RunOutcome run_serving(const Experiment& e, const RunOptions& opts) {
                    {"output_tokens_per_s", r9(s["output_tokens_per_s"].get<double>() / static_cast<double>(chips))},
                    {"total_tokens_per_s", r9(s["total_tokens_per_s"].get<double>() / static_cast<double>(chips))}};
   s["iterations"] = kinds;
-  s["batch"] = {{"max_sequences", peak_batch}, {"slots", config.slots}};
+  s["batch"] = {{"max_sequences", peak_batch},
+                {"slots", config.slots},
+                {"padding", p.s("serving.engine.batch_padding")},
+                {"max_computed_sequences", peak_computed}};
   s["kv_cache"] = {{"kind", config.paged ? "paged" : "contiguous"},
                    {"capacity_tokens", capacity},
                    {"peak_tokens", peak_kv},

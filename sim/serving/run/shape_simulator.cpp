@@ -261,7 +261,9 @@ std::vector<std::string> shape_overrides(const Shape& s, const ShapeFrame& f) {
   // The engine checked every request against the model's context; a stand-in iteration may hold a longer chunk.
   o.push_back("workload.max_context=" + std::to_string(int64_t{1} << 30));
   o.push_back("workload.kv_capacity=" + std::to_string(std::max(need, f.kv_capacity)));
-  o.push_back("workload.kv_sequences=" + std::to_string(std::max(n, f.resident)));
+  o.push_back("workload.kv_sequences=" + std::to_string(std::max(n + s.pad_sequences, f.resident)));
+  if (s.pad_sequences > 0) o.push_back("workload.pad_sequences=" + std::to_string(s.pad_sequences));
+  if (s.pad_tokens > 0) o.push_back("workload.pad_tokens=" + std::to_string(s.pad_tokens));
   o.push_back("run.trace.format=off");
   o.push_back("run.numeric=false");
   return o;
