@@ -84,6 +84,9 @@ struct ChipConfig {
   HbmConfig hbm;
   double vmem = 0;   // bytes per TensorCore
   double cmem = 0;   // bytes shared by the chip's cores (0 when the chip has none)
+  // Cycles each kernel (a fused op, on each core that runs a share of it) takes its unit before its first load:
+  // issue, pipeline fill and drain, the synchronization with the kernel before it (docs/model.md, "A chip").
+  int64_t kernel_overhead = 0;
   HostLinkConfig host_link;
 
   int64_t mxus() const { return tensorcores * mxu.count; }

@@ -19,6 +19,16 @@ std::vector<ParamSpec> hardware_param_specs() {
       P::integer("hardware.chip.tensorcores", "TensorCores per chip. A chip is one device: each op is split across "
                                               "its cores (megacore style).")
           .range(1, 8),
+      P::integer("hardware.chip.kernel_overhead",
+                 "Cycles each kernel (one fused op, on every core that runs a share of it) holds its unit before its "
+                 "first load is issued: a fixed cost of issue, pipeline fill and drain and synchronization with the "
+                 "kernel before it, beyond what podsim already charges every op (the first load's and the last "
+                 "write's HBM latency, the MXU's fill and drain). Not paid by the adds of a collective's reduction "
+                 "(they run inside the collective's kernel). 0 in every preset: the smallest fusions of a measured "
+                 "TPU v3 profile take 0.61-0.66 us in all, below what podsim gives them without it "
+                 "(docs/model.md, \"A chip\").")
+          .range(0, 1 << 24)
+          .def("0"),
       P::integer("hardware.chip.mxu.count", "MXUs (systolic arrays) per TensorCore.").range(1, 64),
       P::integer("hardware.chip.mxu.rows", "Rows R of each systolic array; a GEMM's contracting dimension K maps onto "
                                            "them.")

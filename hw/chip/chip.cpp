@@ -140,6 +140,7 @@ void Chip::dispatch(int32_t op) {
         UnitJob job{op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run, e.read_pattern,
                     e.write_pattern, beside ? pops : fused + pops, serial};
         job.vpu_beside = beside ? fused : 0;
+        job.overhead = static_cast<double>(m_cfg.kernel_overhead) * m_period;
         job.rank = m_ctx.issue_rank[m_role][op];
         job.by_rank = m_ctx.latency_hiding;
         m_mxu[c]->submit(std::move(job));
@@ -151,6 +152,7 @@ void Chip::dispatch(int32_t op) {
       for (int c = 0; c < e.cores; ++c) {
         UnitJob job{op, cycles, e.groups, e.core_hbm_read, e.core_hbm_write, e.read_run, e.read_pattern,
                     e.write_pattern, 0};
+        job.overhead = static_cast<double>(m_cfg.kernel_overhead) * m_period;
         job.rank = m_ctx.issue_rank[m_role][op];
         job.by_rank = m_ctx.latency_hiding;
         m_vpu[c]->submit(std::move(job));

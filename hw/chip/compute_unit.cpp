@@ -84,8 +84,13 @@ void ComputeUnit::begin_job() {
   m_group = 0;
   m_start = now_seconds();
   m_last_write = m_start;
-  m_load_done[0] = m_hbm.access(load_request(), m_client, m_job.op);
   m_load_done[1] = 0;
+  if (m_job.overhead > 0) {  // the kernel's issue first: the unit is taken, HBM not yet asked
+    m_issued = m_start + m_job.overhead;
+    m_state = State::Issue;
+    return;
+  }
+  m_load_done[0] = m_hbm.access(load_request(), m_client, m_job.op);
   m_state = State::WaitLoad;
 }
 
@@ -127,6 +132,16 @@ void ComputeUnit::step() {
       continue;
     }
     switch (m_state) {
+      case State::Issue: {
+        if (!reached(m_issued)) {
+          wake_in(m_issued - now);
+          return;
+        }
+        m_last_write = now;
+        m_load_done[0] = m_hbm.access(load_request(), m_client, m_job.op);
+        m_state = State::WaitLoad;
+        continue;
+      }
       case State::WaitLoad: {
         double ready = m_load_done[m_group % 2];
         if (!reached(ready)) {

@@ -1,8 +1,10 @@
 // One TensorCore's MXU group or VPU as a SystemC module. It runs its share of one op at a time, in the order the
 // sequencer submits them, as a pipeline of tile groups over HBM:
 //
-//   load(0) | compute(0) + load(1) | compute(1) + write(0) + load(2) | ... | write(G-1)
+//   issue | load(0) | compute(0) + load(1) | compute(1) + write(0) + load(2) | ... | write(G-1)
 //
+// The issue is the kernel's fixed cost (hardware.chip.kernel_overhead, docs/model.md "A chip"): the unit is taken
+// for it, and its first load goes out when it is over.
 // Two VMEM buffers per operand: group g+1 is fetched while group g computes, and compute(g) waits for its data.
 // An op therefore takes about max(compute, memory) plus the first load and the last write: whichever of the unit
 // and HBM is slower bounds it (the roofline), and HBM contention with other requesters stretches it.
@@ -40,6 +42,10 @@ struct UnitJob {
   // lowest rank, not the first submitted.
   int32_t rank = 0;
   bool by_rank = false;
+  // Seconds the unit spends on the kernel before its first load is issued (hardware.chip.kernel_overhead: the
+  // kernel's issue, its pipeline's fill and drain, the synchronization with the kernel before it); 0 for the adds
+  // of a collective's reduction, which run inside the collective's kernel.
+  double overhead = 0;
   // When set, called at the end instead of the unit's Done callback (work the DMA engines queue: reductions).
   std::function<void(double start, double end)> on_done = nullptr;
 };
@@ -75,9 +81,10 @@ class ComputeUnit : public sc_core::sc_module {
   uint64_t m_wakes = 0;  // wakes scheduled so far; only the latest one steps
   bool m_woken = false;  // a step is scheduled for a submitted job
   bool m_active = false;
-  enum class State : uint8_t { WaitLoad, Computing, Drain } m_state = State::WaitLoad;
+  enum class State : uint8_t { Issue, WaitLoad, Computing, Drain } m_state = State::WaitLoad;
   int m_group = 0;
   double m_start = 0;
+  double m_issued = 0;  // when the job's issue (UnitJob::overhead) is over and its first load goes out
   double m_load_done[2] = {0, 0};  // completion of the loads of groups g and g+1 (ring of two buffers)
   double m_last_write = 0;
   double m_compute_begin = 0;

@@ -95,6 +95,31 @@ TEST(ChipTest, TpuModePadsRowsToWholeVectors) {
   EXPECT_EQ(s["ops"][0]["mxu"]["rows_per_fold"].get<int64_t>(), 8);
 }
 
+TEST(ChipTest, KernelOverheadHoldsTheUnitBeforeItsFirstLoad) {
+  // hardware.chip.kernel_overhead: a kernel's fixed cost, on its unit before its first load. M = 1 on one MXU is
+  // 390 cycles (above); with 1000 cycles of overhead, 1390, and the MXU's busy cycles stay the op's 390. On both
+  // cores of a v3 chip each core's share pays it at the same time, so the op still takes 1000 cycles more.
+  for (const char* cores : {"hardware.chip.tensorcores=1", "hardware.chip.tensorcores=2"}) {
+    auto with = simulate_in_child(matmul(1, 128, 128), mxu_only({cores, "hardware.chip.kernel_overhead=1000"}));
+    auto without = simulate_in_child(matmul(1, 128, 128), mxu_only({cores}));
+    ASSERT_FALSE(with.contains("error") || without.contains("error")) << with.dump() << without.dump();
+    EXPECT_EQ(with["ops"][0]["cycles"].get<int64_t>(), without["ops"][0]["cycles"].get<int64_t>()) << cores;
+    EXPECT_NEAR((op_time(with["ops"][0]) - op_time(without["ops"][0])) * kClock, 1000.0, 1.001) << cores;
+    if (std::string(cores).back() == '1') expect_time_in_cycles(with["ops"][0], 1390);
+  }
+}
+
+TEST(ChipTest, KernelOverheadIsNotPaidByACollectivesReduction) {
+  // An all-reduce's adds run on the vector units inside the collective's kernel: one chunk after another, never
+  // issued as kernels of their own, so the overhead leaves the collective's time as it was.
+  const std::string ar = "hardware: {preset: tpu-v3, pod: {dims: [2, 2]}}\n"
+                         "workload: {model: collective, op: all_reduce, bytes: 4MiB}\n";
+  auto with = simulate_in_child(ar, {"hardware.chip.kernel_overhead=1000"});
+  auto without = simulate_in_child(ar, {});
+  ASSERT_FALSE(with.contains("error") || without.contains("error")) << with.dump() << without.dump();
+  EXPECT_EQ(with["step_time_s"].get<double>(), without["step_time_s"].get<double>());
+}
+
 TEST(ChipTest, WeightLoadsThatDoubleBufferingCannotHide) {
   // M = 32 < R: every fold after the first waits for its 128-cycle weight load. 32 x 512 x 512 is 16 folds:
   // 128 + 32 + 15 x 128 + 254 = 2334 cycles, where 16 folds of 32 rows would take 894 if loads hid.
