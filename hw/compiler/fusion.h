@@ -60,6 +60,7 @@ struct FusionOptions {
   bool enabled = true;       // run.fusion: xla; false: every op alone
   bool multi_output = true;  // run.fusion_multi_output: whole-tensor reductions join the MXU op whose result they read
   bool duplicate = true;     // run.fusion_duplicate: elementwise producers recomputed in their consumers
+  bool vector_conv = true;   // run.fusion_vector_conv: a depthwise convolution fuses as a convolution does
 };
 
 // Groups `order` into fusions.
