@@ -172,7 +172,7 @@ std::vector<FusionGroup> adjacent_fusions(const ModelGraph& g, const std::vector
       // An epilogue works on the result's tiles as they leave the kernel; a broadcast of the result to a larger
       // tensor (a pool's gradient spread over the map) is its consumer's prologue instead, as XLA fuses a broadcast
       // into the kernel that reads it, not into the dot that made its operand.
-      if (o.matmul && expander(g, op) && !op_cost(g, op).view) return false;
+      if (o.matmul && expander(g, op) && !op_cost(g, op).view && consumes(op, o.produced)) return false;
       // loop fusion, a matmul's epilogue, or a reduction's producers/consumers; but a consumer of a whole-tensor
       // reduction that reads again what the reduction reduced (batch norm's normalization of x after x's
       // statistics) needs the finished reduction before its pass: a second pass, a fusion of its own
