@@ -80,6 +80,10 @@ struct OpCost {
   VectorWork first_pass;
   // A window op (pooling: XLA's reduce-window) that takes elementwise producers of its input into its kernel.
   bool input_fusion = false;
+  // A convolution the vector unit runs (a depthwise convolution, XLA's convolution with feature_group_count equal to
+  // its features): it fuses as a convolution does (run.fusion_vector_conv), taking elementwise producers of its
+  // operands, elementwise consumers of its result and whole-tensor reductions of it into its kernel.
+  bool vector_conv = false;
 };
 
 OpCost op_cost(const ModelGraph& g, const Op& op);

@@ -183,6 +183,7 @@ struct RunConfig {
   std::string fusion = "xla";  // xla | none (hw/compiler/fusion.h)
   bool fusion_multi_output = true;  // whole-tensor reductions join the MXU op whose result they read
   bool fusion_duplicate = true;     // elementwise producers recomputed in the kernels that read them
+  bool fusion_vector_conv = true;   // a depthwise convolution fuses as a convolution (its producers, statistics)
   std::string conv_taps = "per_tap";  // per_tap | packed: how a convolution's taps feed the MXU
   std::string core_split = "traffic";  // traffic | order: which dimension of an MXU op a chip's cores split
   bool conv_overlap = true;  // a convolution's fused vector work runs beside the MXU

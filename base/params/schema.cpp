@@ -460,6 +460,12 @@ std::vector<ParamSpec> run_param_specs() {
                  "kernels that read them instead of being written to HBM, as XLA's instruction fusion does "
                  "(batch-norm normalization and ReLU inside the next convolutions; docs/model.md, \"Fusion\").")
           .def("true"),
+      P::boolean("run.fusion_vector_conv",
+                 "Depthwise convolutions fuse as convolutions (with run.fusion: xla): the vector unit's depthwise "
+                 "convolution and its gradients take their operands' elementwise producers (batch norm, swish), "
+                 "their result's elementwise consumers and its batch-norm statistics into their kernel, as XLA's "
+                 "convolution fusion does; false: each runs alone (docs/model.md, \"Depthwise convolutions\").")
+          .def("true"),
       P::choice("run.conv_taps", {"per_tap", "packed"},
                 "How a convolution's filter taps feed the MXU (docs/model.md, \"Convolutions on the MXU\"): "
                 "per_tap as XLA's TPU convolutions do, each tap's features filling whole vectors of the lanes they "

@@ -7,7 +7,12 @@
 namespace podsim {
 namespace {
 
-enum class Role : uint8_t { Opaque, Elementwise, Reduction, Matmul, Window };
+// VectorConv: a convolution on the vector unit (a depthwise convolution, OpCost::vector_conv), which fuses as an MXU
+// convolution does (its producers, its epilogue, its result's whole-tensor reductions) but has no MXU operands.
+enum class Role : uint8_t { Opaque, Elementwise, Reduction, Matmul, Window, VectorConv };
+
+// A convolution's kernel: on the MXU, or a convolution the vector unit runs.
+bool conv_like(Role r) { return r == Role::Matmul || r == Role::VectorConv; }
 
 struct Traits {
   Role role = Role::Opaque;
@@ -15,7 +20,7 @@ struct Traits {
   bool two_pass = false;  // a whole-tensor reduction followed by an elementwise pass
 };
 
-Traits traits_of(const ModelGraph& g, const Op& op) {
+Traits traits_of(const ModelGraph& g, const Op& op, const FusionOptions& opts) {
   Traits t;
   if (is_communication(op.kind)) return t;
   OpCost c = op_cost(g, op);
@@ -24,6 +29,7 @@ Traits traits_of(const ModelGraph& g, const Op& op) {
   // A kernel that tiles itself (a Pallas kernel, workloads/op_def.h kernel_gemms) is a custom call: nothing fuses.
   if (c.unit == Unit::Mxu) t.role = kernel_gemms(g, op).empty() ? Role::Matmul : Role::Opaque;
   else if (c.unit != Unit::Vpu) t.role = Role::Opaque;
+  else if (c.vector_conv) t.role = opts.vector_conv ? Role::VectorConv : Role::Opaque;
   else if (c.fusible) t.role = Role::Elementwise;
   else if (c.reduction) t.role = Role::Reduction;
   else if (c.input_fusion) t.role = Role::Window;
@@ -145,7 +151,7 @@ std::vector<FusionGroup> adjacent_fusions(const ModelGraph& g, const std::vector
     groups.emplace_back();
     add(groups.size() - 1, id, pass);
     Open& o = groups.back();
-    o.matmul = t.role == Role::Matmul;
+    o.matmul = conv_like(t.role);
     o.reduction = t.role == Role::Reduction && pass != MemberPass::Apply;
     o.closed = !opts.enabled || t.role == Role::Opaque || t.role == Role::Window || pass == MemberPass::Apply;
     if (o.reduction && t.whole) o.reduced.insert(g.op(id).inputs.begin(), g.op(id).inputs.end());
@@ -161,7 +167,12 @@ std::vector<FusionGroup> adjacent_fusions(const ModelGraph& g, const std::vector
     if (o.closed || (o.work >= kMaxFusionMembers && !light_member(g, op, o.light))) return false;
     if (!consumes(op, o.produced) && !(feeds && t.role == Role::Elementwise)) return false;
     if (t.role == Role::Matmul) return !o.matmul && !o.reduction && operand_convert(g, o.group.members, id);
+    if (t.role == Role::VectorConv) return false;  // its producers come in by duplication (below)
     if (t.role == Role::Elementwise) {
+      // An epilogue works on the result's tiles as they leave the kernel; a broadcast of the result to a larger
+      // tensor (a pool's gradient spread over the map) is its consumer's prologue instead, as XLA fuses a broadcast
+      // into the kernel that reads it, not into the dot that made its operand.
+      if (o.matmul && expander(g, op) && !op_cost(g, op).view && consumes(op, o.produced)) return false;
       // loop fusion, a matmul's epilogue, or a reduction's producers/consumers; but a consumer of a whole-tensor
       // reduction that reads again what the reduction reduced (batch norm's normalization of x after x's
       // statistics) needs the finished reduction before its pass: a second pass, a fusion of its own
@@ -256,15 +267,14 @@ void duplicate_producers(const ModelGraph& g, std::vector<FusionGroup>& groups, 
   };
   auto compute_bound = [&](const FusionGroup& fg) {
     for (const FusionMember& m : fg.members)
-      if (!m.recomputed && m.pass != MemberPass::Apply &&
-          (tr[m.op].role == Role::Matmul || tr[m.op].role == Role::Reduction))
+      if (!m.recomputed && m.pass != MemberPass::Apply && (conv_like(tr[m.op].role) || tr[m.op].role == Role::Reduction))
         return true;
     return false;
   };
   for (const FusionGroup& fg : groups) {
     bool cb = false;
     for (const FusionMember& m : fg.members)
-      cb = cb || (m.pass != MemberPass::Apply && (tr[m.op].role == Role::Matmul || tr[m.op].role == Role::Reduction));
+      cb = cb || (m.pass != MemberPass::Apply && (conv_like(tr[m.op].role) || tr[m.op].role == Role::Reduction));
     for (const FusionMember& m : fg.members) compute_home[m.op] = cb;
   }
   auto contains = [](const FusionGroup& fg, OpId id, MemberPass pass) {
@@ -398,14 +408,14 @@ const char* fusion_kind_name(FusionKind k) {
 
 std::vector<FusionGroup> fuse(const ModelGraph& g, const std::vector<OpId>& order, const FusionOptions& opts) {
   std::vector<Traits> tr(g.num_ops());
-  for (OpId id : order) tr[id] = traits_of(g, g.op(id));
+  for (OpId id : order) tr[id] = traits_of(g, g.op(id), opts);
   std::vector<FusionGroup> groups = adjacent_fusions(g, order, opts, tr);
   if (opts.enabled && opts.duplicate) duplicate_producers(g, groups, tr);
   // A group's kind from what it holds (recomputed producers make a kernel a fusion too).
   for (FusionGroup& fg : groups) {
     bool mm = false, red = false;
     for (const FusionMember& m : fg.members) {
-      mm = mm || tr[m.op].role == Role::Matmul;
+      mm = mm || conv_like(tr[m.op].role);
       red = red || (tr[m.op].role == Role::Reduction && m.pass != MemberPass::Apply);
     }
     fg.kind = fg.members.size() < 2 ? FusionKind::None

@@ -7,7 +7,8 @@
 //   - output fusion: a matmul or convolution followed by elementwise ops on its result (bias, activation, residual):
 //     the epilogue runs on the VPU as the MXU's tiles come out, and the result never goes to HBM unless someone
 //     outside reads it; with multi-output fusion, a whole-tensor reduction of the result (batch-norm statistics,
-//     the first pass of a batch-norm gradient) joins too and comes out beside the result;
+//     the first pass of a batch-norm gradient) joins too and comes out beside the result; a convolution the vector
+//     unit runs (a depthwise convolution: OpCost::vector_conv, with FusionOptions::vector_conv) fuses the same way;
 //   - reduction fusion: one reduction (softmax, layer norm, cross-entropy, bias gradient) with the elementwise ops
 //     that feed it (input fusion) and those that consume it, and any later reduction over the same rows that reads
 //     what the kernel computes (a softmax's sum of exponentials after its maximum: a row's reductions finish with
@@ -60,6 +61,7 @@ struct FusionOptions {
   bool enabled = true;       // run.fusion: xla; false: every op alone
   bool multi_output = true;  // run.fusion_multi_output: whole-tensor reductions join the MXU op whose result they read
   bool duplicate = true;     // run.fusion_duplicate: elementwise producers recomputed in their consumers
+  bool vector_conv = true;   // run.fusion_vector_conv: a depthwise convolution fuses as a convolution does
 };
 
 // Groups `order` into fusions.

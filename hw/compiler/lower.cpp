@@ -370,6 +370,7 @@ LowerOptions lower_options(const RunConfig& run) {
   o.fusion.enabled = run.fusion != "none";
   o.fusion.multi_output = run.fusion_multi_output;
   o.fusion.duplicate = run.fusion_duplicate;
+  o.fusion.vector_conv = run.fusion_vector_conv;
   o.conv_taps_per_tap = run.conv_taps == "per_tap";
   o.core_split_traffic = run.core_split == "traffic";
   o.conv_overlap = run.conv_overlap;

@@ -22,7 +22,7 @@
 namespace podsim {
 
 struct LowerOptions {
-  FusionOptions fusion;            // run.fusion, run.fusion_multi_output, run.fusion_duplicate
+  FusionOptions fusion;            // run.fusion, run.fusion_multi_output, run.fusion_duplicate, run.fusion_vector_conv
   bool conv_taps_per_tap = true;   // run.conv_taps: per_tap (true) | packed (false)
   bool core_split_traffic = true;  // run.core_split: traffic (true) | order (false)
   bool conv_overlap = true;        // run.conv_overlap: a convolution's fused vector work beside the MXU

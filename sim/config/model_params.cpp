@@ -34,6 +34,7 @@ void read_model_params(Experiment& e) {
   if (p.has("run.fusion")) e.run.fusion = p.s("run.fusion");
   if (p.has("run.fusion_multi_output")) e.run.fusion_multi_output = p.b("run.fusion_multi_output");
   if (p.has("run.fusion_duplicate")) e.run.fusion_duplicate = p.b("run.fusion_duplicate");
+  if (p.has("run.fusion_vector_conv")) e.run.fusion_vector_conv = p.b("run.fusion_vector_conv");
   if (p.has("run.conv_taps")) e.run.conv_taps = p.s("run.conv_taps");
   if (p.has("run.core_split")) e.run.core_split = p.s("run.core_split");
   if (p.has("run.conv_overlap")) e.run.conv_overlap = p.b("run.conv_overlap");

@@ -12,6 +12,10 @@
 // are stored (a 144-feature map takes 256 lanes). The three kinds do the same multiply-adds; the filter gradient's
 // sums over positions accumulate lane by lane (same feature, same lane), so no cross-lane reduction. HBM traffic:
 // each operand read once as stored (the taps are formed on chip), the result written once.
+// Fusion: XLA's depthwise convolution is a convolution (one HLO opcode, its groups an attribute), and it fuses as one
+// (OpCost::vector_conv; run.fusion_vector_conv): the batch norm and swish that make its input are recomputed in its
+// kernel, its result's batch-norm statistics come out beside it, and its input gradient takes the swish gradient
+// and batch-norm sums of the layer below as a convolution's input gradient does.
 //
 // Partitioning: the batch may be split; rows, width and features are gathered whole. The filter gradient sums over
 // the batch: partial over the batch's axes.
@@ -69,6 +73,7 @@ OpCost dw_cost(const ModelGraph& g, const Op& op) {
   c.flops = 2.0 * d(s.b * s.ho * s.wo * s.c) * taps;
   for (TensorId t : op.inputs) c.bytes_read += g.tensor(t).stored_bytes();
   c.bytes_written = g.tensor(op.outputs[0]).stored_bytes();
+  c.vector_conv = true;
   return c;
 }
 

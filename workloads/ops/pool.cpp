@@ -54,7 +54,20 @@ OpCost max_pool_cost(const ModelGraph& g, const Op& op) { return window_cost(poo
 OpCost avg_pool_cost(const ModelGraph& g, const Op& op) { return window_cost(pool_cost(g, op, op.outputs[0], 1)); }
 // Select-and-scatter: compare to find the window's maximum, then add dy at it.
 OpCost max_pool_grad_cost(const ModelGraph& g, const Op& op) { return pool_cost(g, op, op.inputs[0], 3); }
-OpCost avg_pool_grad_cost(const ModelGraph& g, const Op& op) { return pool_cost(g, op, op.inputs[0], 1); }
+// A global pool's gradient (one window over the whole map, no padding) is dy / (H W) broadcast over the positions:
+// elementwise, one multiply per element of dx, and an expander (it writes H W times what it reads) that fuses into
+// the kernel of its consumer, as XLA fuses the broadcast that the gradient of a mean over the positions is (the
+// squeeze-and-excitation's pool and the classifier's; docs/model.md, "Fusion"). Other windows spread dy as
+// select-and-scatter does, in a kernel of their own.
+OpCost avg_pool_grad_cost(const ModelGraph& g, const Op& op) {
+  const TensorInfo& dy = g.tensor(op.inputs[0]);
+  const TensorInfo& dx = g.tensor(op.outputs[0]);
+  const OpAttrs::Window& w = op.attrs.window;
+  const bool global = dy.shape[1] == 1 && dy.shape[2] == 1 && w.kh == dx.shape[1] && w.kw == dx.shape[2] &&
+                      w.pt == 0 && w.pb == 0 && w.pl == 0 && w.pr == 0;
+  if (!global) return pool_cost(g, op, op.inputs[0], 1);
+  return ops::elementwise(ops::vpu_cost(g, op, 1));
+}
 
 void max_pool_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
   const PoolShape s = pool_shape(g.tensor(op.inputs[0]), g.tensor(op.outputs[0]));
