@@ -36,7 +36,7 @@ double ns(double s) { return std::round(s * 1e12) / 1e3; }  // seconds -> ns wit
 double ps(double s) { return std::round(s * 1e12) / 1e12; }  // seconds, to the picosecond
 
 // Length of the union of intervals.
-double union_length(std::vector<std::pair<double, double>> v) {
+double union_length(std::vector<std::pair<double, double>>& v) {
   std::sort(v.begin(), v.end());
   double total = 0, cur_b = 0, cur_e = -1;
   for (auto [b, e] : v) {
@@ -55,28 +55,54 @@ double union_length(std::vector<std::pair<double, double>> v) {
 // Per op of the chip, the time some unit worked for it within its span: the union of its MXU and VPU intervals (a
 // collective's reductions included), its HBM accesses and the link time of the messages it sent. The rest of the
 // span it waited: for a peer's data, for links or HBM busy with others' work, for an acknowledgement.
+// The intervals (tens of millions for a large imported module) are grouped by op in one array (counted, then
+// placed), in the order the lists hold them, and each op's are clipped to its span and merged.
 std::vector<double> op_busy(const Chip& chip, size_t n_ops) {
-  std::vector<std::vector<std::pair<double, double>>> iv(n_ops);
   const ChipLog& l = chip.log();
-  for (const auto* list : {&l.compute, &l.hbm, &l.links, &l.host})
+  const std::vector<Interval>* const lists[] = {&l.compute, &l.hbm, &l.links, &l.host};
+  auto counted = [&](const Interval& x) {
+    return x.op >= 0 && static_cast<size_t>(x.op) < n_ops && x.end > x.begin;
+  };
+  std::vector<size_t> first(n_ops + 1, 0);
+  for (const auto* list : lists)
     for (const Interval& x : *list)
-      if (x.op >= 0 && static_cast<size_t>(x.op) < n_ops && x.end > x.begin) iv[x.op].push_back({x.begin, x.end});
+      if (counted(x)) ++first[static_cast<size_t>(x.op) + 1];
+  for (size_t i = 0; i < n_ops; ++i) first[i + 1] += first[i];
+  std::vector<std::pair<double, double>> iv(first[n_ops]);
+  {
+    std::vector<size_t> fill(first.begin(), first.end() - 1);
+    for (const auto* list : lists)
+      for (const Interval& x : *list)
+        if (counted(x)) iv[fill[static_cast<size_t>(x.op)]++] = {x.begin, x.end};
+  }
   std::vector<double> busy(n_ops, 0);
+  std::vector<std::pair<double, double>> in_span;
   for (size_t i = 0; i < n_ops; ++i) {
     const OpRecord& r = l.ops[i];
-    std::vector<std::pair<double, double>> in_span;
-    for (auto [b, e] : iv[i])
+    in_span.clear();
+    for (size_t k = first[i]; k < first[i + 1]; ++k) {
+      const auto [b, e] = iv[k];
       if (std::min(e, r.end) > std::max(b, r.start)) in_span.push_back({std::max(b, r.start), std::min(e, r.end)});
-    busy[i] = union_length(std::move(in_span));
+    }
+    busy[i] = union_length(in_span);
   }
   return busy;
 }
 
-J op_table(const Prepared& p, const Chip& chip) {
+// op_busy() of the result chip, worked out once per simulation.
+const std::vector<double>& result_op_busy(const Simulation& s, const Chip& chip, size_t n_ops) {
+  if (s.result_op_busy_chip != &chip || s.result_op_busy.size() != n_ops) {
+    s.result_op_busy = op_busy(chip, n_ops);
+    s.result_op_busy_chip = &chip;
+  }
+  return s.result_op_busy;
+}
+
+J op_table(const Prepared& p, const Simulation& s, const Chip& chip) {
   J ops = J::array();
   if (chip.role() < 0) return ops;
   const ExecProgram& ep = p.ctx->programs[chip.role()];
-  const std::vector<double> busy = op_busy(chip, ep.ops.size());
+  const std::vector<double>& busy = result_op_busy(s, chip, ep.ops.size());
   const ModelGraph& g = p.plan.programs[chip.role()].graph;
   const ChipConfig& cfg = p.exp.hardware.chip;
   for (size_t i = 0; i < ep.ops.size(); ++i) {
@@ -284,24 +310,40 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   // Re-materialization (workloads/remat.h): the MXU FLOPs of the recomputed ops on every chip (part of
   // hardware_flops), and their busy time (the union of their intervals on the MXUs and VPUs) on the chip where it
   // is longest. Moving a recomputed value between chips is not counted as recomputation time.
+  // Which ops are recomputed depends on the program only (worked out once per role); a chip that stands for
+  // several torus positions (hw/pod/symmetry.h) has one busy time, taken once.
   double recompute_flops = 0, recompute_s = 0;
+  std::vector<std::vector<int32_t>> recomputed_ops(p.plan.programs.size());
+  std::vector<char> role_known(p.plan.programs.size(), 0);
+  const Chip* last_chip = nullptr;
+  double last_busy = 0;
+  std::vector<std::pair<double, double>> busy;
   for (const auto& chip : chips) {
     if (chip->role() < 0) continue;
     const ExecProgram& ep = p.ctx->programs[chip->role()];
-    const ModelGraph& pg = p.plan.programs[chip->role()].graph;
-    const auto& log = chip->log().ops;
-    std::vector<std::pair<double, double>> busy;
-    for (size_t i = 0; i < ep.ops.size(); ++i) {
-      const ExecOp& e = ep.ops[i];
-      if (is_transfer_unit(e.unit)) continue;
-      bool recomputed = false;
-      for (size_t k = 0; k < e.members.size(); ++k)
-        recomputed = recomputed || (!e.recomputed[k] && pg.op(e.members[k]).recompute);
-      if (!recomputed) continue;
-      recompute_flops += e.mxu_flops;
-      if (i < log.size() && log[i].start >= 0) busy.push_back({log[i].start, log[i].end});
+    std::vector<int32_t>& rec = recomputed_ops[chip->role()];
+    if (!role_known[chip->role()]) {
+      role_known[chip->role()] = 1;
+      const ModelGraph& pg = p.plan.programs[chip->role()].graph;
+      for (size_t i = 0; i < ep.ops.size(); ++i) {
+        const ExecOp& e = ep.ops[i];
+        if (is_transfer_unit(e.unit)) continue;
+        bool recomputed = false;
+        for (size_t k = 0; k < e.members.size(); ++k)
+          recomputed = recomputed || (!e.recomputed[k] && pg.op(e.members[k]).recompute);
+        if (recomputed) rec.push_back(static_cast<int32_t>(i));
+      }
     }
-    recompute_s = std::max(recompute_s, union_length(std::move(busy)));
+    for (int32_t i : rec) recompute_flops += ep.ops[i].mxu_flops;
+    if (chip != last_chip) {
+      const auto& log = chip->log().ops;
+      busy.clear();
+      for (int32_t i : rec)
+        if (static_cast<size_t>(i) < log.size() && log[i].start >= 0) busy.push_back({log[i].start, log[i].end});
+      last_busy = union_length(busy);
+      last_chip = chip;
+    }
+    recompute_s = std::max(recompute_s, last_busy);
   }
   j["recompute_flops"] = recompute_flops;
   j["recompute_s"] = recompute_s;
@@ -523,7 +565,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
                    {"by_kind", by_kind}};
   }
   j["notes"] = p.plan.notes;  // what the plan did that the user should know (mesh, stages, padding)
-  j["ops"] = op_table(p, rc);
+  j["ops"] = op_table(p, s, rc);
   j["per_chip"] = {{"mxu_busy_fraction", per_mxu}, {"vpu_busy_fraction", per_vpu},
                    {"hbm_busy_fraction", per_hbm_busy}, {"ici_busy_fraction", per_ici_busy},
                    {"hbm_bytes", per_hbm},         {"ici_bytes", per_ici}};
@@ -546,7 +588,7 @@ std::string hlo_op_stats_csv(const Prepared& p, const Simulation& s) {
   const Program& prog = p.plan.programs[chip.role()];
   if (prog.sources.empty()) return "";
   const ExecProgram& ep = p.ctx->programs[chip.role()];
-  const std::vector<double> busy = op_busy(chip, ep.ops.size());
+  const std::vector<double>& busy = result_op_busy(s, chip, ep.ops.size());
   const ChipConfig& cfg = p.exp.hardware.chip;
   const double hbm_bw = cfg.hbm.bandwidth, mxu_peak = cfg.peak_flops(),
                vpu_rate = cfg.vpu.elements_per_cycle() * cfg.clock * static_cast<double>(cfg.tensorcores);
