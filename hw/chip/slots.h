@@ -1,7 +1,7 @@
 // Small helpers for the models' hot paths: no allocation per event once warm, no division per lookup.
 //
 //   Slots<Job> jobs;   uint32_t id = jobs.add(job);   jobs[id] ...;   jobs.release(id);   // ids reused
-//   Memo peers;        int64_t chip = peers.get(rank, [&] { return chip_of(rank); });      // 4 kept
+//   Memo peers;        int64_t chip = peers.get(rank, [&] { return chip_of(rank); });      // 8 kept
 #pragma once
 
 #include <cstdint>
@@ -35,11 +35,14 @@ class Slots {
   std::vector<uint32_t> m_free;
 };
 
-// The last four (key, value) pairs computed, the oldest replaced: a ring schedule has few peers and a chip few
+// The last eight (key, value) pairs computed, the oldest replaced: a ring schedule has few peers and a chip few
 // destinations, and finding a peer's chip, a sender's rank or a next hop divides along every dimension of the group
-// and the torus. Keys and values fit 32 bits (chips, ranks, directions); others are computed every time.
+// and the torus. Eight, since a 3-D torus collective exchanges with the six neighbours in turn (with four kept, a
+// cycle through six keys missed every time). Keys and values fit 32 bits (chips, ranks, directions); others are
+// computed every time.
 struct Memo {
-  int32_t key[4] = {0, 0, 0, 0}, value[4] = {0, 0, 0, 0};
+  static constexpr int kSize = 8;
+  int32_t key[kSize] = {}, value[kSize] = {};
   uint8_t size = 0, next = 0;
   template <class F>
   int64_t get(int64_t k, F compute) {
@@ -47,7 +50,7 @@ struct Memo {
       if (key[i] == k) return value[i];
     const int64_t v = compute();
     if (k != static_cast<int32_t>(k) || v != static_cast<int32_t>(v)) return v;
-    const int i = size < 4 ? size++ : (next++ & 3);
+    const int i = size < kSize ? size++ : (next++ & (kSize - 1));
     key[i] = static_cast<int32_t>(k);
     value[i] = static_cast<int32_t>(v);
     return v;

@@ -20,6 +20,7 @@ namespace podsim {
 
 struct PodContext;
 class Pod;
+class Chip;
 
 // Everything decided before the simulation starts.
 struct Prepared {
@@ -39,6 +40,10 @@ struct Simulation {
   double step_time = 0;  // seconds
   double wall = 0;       // seconds the simulation took
   uint64_t activations = 0;
+  // Per op of the result chip, its busy time within its span (summary.cpp, op_busy()): summary.json's op table and
+  // hlo_op_stats.csv both read it, so it is worked out once, on first use (for the chip named here).
+  mutable std::vector<double> result_op_busy;
+  mutable const Chip* result_op_busy_chip = nullptr;
   Simulation();
   Simulation(Simulation&&) noexcept;
   ~Simulation();

@@ -10,6 +10,7 @@
 #include "hw/pod/pod.h"
 #include "hw/timing/mxu_timing.h"
 #include "hw/timing/vpu_timing.h"
+#include "sim/engine/busy_time.h"
 #include "sim/engine/dcn_report.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/fault_report.h"
@@ -35,48 +36,11 @@ double r6(double x) { return std::isfinite(x) ? std::round(x * 1e6) / 1e6 : 0; }
 double ns(double s) { return std::round(s * 1e12) / 1e3; }  // seconds -> ns with ps precision
 double ps(double s) { return std::round(s * 1e12) / 1e12; }  // seconds, to the picosecond
 
-// Length of the union of intervals.
-double union_length(std::vector<std::pair<double, double>> v) {
-  std::sort(v.begin(), v.end());
-  double total = 0, cur_b = 0, cur_e = -1;
-  for (auto [b, e] : v) {
-    if (b > cur_e) {
-      if (cur_e > cur_b) total += cur_e - cur_b;
-      cur_b = b;
-      cur_e = e;
-    } else {
-      cur_e = std::max(cur_e, e);
-    }
-  }
-  if (cur_e > cur_b) total += cur_e - cur_b;
-  return total;
-}
-
-// Per op of the chip, the time some unit worked for it within its span: the union of its MXU and VPU intervals (a
-// collective's reductions included), its HBM accesses and the link time of the messages it sent. The rest of the
-// span it waited: for a peer's data, for links or HBM busy with others' work, for an acknowledgement.
-std::vector<double> op_busy(const Chip& chip, size_t n_ops) {
-  std::vector<std::vector<std::pair<double, double>>> iv(n_ops);
-  const ChipLog& l = chip.log();
-  for (const auto* list : {&l.compute, &l.hbm, &l.links, &l.host})
-    for (const Interval& x : *list)
-      if (x.op >= 0 && static_cast<size_t>(x.op) < n_ops && x.end > x.begin) iv[x.op].push_back({x.begin, x.end});
-  std::vector<double> busy(n_ops, 0);
-  for (size_t i = 0; i < n_ops; ++i) {
-    const OpRecord& r = l.ops[i];
-    std::vector<std::pair<double, double>> in_span;
-    for (auto [b, e] : iv[i])
-      if (std::min(e, r.end) > std::max(b, r.start)) in_span.push_back({std::max(b, r.start), std::min(e, r.end)});
-    busy[i] = union_length(std::move(in_span));
-  }
-  return busy;
-}
-
-J op_table(const Prepared& p, const Chip& chip) {
+J op_table(const Prepared& p, const Simulation& s, const Chip& chip) {
   J ops = J::array();
   if (chip.role() < 0) return ops;
   const ExecProgram& ep = p.ctx->programs[chip.role()];
-  const std::vector<double> busy = op_busy(chip, ep.ops.size());
+  const std::vector<double>& busy = result_op_busy(s, chip, ep.ops.size());
   const ModelGraph& g = p.plan.programs[chip.role()].graph;
   const ChipConfig& cfg = p.exp.hardware.chip;
   for (size_t i = 0; i < ep.ops.size(); ++i) {
@@ -284,25 +248,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   // Re-materialization (workloads/remat.h): the MXU FLOPs of the recomputed ops on every chip (part of
   // hardware_flops), and their busy time (the union of their intervals on the MXUs and VPUs) on the chip where it
   // is longest. Moving a recomputed value between chips is not counted as recomputation time.
-  double recompute_flops = 0, recompute_s = 0;
-  for (const auto& chip : chips) {
-    if (chip->role() < 0) continue;
-    const ExecProgram& ep = p.ctx->programs[chip->role()];
-    const ModelGraph& pg = p.plan.programs[chip->role()].graph;
-    const auto& log = chip->log().ops;
-    std::vector<std::pair<double, double>> busy;
-    for (size_t i = 0; i < ep.ops.size(); ++i) {
-      const ExecOp& e = ep.ops[i];
-      if (is_transfer_unit(e.unit)) continue;
-      bool recomputed = false;
-      for (size_t k = 0; k < e.members.size(); ++k)
-        recomputed = recomputed || (!e.recomputed[k] && pg.op(e.members[k]).recompute);
-      if (!recomputed) continue;
-      recompute_flops += e.mxu_flops;
-      if (i < log.size() && log[i].start >= 0) busy.push_back({log[i].start, log[i].end});
-    }
-    recompute_s = std::max(recompute_s, union_length(std::move(busy)));
-  }
+  const auto [recompute_flops, recompute_s] = recompute_figures(p, s);
   j["recompute_flops"] = recompute_flops;
   j["recompute_s"] = recompute_s;
   // Throughput, for workloads with a batch of examples (not the op-level microbenchmarks: a batched matmul's batch
@@ -523,7 +469,7 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
                    {"by_kind", by_kind}};
   }
   j["notes"] = p.plan.notes;  // what the plan did that the user should know (mesh, stages, padding)
-  j["ops"] = op_table(p, rc);
+  j["ops"] = op_table(p, s, rc);
   j["per_chip"] = {{"mxu_busy_fraction", per_mxu}, {"vpu_busy_fraction", per_vpu},
                    {"hbm_busy_fraction", per_hbm_busy}, {"ici_busy_fraction", per_ici_busy},
                    {"hbm_bytes", per_hbm},         {"ici_bytes", per_ici}};
@@ -546,7 +492,7 @@ std::string hlo_op_stats_csv(const Prepared& p, const Simulation& s) {
   const Program& prog = p.plan.programs[chip.role()];
   if (prog.sources.empty()) return "";
   const ExecProgram& ep = p.ctx->programs[chip.role()];
-  const std::vector<double> busy = op_busy(chip, ep.ops.size());
+  const std::vector<double>& busy = result_op_busy(s, chip, ep.ops.size());
   const ChipConfig& cfg = p.exp.hardware.chip;
   const double hbm_bw = cfg.hbm.bandwidth, mxu_peak = cfg.peak_flops(),
                vpu_rate = cfg.vpu.elements_per_cycle() * cfg.clock * static_cast<double>(cfg.tensorcores);

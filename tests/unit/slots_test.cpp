@@ -1,4 +1,4 @@
-// The models' small helpers (hw/chip/slots.h): a pool whose released ids are reused, and a memo of the last four
+// The models' small helpers (hw/chip/slots.h): a pool whose released ids are reused, and a memo of the last eight
 // computed values, each against the sequence written in the test.
 #include <gtest/gtest.h>
 
@@ -25,18 +25,23 @@ TEST(SlotsTest, ReleasedIdsAreReusedLastFirstAndKeepTheirNewValue) {
   EXPECT_EQ(s[3], "f");
 }
 
-TEST(MemoTest, ComputesEachOfFourKeysOnceThenReplacesTheOldest) {
+TEST(MemoTest, ComputesEachOfEightKeysOnceThenReplacesTheOldest) {
   Memo m;
   int calls = 0;
   auto twice = [&](int64_t k) { return m.get(k, [&] { ++calls; return 2 * k; }); };
-  for (int64_t k : {1, 2, 3, 4, 1, 2, 3, 4}) EXPECT_EQ(twice(k), 2 * k);
-  EXPECT_EQ(calls, 4);
-  EXPECT_EQ(twice(5), 10);  // a fifth key replaces the oldest, 1
-  EXPECT_EQ(calls, 5);
-  EXPECT_EQ(twice(2), 4);
-  EXPECT_EQ(calls, 5);
-  EXPECT_EQ(twice(1), 2);  // computed again
+  for (int round = 0; round < 3; ++round)  // six neighbours in turn, as a 3-D torus collective: each computed once
+    for (int64_t k : {1, 2, 3, 4, 5, 6}) EXPECT_EQ(twice(k), 2 * k);
   EXPECT_EQ(calls, 6);
+  for (int64_t k : {7, 8, 1, 8}) EXPECT_EQ(twice(k), 2 * k);
+  EXPECT_EQ(calls, 8);
+  EXPECT_EQ(twice(9), 18);  // a ninth key replaces the oldest, 1
+  EXPECT_EQ(calls, 9);
+  EXPECT_EQ(twice(2), 4);
+  EXPECT_EQ(calls, 9);
+  EXPECT_EQ(twice(1), 2);  // computed again (replacing 2)
+  EXPECT_EQ(calls, 10);
+  EXPECT_EQ(twice(2), 4);
+  EXPECT_EQ(calls, 11);
 }
 
 TEST(MemoTest, KeysOrValuesBeyond32BitsAreComputedEveryTime) {
