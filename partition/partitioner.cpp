@@ -199,6 +199,16 @@ void Partitioner::partition_op(const Op& op) {
   }
   if (dec.in.size() != op.inputs.size() || dec.out.size() != op.outputs.size())
     throw Error(Err::Internal, "the partition rule of '" + op.name + "' returned the wrong number of specs");
+  // A mesh axis splits one dimension of a value at most: a rule naming one twice would give each device a piece that
+  // no single split describes (and its collectives would mix the devices' pieces).
+  for (const std::vector<ShardSpec>* specs : {&dec.in, &dec.out})
+    for (const ShardSpec& s : *specs) {
+      std::vector<std::string> seen = s.axes();
+      std::sort(seen.begin(), seen.end());
+      if (std::adjacent_find(seen.begin(), seen.end()) != seen.end())
+        throw Error(Err::Internal, "the partition rule of '" + op.name + "' splits two dimensions over one mesh axis: " +
+                                       s.text());
+    }
   Op local = op;
   local.attrs = dec.attrs;
   for (size_t i = 0; i < op.inputs.size(); ++i) {

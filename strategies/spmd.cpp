@@ -343,7 +343,8 @@ class Spmd : public IStrategy {
                           "spmd, inference steps: how the KV cache splits over the scheme's axes: heads (as the "
                           "key/value heads split; a multi-query cache whose one head cannot split is held whole on "
                           "every device) or batch (by sequence: Pope et al.'s multi-query attention sharded over the "
-                          "batch, the queries and the attention's output moved by an all-to-all per layer).")
+                          "batch, the queries and the attention's output moved by an all-to-all per layer, and the "
+                          "fresh keys and values too where the projections split their heads).")
             .def("heads"),
         ParamSpec::text_list("strategy.shard",
                              "spmd: per-tensor annotations \"PATTERN = SPEC\": tensors whose name matches the glob "

@@ -64,10 +64,15 @@ TEST(ServingPhases, ABatchSplitDecodeCacheNeedsItsPrefillsUnderAnotherLayout) {
   EXPECT_EQ(ph["weights"]["stored_twice"], 0);
   EXPECT_GT(ph["weights"]["stored_alike"].get<int64_t>(), 0);
   EXPECT_DOUBLE_EQ(ph["decode"]["other_layout_weight_bytes_per_chip"].get<double>(), 0);
-  // Each phase's iterations with its layout's collectives: the decodes' batch-split attention exchanges its queries
-  // and its output by all-to-all, 2 per layer; the prefills split by heads have none.
+  // Each phase's iterations with its layout's collectives: the decodes' batch-split attention exchanges its queries,
+  // its fresh keys and values (their 4 heads split over the 4 chips by the projections) and its output by
+  // all-to-all, 4 per layer; the prefills split by heads have none. Hand count of a chip's part of one layer's: 4
+  // slots x (2 query heads + 1 key head + 1 value head + 2 output heads) x 128 x 2 B.
   EXPECT_FALSE(ph["prefill"]["collectives"].contains("all_to_all")) << ph["prefill"]["collectives"].dump();
-  EXPECT_EQ(ph["decode"]["collectives"]["all_to_all"]["count"], 4) << ph["decode"]["collectives"].dump();
+  EXPECT_EQ(ph["decode"]["collectives"]["all_to_all"]["count"], 8) << ph["decode"]["collectives"].dump();
+  EXPECT_DOUBLE_EQ(ph["decode"]["collectives"]["all_to_all"]["bytes_per_chip"].get<double>(), 2 * 4 * 6 * 128 * 2.0);
+  EXPECT_EQ(ph["decode"]["collectives"]["all_gather"]["count"], 1)  // the sampling's candidates, no cache gathered
+      << ph["decode"]["collectives"].dump();
   EXPECT_TRUE(ph["prefill"]["collectives"].contains("all_reduce"));
   // The resolved experiment keeps the prefill layout and loads back to the same run.
   const std::string resolved = read_file(test_dir() + "/heads_then_batch/config.resolved.yaml");

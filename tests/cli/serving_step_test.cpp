@@ -96,6 +96,18 @@ TEST(ServingStepTest, MultiQueryAndExpertParallelReproduceTheSingleChipStep) {
   EXPECT_EQ(c.code, 0) << c.out << c.err;
 }
 
+// Multi-head attention (as many key/value heads as heads: the projections split the keys' and values' heads over the
+// 4 chips) with its cache split over the batch: the fresh keys and values move to their sequences' chips before they
+// are written, a generate's and a ragged decode's caches and tokens as on one chip.
+TEST(ServingStepTest, MultiHeadCacheSplitOverTheBatchReproducesTheSingleChipStep) {
+  for (const std::string& w : {kGenerate, kDecode}) {
+    const CliResult c = compare(w + "  kv_heads: 4\n", "[4, 1]", "strategy: {name: spmd, kv_sharding: batch}\n", 1,
+                                w == kGenerate ? "mha_generate" : "mha_decode");
+    EXPECT_EQ(c.code, 0) << c.out << c.err;
+    EXPECT_NE(c.out.find("layer1.attn.k_cache.new"), std::string::npos) << c.out;
+  }
+}
+
 // The comparison can fail: another seed draws other weights, prompts and caches.
 TEST(ServingStepTest, AnotherSeedDiffers) {
   const CliResult c = compare(kGenerate, "[4, 1]", "strategy: {name: spmd}\n", 2);

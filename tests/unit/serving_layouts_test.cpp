@@ -70,6 +70,28 @@ TEST(ServingLayoutsTest, MultiQueryCacheSplitOverTheBatch) {
   expect_reproduces_the_step(batch);
 }
 
+// Multi-head attention (as many key/value heads as heads, Llama 2 7B's) under Megatron with the cache split over the
+// batch: each chip holds every head of its quarter of the sequences, while the q, k and v projections leave each
+// chip its heads of every sequence. So the fresh keys and values go to the chips of their sequences by an all-to-all
+// each (heads -> sequences, B x E per chip: what the chip holds of them), as the queries do, and the attention's
+// output comes back by a fourth before the output projection: 4 all-to-alls a layer, and no gather of the cache
+// (whose rows never move) nor of the whole activations (n times the bytes of an all-to-all).
+TEST(ServingLayoutsTest, MultiHeadCacheSplitOverTheBatchExchangesQueriesKeysAndValues) {
+  const Step s = plan_step(hardware("[4, 1]") + decode() + "strategy: {name: spmd, kv_sharding: batch}\n");
+  EXPECT_EQ(kv_cache(s), L * 2 * (NS / 4) * CAP * NH * E * F32);
+  const double act = NS * D * F32, heads = NS * (NH / 4) * E * F32;  // a chip's: B sequences x its one head
+  std::vector<std::string> want = {ar("embed.partial", "model", act), candidates("model", 4)};
+  for (int l = 0; l < L; ++l) {
+    const std::string n = "layer" + std::to_string(l);
+    want.push_back(ar(n + ".attn.o", "model", act));
+    want.push_back(ar(n + ".ffn.down", "model", act));
+    for (const char* t : {".attn.q", ".attn.k", ".attn.v"}) want.push_back(a2a(n + t, "model", 0, heads));
+    want.push_back(a2a(n + ".attn.context", "model", 2, heads));
+  }
+  EXPECT_EQ(collectives(s.plan.programs[0]), sorted(want));
+  expect_reproduces_the_step(s);
+}
+
 // 2-D weight-stationary over 2 x 2 chips (s0 = A, s1 = B): the weights split along d_model over s0 and heads or
 // hidden units over s1, the residual stream's d_model over both. Per layer each norm gathers its row (B x D / 4 in,
 // whole out); the projections' partial sums over s0 are reduce-scattered into the heads or hidden units split over

@@ -11,6 +11,7 @@
 // Cost: what the kernel moves: each written token's E values per head read and written (plus its scale), in runs of
 // one token's heads (KV E elements) scattered over the cache; the quantization's absmax, scale and rounding per
 // element on the vector unit. The cache is updated in place (OpCost::in_place): its bytes are the KV cache's.
+#include <algorithm>
 #include <cmath>
 
 #include "workloads/ops/kernel_util.h"
@@ -100,12 +101,21 @@ void write_kernel(const ModelGraph& g, const Op& op, TensorStore& st) {
 }
 
 // The cache keeps its layout (it is the largest thing the step holds): the sequences split as its rows and the
-// heads as its heads; the fresh values follow it (a packed row holds every sequence and splits no rows).
+// heads as its heads; the fresh values follow it (a packed row holds every sequence and splits no rows). A cache
+// whose heads are whole takes the fresh values' head split only over axes its rows leave free: a cache split over
+// the batch (strategy.kv_sharding: batch) keeps every head of its sequences, so fresh keys split by heads over the
+// same axis come over by an all-to-all (heads -> sequences) rather than splitting the cache twice over one axis.
 OpSharding write_rule(const OpShardingQuery& q) {
   const ShardSpec cs = sharding::settled(q.in[0]), ns = sharding::settled(q.in.back());
   ShardSpec cache = ShardSpec::replicated(4);
   cache.dims[0] = q.op.attrs.ragged.packed ? std::vector<std::string>{} : cs.dims[0];
-  cache.dims[2] = !cs.dims[2].empty() ? cs.dims[2] : ns.dims[2];
+  cache.dims[2] = cs.dims[2];
+  if (cache.dims[2].empty()) {
+    bool free = true;
+    for (const std::string& ax : ns.dims[2])
+      free = free && std::find(cache.dims[0].begin(), cache.dims[0].end(), ax) == cache.dims[0].end();
+    if (free) cache.dims[2] = ns.dims[2];
+  }
   ShardSpec fresh = ShardSpec::replicated(4);
   fresh.dims[0] = cache.dims[0];
   fresh.dims[2] = cache.dims[2];
