@@ -6,6 +6,7 @@
 
 #include "hw/chip/dma.h"
 #include "hw/pod/pod.h"
+#include "sim/engine/busy_time.h"
 #include "sim/engine/engine.h"
 
 namespace podsim {
@@ -14,22 +15,6 @@ namespace {
 using J = nlohmann::ordered_json;
 
 double r6(double x) { return std::isfinite(x) ? std::round(x * 1e6) / 1e6 : 0; }
-
-double union_length(std::vector<std::pair<double, double>> v) {
-  std::sort(v.begin(), v.end());
-  double total = 0, b = 0, e = -1;
-  for (auto [x, y] : v) {
-    if (x > e) {
-      if (e > b) total += e - b;
-      b = x;
-      e = y;
-    } else {
-      e = std::max(e, y);
-    }
-  }
-  if (e > b) total += e - b;
-  return total;
-}
 
 }  // namespace
 
