@@ -87,6 +87,8 @@ struct ChipConfig {
   // Cycles each kernel (a fused op, on each core that runs a share of it) takes its unit before its first load:
   // issue, pipeline fill and drain, the synchronization with the kernel before it (docs/model.md, "A chip").
   int64_t kernel_overhead = 0;
+  // Loads of tile groups each compute unit keeps in flight (hardware.chip.load_depth); 1: double buffering.
+  int64_t load_depth = 1;
   HostLinkConfig host_link;
 
   int64_t mxus() const { return tensorcores * mxu.count; }

@@ -29,6 +29,15 @@ std::vector<ParamSpec> hardware_param_specs() {
                  "(docs/model.md, \"A chip\").")
           .range(0, 1 << 24)
           .def("0"),
+      P::integer("hardware.chip.load_depth",
+                 "Loads of tile groups each compute unit (a core's MXUs, its VPU) keeps in flight: while it computes "
+                 "group g it has issued the loads of groups g+1..g+d (d + 1 VMEM buffers per operand, d loads at the "
+                 "kernel's start), so a load-bound op pays HBM's latency once per d groups instead of once per group "
+                 "(a DMA engine's queue, a Pallas pipeline with pl.Buffered(d + 1)). Default 1: the double buffering "
+                 "podsim has always modelled; the depth TPU's compiled kernels use is not published (docs/model.md, "
+                 "\"A chip\").")
+          .range(1, 16)
+          .def("1"),
       P::integer("hardware.chip.mxu.count", "MXUs (systolic arrays) per TensorCore.").range(1, 64),
       P::integer("hardware.chip.mxu.rows", "Rows R of each systolic array; a GEMM's contracting dimension K maps onto "
                                            "them.")

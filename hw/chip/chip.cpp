@@ -40,12 +40,13 @@ Chip::Chip(sc_core::sc_module_name name, int64_t id, PodContext& ctx)
 
   m_hbm = std::make_unique<Hbm>("hbm", m_cfg.hbm, m_period, m_stalls, m_log);
   m_host_link = std::make_unique<HostLink>(m_cfg.host_link, *m_hbm, m_log);
+  const int depth = static_cast<int>(m_cfg.load_depth);
   for (int c = 0; c < m_cfg.tensorcores; ++c) {
     auto done = [this](int32_t op, double s, double e, int64_t cyc) { part_done(op, s, e, cyc); };
     m_mxu.push_back(std::make_unique<ComputeUnit>(("core" + std::to_string(c) + "_mxu").c_str(),
-                                                  ComputeUnit::Kind::Mxu, c, m_period, *m_hbm, m_log, done));
+                                                  ComputeUnit::Kind::Mxu, c, m_period, *m_hbm, m_log, done, depth));
     m_vpu.push_back(std::make_unique<ComputeUnit>(("core" + std::to_string(c) + "_vpu").c_str(),
-                                                  ComputeUnit::Kind::Vpu, c, m_period, *m_hbm, m_log, done));
+                                                  ComputeUnit::Kind::Vpu, c, m_period, *m_hbm, m_log, done, depth));
   }
   m_router = std::make_unique<IciRouter>("ici", id, ctx.torus, ctx.messages, m_log, m_stalls,
                                          [this](Message&& m) { m_dma->deliver(std::move(m)); },

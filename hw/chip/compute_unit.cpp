@@ -7,7 +7,7 @@
 namespace podsim {
 
 ComputeUnit::ComputeUnit(sc_core::sc_module_name name, Kind kind, int core, double clock_period, Hbm& hbm,
-                         ChipLog& log, Done on_done)
+                         ChipLog& log, Done on_done, int load_depth)
     : sc_core::sc_module(name),
       m_period(clock_period),
       m_hbm(hbm),
@@ -15,7 +15,9 @@ ComputeUnit::ComputeUnit(sc_core::sc_module_name name, Kind kind, int core, doub
       m_core(core),
       m_log(log),
       m_on_done(std::move(on_done)),
-      m_client(kind == Kind::Mxu ? HbmClient::Mxu : HbmClient::Vpu) {}
+      m_client(kind == Kind::Mxu ? HbmClient::Mxu : HbmClient::Vpu) {
+  m_depth = std::clamp(load_depth, 1, kMaxLoadDepth);
+}
 
 void ComputeUnit::submit(UnitJob job) {
   m_queue.push_back(std::move(job));
@@ -63,6 +65,12 @@ HbmRequest ComputeUnit::load_request() const {
   return r;
 }
 
+void ComputeUnit::issue_loads(int upto) {
+  upto = std::min(upto, m_job.groups);
+  for (; m_loads < upto; ++m_loads)
+    m_load_done[m_loads % (m_depth + 1)] = m_hbm.access(load_request(), m_client, m_job.op);
+}
+
 void ComputeUnit::begin_job() {
   if (m_queue[m_next].by_rank) {
     size_t best = m_next;
@@ -84,13 +92,13 @@ void ComputeUnit::begin_job() {
   m_group = 0;
   m_start = now_seconds();
   m_last_write = m_start;
-  m_load_done[1] = 0;
+  m_loads = 0;
   if (m_job.overhead > 0) {  // the kernel's issue first: the unit is taken, HBM not yet asked
     m_issued = m_start + m_job.overhead;
     m_state = State::Issue;
     return;
   }
-  m_load_done[0] = m_hbm.access(load_request(), m_client, m_job.op);
+  issue_loads(m_depth);
   m_state = State::WaitLoad;
 }
 
@@ -138,19 +146,18 @@ void ComputeUnit::step() {
           return;
         }
         m_last_write = now;
-        m_load_done[0] = m_hbm.access(load_request(), m_client, m_job.op);
+        issue_loads(m_depth);
         m_state = State::WaitLoad;
         continue;
       }
       case State::WaitLoad: {
-        double ready = m_load_done[m_group % 2];
+        double ready = m_load_done[m_group % (m_depth + 1)];
         if (!reached(ready)) {
           wait_load(ready - now);
           return;
         }
-        // Compute group g; fetch g+1 into the other buffer meanwhile.
-        if (m_group + 1 < m_job.groups)
-          m_load_done[(m_group + 1) % 2] = m_hbm.access(load_request(), m_client, m_job.op);
+        // Compute group g; fetch g+1..g+d into the other buffers meanwhile.
+        issue_loads(m_group + 1 + m_depth);
         int64_t c = group_cycles(m_group);
         m_compute_begin = now;
         m_state = State::Computing;
@@ -161,7 +168,7 @@ void ComputeUnit::step() {
           // that time instead (made there in time order among the other clients' accesses) and wakes when the
           // load is in.
           if (m_group + 1 < m_job.groups) {
-            const double next = m_load_done[(m_group + 1) % 2];
+            const double next = m_load_done[(m_group + 1) % (m_depth + 1)];
             if (next > to_seconds(end) + kTimeEpsilon) {
               finish_group(to_seconds(end), true);
               ++m_group;

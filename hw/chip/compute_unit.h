@@ -6,6 +6,9 @@
 // The issue is the kernel's fixed cost (hardware.chip.kernel_overhead, docs/model.md "A chip"): the unit is taken
 // for it, and its first load goes out when it is over.
 // Two VMEM buffers per operand: group g+1 is fetched while group g computes, and compute(g) waits for its data.
+// With a load depth d (hardware.chip.load_depth, docs/model.md "A chip") there are d + 1: the loads of groups
+// g+1..g+d are in flight while g computes (d loads at the job's start), so their HBM latencies overlap; d = 1 is
+// the double buffering above.
 // An op therefore takes about max(compute, memory) plus the first load and the last write: whichever of the unit
 // and HBM is slower bounds it (the roofline), and HBM contention with other requesters stretches it.
 // Compute cycles come from the unit's timing model (MXU: hw/timing/mxu_timing.h, VPU: hw/timing/vpu_timing.h),
@@ -57,7 +60,8 @@ class ComputeUnit : public sc_core::sc_module {
   using Done = std::function<void(int32_t op, double start, double end, int64_t cycles)>;
 
   ComputeUnit(sc_core::sc_module_name name, Kind kind, int core, double clock_period, Hbm& hbm, ChipLog& log,
-              Done on_done);
+              Done on_done, int load_depth = 1);
+  static constexpr int kMaxLoadDepth = 16;
 
   void submit(UnitJob job);
   bool idle() const { return !m_active && m_next == m_queue.size(); }
@@ -76,6 +80,8 @@ class ComputeUnit : public sc_core::sc_module {
   void begin_job();
   int64_t group_cycles(int g) const;
   HbmRequest load_request() const;
+  // Issues the loads of the groups before `upto` (exclusive, at most the job's groups) not issued yet.
+  void issue_loads(int upto);
 
   // What a wake reads first, together from m_wakes on (the calendar fetches it ahead: hw/chip/action_queue.h).
   uint64_t m_wakes = 0;  // wakes scheduled so far; only the latest one steps
@@ -85,7 +91,10 @@ class ComputeUnit : public sc_core::sc_module {
   int m_group = 0;
   double m_start = 0;
   double m_issued = 0;  // when the job's issue (UnitJob::overhead) is over and its first load goes out
-  double m_load_done[2] = {0, 0};  // completion of the loads of groups g and g+1 (ring of two buffers)
+  // Completion of the loads of groups g..g+d (ring of d + 1 buffers, slot g mod (d + 1)).
+  double m_load_done[kMaxLoadDepth + 1] = {};
+  int m_depth = 1;   // loads in flight (hardware.chip.load_depth)
+  int m_loads = 0;   // loads of the job issued so far
   double m_last_write = 0;
   double m_compute_begin = 0;
   double m_period;

@@ -25,6 +25,7 @@ void read_model_params(Experiment& e) {
   real("hardware.chip.hbm.refresh_interval", h.refresh_interval);
   real("hardware.chip.hbm.refresh_time", h.refresh_time);
   integer("hardware.chip.kernel_overhead", e.hardware.chip.kernel_overhead);
+  integer("hardware.chip.load_depth", e.hardware.chip.load_depth);
   integer("hardware.chip.mxu.accumulator_rows", e.hardware.chip.mxu.accumulator_rows);
   integer("hardware.chip.mxu.weight_push", e.hardware.chip.mxu.weight_push);
   integer("hardware.chip.mxu.result_pop", e.hardware.chip.mxu.result_pop);

@@ -26,7 +26,64 @@ struct Bench : test::OneChannelBench<Bench> {
                   [this](int32_t, double, double e, int64_t) { end = e; }};
 };
 
+// One VPU of load depth `depth` on the one-channel HBM with 2000 ns of latency per access (the channel is held
+// 1 ns per byte; the latency follows the data and does not hold it).
+struct LatencyBench : sc_core::sc_module {
+  SC_HAS_PROCESS(LatencyBench);
+  static HbmConfig slow_hbm() {
+    HbmConfig c = test::one_channel_hbm();
+    c.latency = 2000 * kNs;
+    return c;
+  }
+  StallInjector stalls{0, 0, 1};
+  ChipLog log;
+  Hbm hbm{"hbm", slow_hbm(), 1e-9, stalls, log};
+  double end = -1;
+  ComputeUnit vpu;
+  LatencyBench(sc_core::sc_module_name n, int depth)
+      : sc_module(n), vpu("vpu", ComputeUnit::Kind::Vpu, 0, 1 * kNs, hbm, log,
+                          [this](int32_t, double, double e, int64_t) { end = e; }, depth) {
+    SC_METHOD(go);
+  }
+  void go() {
+    UnitJob job;
+    job.op = 0;
+    job.cycles = 40;
+    job.groups = 4;
+    job.read = 4096;
+    vpu.submit(job);
+  }
+};
+
+// hardware.chip.load_depth: 4 groups of 1024 B loads (1024 ns on the channel, in 1024 + 2000 ns) and 10 cycles of
+// adds each (LatencyBench). Without the depth every group would wait for a load issued when the one before was in.
+double load_bound_end(int depth) {
+  LatencyBench b("b", depth);
+  sc_core::sc_start();
+  EXPECT_DOUBLE_EQ(b.log.hbm_read, 4096);
+  EXPECT_NEAR(b.log.vpu_busy / kNs, 40, 1e-6);
+  return b.end / kNs;
+}
+
 }  // namespace
+
+TEST(ComputeUnitTest, LoadDepthOnePaysTheLatencyOncePerGroup) {
+  // One load in flight, issued when the one before is in: each group waits 1024 + 2000 = 3024 ns, so the last
+  // group's adds begin at 4 x 3024 = 12096 and end at 12106.
+  EXPECT_NEAR(load_bound_end(1), 12106, 1e-6);
+}
+
+TEST(ComputeUnitTest, LoadDepthTwoOverlapsTwoLoadsLatencies) {
+  // Loads 0 and 1 at 0 (channel 0-1024 and 1024-2048: in at 3024 and 4048); load 2 when load 0 is in (channel
+  // 3024-4048, in at 6048), load 3 when load 1 is (4048-5072, in at 7072); the last adds end at 7082.
+  EXPECT_NEAR(load_bound_end(2), 7082, 1e-6);
+}
+
+TEST(ComputeUnitTest, LoadDepthFourIssuesEveryLoadAtOnce) {
+  // All four loads at 0, back to back on the channel: the last is in at 4096 + 2000 = 6096, the job ends at 6106
+  // (the latency paid once).
+  EXPECT_NEAR(load_bound_end(4), 6106, 1e-6);
+}
 
 TEST(ComputeUnitTest, MemoryBoundJobWakesForEachLoadItIssuesAndAtItsEnd) {
   // 4 groups of 1024 B loads and 10 cycles of adds each: the loads run back to back (group g + 1's is issued when
