@@ -6,6 +6,7 @@
 #include <queue>
 
 #include "base/error.h"
+#include "workloads/model_flops.h"
 #include "workloads/op_def.h"
 
 namespace podsim {
@@ -165,16 +166,21 @@ double ModelGraph::total_flops() const {
   return f;
 }
 
-double ModelGraph::model_flops(FlopsConvention convention) const {
+double model_flops_scaled(const ModelGraph& g, FlopsConvention convention, const std::function<double(OpId)>& share) {
   double f = 0;
-  for (const auto& op : m_ops) {
+  for (size_t i = 0; i < g.ops().size(); ++i) {
+    const Op& op = g.ops()[i];
     if (op.phase == Phase::Optimizer || op.recompute) continue;
-    const OpCost c = op_cost(*this, op);
+    const OpCost c = op_cost(g, op);
     if (c.unit != Unit::Mxu) continue;
-    f += c.model_flops >= 0 ? c.model_flops : c.flops;
+    f += c.model_flops >= 0 ? c.model_flops : c.flops * share(static_cast<OpId>(i));
     if (convention == FlopsConvention::MaxText) f -= c.causal_flops / 2;
   }
   return f;
+}
+
+double ModelGraph::model_flops(FlopsConvention convention) const {
+  return model_flops_scaled(*this, convention, [](OpId) { return 1.0; });
 }
 
 const char* flops_convention_name(FlopsConvention c) { return c == FlopsConvention::MaxText ? "maxtext" : "palm"; }

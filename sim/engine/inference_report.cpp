@@ -7,6 +7,7 @@
 #include "hw/pod/pod_context.h"
 #include "sim/engine/engine.h"
 #include "workloads/inference.h"
+#include "workloads/model_flops.h"
 #include "workloads/op_def.h"
 #include "workloads/ragged.h"
 
@@ -42,17 +43,7 @@ double step_model_flops(const Prepared& p, FlopsConvention convention) {
   const double token_share = places > 0 ? static_cast<double>(it.real_places()) / places : 1.0;
   const double seq_share =
       static_cast<double>(it.real_sequences()) / static_cast<double>(ragged_sequences(it.seqs));
-  double f = 0;
-  for (size_t i = 0; i < g.ops().size(); ++i) {
-    const Op& op = g.ops()[i];
-    if (op.phase == Phase::Optimizer || op.recompute) continue;
-    const OpCost c = op_cost(g, op);
-    if (c.unit != Unit::Mxu) continue;
-    const double share = static_cast<OpId>(i) > split ? seq_share : token_share;
-    f += c.model_flops >= 0 ? c.model_flops : c.flops * share;
-    if (convention == FlopsConvention::MaxText) f -= c.causal_flops / 2;
-  }
-  return f;
+  return model_flops_scaled(g, convention, [&](OpId i) { return i > split ? seq_share : token_share; });
 }
 
 std::optional<nlohmann::ordered_json> inference_report(const Prepared& p, const Simulation& s) {
