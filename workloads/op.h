@@ -256,10 +256,13 @@ struct OpAttrs {
   // gradients): conventions of model FLOPs that count the mask's triangle count half of it.
   bool causal = false;
   // FlashAttention(Grad): the kernel's block sizes, query rows by key rows, forward and backward; fused_bwd: the
-  // backward as one kernel (splash attention's use_fused_bwd_kernel: dq from the key/value kernel, summed after).
+  // backward as one kernel (splash attention's use_fused_bwd_kernel: dq from the key/value kernel, summed after);
+  // scale_in_kernel: the kernel multiplies each score by alpha (the Pallas flash kernel given an sm_scale other than
+  // 1) rather than taking queries scaled outside it (MaxText, Praxis, Flax; splash attention has no scale).
   struct Blocks {
     int64_t q = 128, kv = 128, q_bwd = 128, kv_bwd = 128;
     bool fused_bwd = false;
+    bool scale_in_kernel = false;
   };
   Blocks blocks;
   // Communication: mesh axes of the group, algorithm (empty: the collective's default), permute shift and

@@ -208,8 +208,8 @@ TEST(FlashAttentionTest, CostByHandCount) {
                                       (row * (2 * E * 2 + 8) + bh * 20 * 2 * 128 * E * 2));
   EXPECT_DOUBLE_EQ(bw.bytes_written, 3 * row * E * 2 + row * 4);
   // Fused backward, same blocks: five GEMMs per visible pair (scores and dP once); the query kernel's reads go,
-  // dq's partials (8 key blocks of 128, bf16) are written and read back by their sum; one exp per score and 9
-  // simple operations (7, the mask's 2) plus the dk, dv accumulators' 2 E / 256, di's multiply-add and the sum's
+  // dq's partials (8 key blocks of 128, bf16) are written and read back by their sum; one exp per score and 7
+  // simple operations (5, the mask's 2) plus the dk, dv accumulators' 2 E / 256, di's multiply-add and the sum's
   // add per partial element.
   OpAttrs::Blocks fb = blocks(128, 128, 256, 128);
   fb.fused_bwd = true;
@@ -222,9 +222,32 @@ TEST(FlashAttentionTest, CostByHandCount) {
   const double scores = bh * 20 * 256 * 128;
   EXPECT_DOUBLE_EQ(fused.vector.elements, scores);
   EXPECT_DOUBLE_EQ(fused.vector.transcendental, 1);
-  EXPECT_DOUBLE_EQ(fused.vector.simple, 9 + 2 * E / 256 + (2 * row * E + 8 * row * E) / scores);
+  EXPECT_DOUBLE_EQ(fused.vector.simple, 7 + 2 * E / 256 + (2 * row * E + 8 * row * E) / scores);
   // Larger blocks waste more of the diagonal: blocks of 512, 2 x 2 pairs, 3 visible (the einsum path's 4 / 4).
   EXPECT_DOUBLE_EQ(cost_of(1024, true, blocks(512, 512, 512, 512), false).flops, 2 * 2.0 * 512 * 512 * E * 3 * bh);
+}
+
+TEST(FlashAttentionTest, SoftmaxScaleOutsideTheKernelCostsNoVectorWork) {
+  // The same shapes as above (E 128, causal, forward blocks 128 x 128, backward 256 x 128). Queries scaled outside
+  // the kernel (the default: MaxText folds 1/sqrt(head_dim) into the query projection, splash attention has no
+  // scale): per score forward the subtraction of the running max and the cast of p, the mask's compare and select,
+  // and the accumulator's rescale and add, 2 E / 128; backward per kernel the subtraction of lse, dp - di, the
+  // product with p and the cast of ds, the masks' 2, the key/value kernel's cast of p, and the accumulators' 2 E / 256
+  // (dk, dv) and E / 128 (dq).
+  const double E = 128, row = 8 * 1024.0, scores = 8 * 20 * 256 * 128.0;
+  const double di = 2 * row * E / scores;  // di's multiply-add per element of o, spread over the scores
+  EXPECT_DOUBLE_EQ(cost_of(1024, true, blocks(128, 128, 256, 128), false).vector.simple, 2 + 2 + 2 * E / 128);
+  EXPECT_DOUBLE_EQ(cost_of(1024, true, blocks(128, 128, 256, 128), true).vector.simple,
+                   2 * (4 + 2) + 1 + 2 * E / 256 + E / 128 + di);
+  // The Pallas flash kernel called with an sm_scale: one multiply more per score forward, two per kernel backward
+  // (the scores and ds).
+  OpAttrs::Blocks in_kernel = blocks(128, 128, 256, 128);
+  in_kernel.scale_in_kernel = true;
+  EXPECT_DOUBLE_EQ(cost_of(1024, true, in_kernel, false).vector.simple, 3 + 2 + 2 * E / 128);
+  EXPECT_DOUBLE_EQ(cost_of(1024, true, in_kernel, true).vector.simple, 2 * (6 + 2) + 1 + 2 * E / 256 + E / 128 + di);
+  in_kernel.fused_bwd = true;
+  const double partial_adds = 8 * row * E / scores;
+  EXPECT_DOUBLE_EQ(cost_of(1024, true, in_kernel, true).vector.simple, 6 + 2 + 1 + 2 * E / 256 + di + partial_adds);
 }
 
 TEST(FlashAttentionTest, SplitQueriesCostTheLastDevice) {

@@ -100,6 +100,13 @@ class TransformerWorkload : public IWorkload {
                            "written per key block and summed after it, so the scores and dP are computed once, not "
                            "once per kernel (docs/model.md). Off: a key/value kernel and a query kernel.")
             .def("false"),
+        ParamSpec::boolean("workload.flash.scale_in_kernel",
+                           "attention: flash, the kernel multiplies every score by the softmax scale (forward once, "
+                           "backward the scores and ds in each kernel), as the Pallas flash kernel does when called "
+                           "with an sm_scale other than 1. Off (the frameworks' way): the queries arrive scaled "
+                           "(MaxText folds 1/sqrt(head_dim) into the query projection; splash attention has no "
+                           "scale), no per-score multiply (docs/model.md).")
+            .def("false"),
         ParamSpec::boolean("workload.tie_embeddings",
                            "The unembedding is the embedding's transpose: one [vocab, d_model] parameter whose "
                            "gradient sums both uses.")

@@ -28,6 +28,7 @@ TransformerShape transformer_shape(const ParamSet& p, int64_t moe_batch) {
   s.blocks.q_bwd = p.i("workload.flash.block_q_bwd");
   s.blocks.kv_bwd = p.i("workload.flash.block_kv_bwd");
   s.blocks.fused_bwd = p.b("workload.flash.fused_bwd");
+  s.blocks.scale_in_kernel = p.b("workload.flash.scale_in_kernel");
   s.moe = moe_config(p, moe_batch);
   return s;
 }

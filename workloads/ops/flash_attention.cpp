@@ -138,11 +138,12 @@ OpCost flash_cost(const ModelGraph& g, const Op& op) {
   c.bytes_read = rows * static_cast<double>(x.E * elem) +
                  bh * static_cast<double>(pairs) * 2.0 * static_cast<double>(b.kv * x.E * elem);
   c.bytes_written = rows * static_cast<double>(x.E * elem) + rows * 4.0;
-  // Per score computed: the scale, the subtraction of the running max, the cast of p for the MXU (and the mask's
-  // compare and select when causal), one exp, the row max and row sum; per accumulator element and key block, the
-  // rescale and the add (2 E / block_kv per score).
+  // Per score computed: the subtraction of the running max, the cast of p for the MXU (the scale when the kernel
+  // applies it, the mask's compare and select when causal), one exp, the row max and row sum; per accumulator
+  // element and key block, the rescale and the add (2 E / block_kv per score).
   c.vector.elements = bh * static_cast<double>(pairs) * static_cast<double>(b.q * b.kv);
-  c.vector.simple = 3.0 + (op.attrs.causal ? 2.0 : 0.0) + 2.0 * static_cast<double>(x.E) / static_cast<double>(b.kv);
+  c.vector.simple = 2.0 + (op.attrs.blocks.scale_in_kernel ? 1.0 : 0.0) + (op.attrs.causal ? 2.0 : 0.0) +
+                    2.0 * static_cast<double>(x.E) / static_cast<double>(b.kv);
   c.vector.transcendental = 1;
   c.vector.reduce = 2;
   c.vector.reduce_row = static_cast<double>(b.kv);  // the row max and sum run along a block's keys
@@ -178,16 +179,18 @@ OpCost flash_grad_cost(const ModelGraph& g, const Op& op) {
   double grads = 0;
   for (TensorId t : op.outputs) grads += g.tensor(t).bytes();
   c.bytes_written = grads + rows * 4.0 + partials;
-  // Per score, each kernel recomputes it (scale, subtract lse, exp, and the mask when causal) and forms
-  // ds = p (dp - di) scaled and cast (the key/value kernel casts p too): 13 simple operations, 4 more for the masks,
-  // two exps; the accumulators' adds (dk, dv per query block, dq per key block); di's multiply-add per element of o.
-  // Fused, the key/value kernel's share: 7, 2 for the mask, one exp, the dk and dv accumulators, and the sum's add
-  // per partial element.
+  // Per score, each kernel recomputes it (subtract lse, exp, and the mask when causal) and forms ds = p (dp - di)
+  // and casts it (the key/value kernel casts p too): 9 simple operations, 4 more for the masks, two exps; with the
+  // scale in the kernel 4 more (each kernel scales the scores and ds); the accumulators' adds (dk, dv per query
+  // block, dq per key block); di's multiply-add per element of o. Fused, the key/value kernel's share: 5, 2 for the
+  // mask, 2 for the scale in the kernel, one exp, the dk and dv accumulators, and the sum's add per partial element.
   const double scores = p * static_cast<double>(b.q * b.kv);
   c.vector.elements = scores;
-  const double per_score = fused ? 7.0 + (op.attrs.causal ? 2.0 : 0.0) + 2.0 * E / static_cast<double>(b.q)
-                                 : 13.0 + (op.attrs.causal ? 4.0 : 0.0) + 2.0 * E / static_cast<double>(b.q) +
-                                       E / static_cast<double>(b.kv);
+  const double kernels = fused ? 1.0 : 2.0;
+  const double per_score = kernels * (4.0 + (op.attrs.blocks.scale_in_kernel ? 2.0 : 0.0) +
+                                      (op.attrs.causal ? 2.0 : 0.0)) +
+                           1.0 /* the key/value kernel's cast of p */ + 2.0 * E / static_cast<double>(b.q) +
+                           (fused ? 0.0 : E / static_cast<double>(b.kv));
   const double partial_adds = fused ? partials / elem : 0.0;
   c.vector.simple = per_score + (scores > 0 ? (2.0 * rows * E + partial_adds) / scores : 0.0);
   c.vector.transcendental = fused ? 1 : 2;
