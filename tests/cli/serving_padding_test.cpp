@@ -141,9 +141,10 @@ TEST(ServingPaddingRun, DecodeMfuCountsTheRealTokens) {
 
 TEST(ServingPaddingRun, WithoutPaddingTheFiguresAreTheEngineBeforeIt) {
   // The figures this stream gave before batch padding existed (the same experiment on the engine without it:
-  // continuous batching into 4 slots, then chunked prefill over a paged cache).
+  // continuous batching into 4 slots, then chunked prefill over a paged cache), the prefill's attention kernel
+  // charged the softmax scale per score as it was then (workload.flash.scale_in_kernel).
   const auto c = run("none_continuous", serving("{name: spmd}", kPoisson, "{policy: continuous, slots: 4}"),
-                     {"serving.engine.batch_padding=none"});
+                     {"serving.engine.batch_padding=none", "workload.flash.scale_in_kernel=true"});
   ASSERT_FALSE(c.is_null());
   const auto& s = c["serving"];
   EXPECT_NEAR(s["duration_s"].get<double>(), 0.022598423, 2e-9);
@@ -157,7 +158,7 @@ TEST(ServingPaddingRun, WithoutPaddingTheFiguresAreTheEngineBeforeIt) {
                      serving("{name: spmd}", kPoisson,
                              "{policy: chunked, slots: 4, max_batched_tokens: 128, kv: paged, page_tokens: 16, "
                              "pages: 48}"),
-                     {"serving.engine.batch_padding=none"});
+                     {"serving.engine.batch_padding=none", "workload.flash.scale_in_kernel=true"});
   ASSERT_FALSE(k.is_null());
   EXPECT_NEAR(k["serving"]["duration_s"].get<double>(), 0.023439016, 2e-9);
   EXPECT_NEAR(k["serving"]["tpot_s"]["mean"].get<double>(), 0.000270694, 2e-9);
