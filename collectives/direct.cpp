@@ -35,8 +35,8 @@ Schedule all_to_all(const CollectiveRequest& req, int64_t rank) {
   for (int64_t j = 1; j < N; ++j) {
     const int64_t to = symmetric_peer(RankSymmetry::Torus, req.group, j, rank);
     const int64_t from = symmetric_peer(RankSymmetry::Torus, req.group, symmetric_peer0(RankSymmetry::Torus, req.group, 0, j), rank);
-    std::vector<Region> sc = ring::chunks(contiguous(to * B, B), req.chunk_elements);
-    std::vector<Region> rc = ring::chunks(contiguous(from * B, B), req.chunk_elements);
+    std::vector<Region> sc = ring::chunks(contiguous(to * B, B), req.chunk_elements, req.max_chunks);
+    std::vector<Region> rc = ring::chunks(contiguous(from * B, B), req.chunk_elements, req.max_chunks);
     // Tags name the destination block and the chunk: a transfer's tag is unique among all of its sender's.
     const int64_t per_block = static_cast<int64_t>(sc.size());
     for (size_t k = 0; k < sc.size(); ++k) {
@@ -76,13 +76,20 @@ std::pair<int64_t, int64_t> pair_peers(const CollectiveRequest& req, int64_t ran
   return {to, from};
 }
 
-// The chunk of a transfer between two ranks: the DCN's when they differ along an axis between slices.
-int64_t chunk_between(const CollectiveRequest& req, int64_t a, int64_t b) {
-  if (req.dcn_chunk_elements <= 0 || !req.group.spans_dcn()) return req.chunk_elements;
+// Whether a transfer between two ranks crosses slices and so moves the DCN's chunks.
+bool crosses_dcn(const CollectiveRequest& req, int64_t a, int64_t b) {
+  if (req.dcn_chunk_elements <= 0 || !req.group.spans_dcn()) return false;
   const std::vector<int64_t> ca = req.group.coords(a), cb = req.group.coords(b);
   for (size_t i = 0; i < ca.size(); ++i)
-    if (req.group.is_dcn(i) && ca[i] != cb[i]) return req.dcn_chunk_elements;
-  return req.chunk_elements;
+    if (req.group.is_dcn(i) && ca[i] != cb[i]) return true;
+  return false;
+}
+
+// The chunks of a transfer of n elements between two ranks: the DCN's when they differ along an axis between
+// slices, else the ICI's (with its cap on their count).
+std::vector<Region> chunks_between(const CollectiveRequest& req, int64_t n, int64_t a, int64_t b) {
+  if (crosses_dcn(req, a, b)) return ring::chunks(contiguous(0, n), req.dcn_chunk_elements);
+  return ring::chunks(contiguous(0, n), req.chunk_elements, req.max_chunks);
 }
 
 Schedule permute(const CollectiveRequest& req, int64_t rank) {
@@ -110,8 +117,8 @@ Schedule permute(const CollectiveRequest& req, int64_t rank) {
     to = ((rank + req.shift) % N + N) % N, from = ((rank - req.shift) % N + N) % N;
     if (to == rank) return s;  // a shift by a whole ring moves nothing
   }
-  const std::vector<Region> out = to >= 0 ? ring::chunks(contiguous(0, n), chunk_between(req, rank, to)) : std::vector<Region>{};
-  const std::vector<Region> in = from >= 0 ? ring::chunks(contiguous(0, n), chunk_between(req, from, rank)) : std::vector<Region>{};
+  const std::vector<Region> out = to >= 0 ? chunks_between(req, n, rank, to) : std::vector<Region>{};
+  const std::vector<Region> in = from >= 0 ? chunks_between(req, n, from, rank) : std::vector<Region>{};
   for (size_t k = 0; k < out.size(); ++k) {
     Task t;
     t.type = Task::Type::Send;
@@ -149,7 +156,8 @@ class DirectAlgorithm : public ICollectiveAlgorithm {
     int spanned = 0;
     for (int64_t d : req.group.dims) spanned += d > 1;
     if (spanned <= 1) return RankSymmetry::Torus;
-    if (req.group.spans_dcn() && req.dcn_chunk_elements > 0 && req.dcn_chunk_elements != req.chunk_elements)
+    if (req.group.spans_dcn() && req.dcn_chunk_elements > 0 &&
+        req.dcn_chunk_elements != ring::capped_chunk(req.elements, req.chunk_elements, req.max_chunks))
       return RankSymmetry::None;
     return RankSymmetry::Cyclic;
   }

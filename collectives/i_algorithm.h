@@ -56,6 +56,9 @@ struct CollectiveRequest {
   int64_t elements = 0;
   int elem_bytes = 4;
   int64_t chunk_elements = 0;  // split transfers larger than this (0: no limit)
+  // At most this many chunks of chunk_elements per transfer: a larger one is cut into chunks of 1/max_chunks of it
+  // (hardware.ici.max_chunks; 0: no limit). Not applied to chunks of dcn_chunk_elements.
+  int64_t max_chunks = 0;
   int64_t dcn_chunk_elements = 0;  // the same over the data-center network's axes (0: chunk_elements)
   int64_t shift = 1;           // CollectivePermute
   // CollectivePermute with arbitrary pairs: rank r sends to targets[r] (-1: nothing), a rank that no pair targets

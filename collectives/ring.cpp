@@ -41,9 +41,9 @@ Schedule ring_all_reduce(const CollectiveRequest& req, int64_t rank) {
       // The layout has one axis: index sets by position 0, not by the group axis.
       spec.set_axis = 0;
       spec.fixed.assign(1, -1);
-      ring::PhaseResult rs = ring::reduce_scatter_phase(s, spec, entry, req.chunk_elements);
+      ring::PhaseResult rs = ring::reduce_scatter_phase(s, spec, entry, req.chunk_elements, req.max_chunks);
       spec.phase = static_cast<int64_t>(2 * axis + 1);
-      ring::PhaseResult ag = ring::all_gather_phase(s, spec, rs.written, req.chunk_elements);
+      ring::PhaseResult ag = ring::all_gather_phase(s, spec, rs.written, req.chunk_elements, req.max_chunks);
       // The next axis overwrites data this axis still sends: it waits for those sends as well.
       for (const ring::Entry* e : {&ag.written, &rs.read, &ag.read})
         for (size_t i = 0; i < e->tasks.size(); ++i)
@@ -60,7 +60,7 @@ Schedule ring_broadcast(const CollectiveRequest& req, int64_t rank) {
   Schedule s;
   s.output_elements = n;
   std::vector<int64_t> c = g.coords(rank), root = g.coords(req.root);
-  std::vector<Region> pieces = ring::chunks(contiguous(0, n), req.chunk_elements);
+  std::vector<Region> pieces = ring::chunks(contiguous(0, n), req.chunk_elements, req.max_chunks);
   std::vector<int32_t> have(pieces.size(), -1);  // task after which chunk k is in Output (-1: from the start)
   bool holds = rank == req.root;                  // Output already holds the data (the root's input)
   for (size_t axis = 0; axis < g.dims.size(); ++axis) {

@@ -65,7 +65,13 @@ Region block_set(const Layout& l, int64_t q, const std::vector<int64_t>& fixed) 
   return r;
 }
 
-std::vector<Region> chunks(const Region& r, int64_t chunk) {
+int64_t capped_chunk(int64_t elements, int64_t chunk, int64_t max_chunks) {
+  if (chunk <= 0 || max_chunks <= 0 || elements <= chunk * max_chunks) return chunk;
+  return (elements + max_chunks - 1) / max_chunks;
+}
+
+std::vector<Region> chunks(const Region& r, int64_t chunk_, int64_t max_chunks) {
+  const int64_t chunk = capped_chunk(r.elements(), chunk_, max_chunks);
   std::vector<Region> out;
   if (chunk <= 0 || r.elements() <= chunk) {
     out.push_back(r);
@@ -131,7 +137,8 @@ std::vector<int32_t> overlapping(const Entry& entry, Buffer buf, const Region& r
   return out;
 }
 
-PhaseResult ring_phase(Schedule& s, const RingSpec& r, const Entry& entry, int64_t chunk, bool reduce) {
+PhaseResult ring_phase(Schedule& s, const RingSpec& r, const Entry& entry, int64_t chunk, int64_t max_chunks,
+                       bool reduce) {
   const int64_t n = r.n;
   if (n < 2) return {entry, Entry{}};
   const Layout& l = *r.layout;
@@ -152,7 +159,8 @@ PhaseResult ring_phase(Schedule& s, const RingSpec& r, const Entry& entry, int64
     int64_t send_j = reduce ? p - (st + 1) : p - st;
     int64_t recv_j = send_j - 1;
     bool from_input = st == 0 && r.first_from;
-    std::vector<Region> sc = chunks(from_input ? r.first_region : set(send_j), chunk), rc = chunks(set(recv_j), chunk);
+    std::vector<Region> sc = chunks(from_input ? r.first_region : set(send_j), chunk, max_chunks),
+                        rc = chunks(set(recv_j), chunk, max_chunks);
     std::vector<int32_t> recvs;
     for (size_t k = 0; k < sc.size(); ++k) {
       Task t;
@@ -213,12 +221,14 @@ PhaseResult ring_phase(Schedule& s, const RingSpec& r, const Entry& entry, int64
 
 }  // namespace
 
-PhaseResult reduce_scatter_phase(Schedule& s, const RingSpec& r, const Entry& entry, int64_t chunk) {
-  return ring_phase(s, r, entry, chunk, true);
+PhaseResult reduce_scatter_phase(Schedule& s, const RingSpec& r, const Entry& entry, int64_t chunk,
+                                 int64_t max_chunks) {
+  return ring_phase(s, r, entry, chunk, max_chunks, true);
 }
 
-PhaseResult all_gather_phase(Schedule& s, const RingSpec& r, const Entry& entry, int64_t chunk) {
-  return ring_phase(s, r, entry, chunk, false);
+PhaseResult all_gather_phase(Schedule& s, const RingSpec& r, const Entry& entry, int64_t chunk,
+                             int64_t max_chunks) {
+  return ring_phase(s, r, entry, chunk, max_chunks, false);
 }
 
 RingSpec ring_on_axis(const Layout& l, const GroupShape& g, int64_t rank, int64_t part, int64_t phase, int axis,

@@ -32,9 +32,13 @@ struct Layout {
 // The pieces of part q whose block coordinates equal `fixed` on every axis where fixed[a] >= 0.
 Region block_set(const Layout& l, int64_t q, const std::vector<int64_t>& fixed);
 
-// Splits a region into chunks of at most `chunk` elements along its block structure; equal shapes give equal
-// chunkings, so a sender's and a receiver's chunks correspond one to one.
-std::vector<Region> chunks(const Region& r, int64_t chunk);
+// The chunk size for a transfer of `elements`: `chunk`, or elements / max_chunks (rounded up) when that is larger,
+// so a transfer of more than max_chunks chunks' worth moves in about max_chunks chunks (0: no cap).
+int64_t capped_chunk(int64_t elements, int64_t chunk, int64_t max_chunks);
+
+// Splits a region into chunks of at most capped_chunk(r.elements(), chunk, max_chunks) elements along its block
+// structure; equal shapes give equal chunkings, so a sender's and a receiver's chunks correspond one to one.
+std::vector<Region> chunks(const Region& r, int64_t chunk, int64_t max_chunks = 0);
 
 // Parts to use for blocks of B elements: `want`, or fewer when a block has fewer elements than that.
 int64_t parts_for(int64_t B, int64_t want);
@@ -84,8 +88,11 @@ struct RingSpec {
   Buffer first_buf = Buffer::Input;
   Region first_region;
 };
-PhaseResult reduce_scatter_phase(Schedule& s, const RingSpec& r, const Entry& entry, int64_t chunk);
-PhaseResult all_gather_phase(Schedule& s, const RingSpec& r, const Entry& entry, int64_t chunk);
+// Each step's block set moves in chunks(set, chunk, max_chunks).
+PhaseResult reduce_scatter_phase(Schedule& s, const RingSpec& r, const Entry& entry, int64_t chunk,
+                                 int64_t max_chunks = 0);
+PhaseResult all_gather_phase(Schedule& s, const RingSpec& r, const Entry& entry, int64_t chunk,
+                             int64_t max_chunks = 0);
 
 // The spec of a ring along group axis `axis` in direction `dir` (+1/-1) for a layout over the same axes as the
 // group, with the axes in `fixed_axes` fixed at this rank's coordinates.

@@ -45,10 +45,14 @@ std::vector<int> part_order(const GroupShape& g, const std::vector<int>& axes, i
 }
 
 // The chunk of a phase along `axis`: the DCN's over the data-center network.
-int64_t axis_chunk(const CollectiveRequest& req, int axis) {
-  return req.group.is_dcn(static_cast<size_t>(axis)) && req.dcn_chunk_elements > 0 ? req.dcn_chunk_elements
-                                                                                   : req.chunk_elements;
+bool dcn_axis(const CollectiveRequest& req, int axis) {
+  return req.group.is_dcn(static_cast<size_t>(axis)) && req.dcn_chunk_elements > 0;
 }
+int64_t axis_chunk(const CollectiveRequest& req, int axis) {
+  return dcn_axis(req, axis) ? req.dcn_chunk_elements : req.chunk_elements;
+}
+// The cap on a phase's chunks per step (ICI phases only).
+int64_t axis_max_chunks(const CollectiveRequest& req, int axis) { return dcn_axis(req, axis) ? 0 : req.max_chunks; }
 
 // Reduce-scatter over every axis in `order`, then (when `gather`) all-gather back; returns the final receives.
 ring::Entry reduce_then_gather(Schedule& s, const ring::Layout& l, const CollectiveRequest& req, int64_t rank,
@@ -61,14 +65,14 @@ ring::Entry reduce_then_gather(Schedule& s, const ring::Layout& l, const Collect
     ring::RingSpec spec = ring::ring_on_axis(l, g, rank, q, phase++, axis, dir, fixed);
     // Within one torus collective a write never races a read of the same data: a receive only brings data whose
     // making needed this rank's earlier sends. So only writes carry over.
-    entry = ring::reduce_scatter_phase(s, spec, entry, axis_chunk(req, axis)).written;
+    entry = ring::reduce_scatter_phase(s, spec, entry, axis_chunk(req, axis), axis_max_chunks(req, axis)).written;
     fixed.push_back(axis);
   }
   if (!gather) return entry;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     fixed.pop_back();
     ring::RingSpec spec = ring::ring_on_axis(l, g, rank, q, phase++, *it, dir, fixed);
-    entry = ring::all_gather_phase(s, spec, entry, axis_chunk(req, *it)).written;
+    entry = ring::all_gather_phase(s, spec, entry, axis_chunk(req, *it), axis_max_chunks(req, *it)).written;
   }
   return entry;
 }
@@ -90,7 +94,7 @@ ring::Entry gather_only(Schedule& s, const ring::Layout& l, const CollectiveRequ
       spec.first_region = contiguous(l.piece_offset(q), l.piece_size(q));
     }
     ++phase;
-    entry = ring::all_gather_phase(s, spec, entry, axis_chunk(req, axis)).written;
+    entry = ring::all_gather_phase(s, spec, entry, axis_chunk(req, axis), axis_max_chunks(req, axis)).written;
   }
   return entry;
 }

@@ -100,6 +100,7 @@ struct IciConfig {
   double link_bandwidth = 0;  // bytes/s per link per direction
   double hop_latency = 0;     // seconds per hop
   double chunk = 0;           // bytes: transfers are split into chunks of at most this size
+  int64_t max_chunks = 0;     // a larger transfer moves in about this many chunks (hardware.ici.max_chunks); 0: no cap
 };
 
 struct PodConfig {

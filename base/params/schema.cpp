@@ -196,6 +196,14 @@ std::vector<ParamSpec> hardware_param_specs() {
                                                  "chunks pipeline better and cost more events.")
           .range(256, 1e10)
           .def("1MiB"),
+      P::integer("hardware.ici.max_chunks",
+                 "Simulation granularity: a transfer of more than this many chunks' worth (a ring step's block set, "
+                 "an all-to-all block, a send) moves in chunks of 1/max_chunks of it instead, so large collectives "
+                 "cost fewer events; smaller transfers are cut as before. 0 (the default): no cap, every chunk "
+                 "as hardware.ici.chunk cuts it. The error it brings is measured in docs/model.md (\"Simulation "
+                 "granularity\").")
+          .range(0, 1 << 20)
+          .def("0"),
       // pod
       P::int_list("hardware.pod.dims", "Chips per torus dimension, e.g. [16, 16]; [] is one chip.")
           .range(1, 1 << 18)

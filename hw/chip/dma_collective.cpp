@@ -33,6 +33,7 @@ void Dma::start_collective(Running& r, const Op& op) {
   r.bf16 = in.dtype == DType::BF16;
   r.max = op.kind == OpKind::AllReduce && op.attrs.reduce_max;
   r.req.chunk_elements = std::max<int64_t>(1, static_cast<int64_t>(m_ctx.exp->hardware.ici.chunk) / r.req.elem_bytes);
+  r.req.max_chunks = m_ctx.exp->hardware.ici.max_chunks;
   // Over the data-center network, chunks of hardware.dcn.chunk (hw/dcn/dcn.h); a group wholly across slices
   // moves nothing else.
   if (r.req.group.spans_dcn()) {
@@ -41,7 +42,10 @@ void Dma::start_collective(Running& r, const Op& op) {
     bool only_dcn = true;
     for (size_t i = 0; i < r.req.group.dims.size(); ++i)
       only_dcn = only_dcn && (r.req.group.dims[i] == 1 || r.req.group.is_dcn(i));
-    if (only_dcn) r.req.chunk_elements = r.req.dcn_chunk_elements;
+    if (only_dcn) {
+      r.req.chunk_elements = r.req.dcn_chunk_elements;
+      r.req.max_chunks = 0;
+    }
   }
   r.req.shift = op.attrs.shift;
   r.req.targets = op.attrs.targets;

@@ -7,6 +7,7 @@
 // Chips share no state: the only thing that crosses from receiver to sender is the acknowledgement message.
 #include <algorithm>
 
+#include "collectives/ring_steps.h"
 #include "hw/chip/dma.h"
 #include "hw/chip/sim_time.h"
 #include "base/error.h"
@@ -14,11 +15,13 @@
 namespace podsim {
 namespace {
 
-// Elements per chunk of a transfer of `dtype` elements between two chips (hardware.dcn.chunk between slices).
-int64_t chunk_elements(const PodContext& ctx, DType dtype, int64_t a, int64_t b) {
+// Elements per chunk of a transfer of n `dtype` elements between two chips (hardware.dcn.chunk between slices;
+// over the ICI at most hardware.ici.max_chunks of them, collectives/ring_steps.h).
+int64_t chunk_elements(const PodContext& ctx, DType dtype, int64_t n, int64_t a, int64_t b) {
   const bool dcn = ctx.torus.slice_of(a) != ctx.torus.slice_of(b);
   const double chunk = dcn ? ctx.exp->hardware.dcn.chunk : ctx.exp->hardware.ici.chunk;
-  return std::max<int64_t>(1, static_cast<int64_t>(chunk) / dtype_bytes(dtype));
+  const int64_t per = std::max<int64_t>(1, static_cast<int64_t>(chunk) / dtype_bytes(dtype));
+  return dcn ? per : ring::capped_chunk(n, per, ctx.exp->hardware.ici.max_chunks);
 }
 
 int64_t chunk_count(int64_t elements, int64_t per_chunk) {
@@ -33,7 +36,7 @@ void Dma::start_send(Running& r, const Op& op) {
   const TensorInfo& in = m_graph->tensor(op.inputs.front());
   r.p2p_peer = peer_of(op);
   r.p2p_key = {static_cast<uint64_t>(m_p2p_sends[{r.p2p_peer, op.attrs.tag}]++), m_chip, op.attrs.tag};
-  const int64_t per = chunk_elements(m_ctx, in.dtype, m_chip, r.p2p_peer), n = in.elements(),
+  const int64_t n = in.elements(), per = chunk_elements(m_ctx, in.dtype, n, m_chip, r.p2p_peer),
                 eb = dtype_bytes(in.dtype);
   const std::vector<float>* data = m_ctx.numeric ? &m_store.get(op.inputs.front()).data : nullptr;
   for (int64_t k = 0, chunks = chunk_count(n, per); k < chunks; ++k) {
@@ -68,7 +71,7 @@ void Dma::start_recv(Running& r, const Op& op) {
   const TensorInfo& out = m_graph->tensor(op.outputs.front());
   r.p2p_peer = peer_of(op);
   r.p2p_key = {static_cast<uint64_t>(m_p2p_recvs[{r.p2p_peer, op.attrs.tag}]++), r.p2p_peer, op.attrs.tag};
-  r.p2p_chunks_left = chunk_count(out.elements(), chunk_elements(m_ctx, out.dtype, m_chip, r.p2p_peer));
+  r.p2p_chunks_left = chunk_count(out.elements(), chunk_elements(m_ctx, out.dtype, out.elements(), m_chip, r.p2p_peer));
   if (m_ctx.numeric) r.buf[1].assign(static_cast<size_t>(out.elements()), 0.0f);
   auto it = m_p2p_mailbox.find(r.p2p_key);
   if (it == m_p2p_mailbox.end()) return;

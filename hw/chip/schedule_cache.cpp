@@ -15,7 +15,8 @@ std::string key_of(const std::string& algo, const CollectiveRequest& r, int64_t 
     k += i < r.group.wrap.size() && !r.group.wrap[i] ? 'l' : 'w';
     if (r.group.is_dcn(i)) k += 'd';
   }
-  for (int64_t v : {r.elements, static_cast<int64_t>(r.elem_bytes), r.chunk_elements, r.dcn_chunk_elements, r.shift,
+  for (int64_t v : {r.elements, static_cast<int64_t>(r.elem_bytes), r.chunk_elements, r.max_chunks, r.dcn_chunk_elements,
+                    r.shift,
                     r.root, rank}) {
     k += '|';
     k += std::to_string(v);

@@ -109,6 +109,7 @@ void build_typed(Experiment& e, const ParamSet& p) {
   h.ici.link_bandwidth = p.f("hardware.ici.link_bandwidth");
   h.ici.hop_latency = p.f("hardware.ici.hop_latency");
   h.ici.chunk = p.f("hardware.ici.chunk");
+  h.ici.max_chunks = p.i("hardware.ici.max_chunks");
 
   RunConfig& r = e.run;
   r.name = p.has("run.name") ? p.s("run.name") : "";
