@@ -288,7 +288,8 @@ TEST(StableHloImportTest, EveryReferenceModuleImportsAndLowers) {
   const std::map<std::string, int64_t> devices = {{"mlp_loss_tp_gspmd_8dev.mlir", 8}, {"mlp_loss_fsdp_shardy_8dev.mlir", 8}};
   for (const char* f : {"flax_resnet50_fwd.mlir", "searchless_chess_9m_transformer_fwd.mlir", "mlp_loss_tp_gspmd_8dev.mlir",
                         "mlp_loss_fsdp_shardy_8dev.mlir", "conv_7x7_s2_p3_nchw.mlir", "gather_4d.mlir", "scatter_add.mlir",
-                        "select_and_scatter_add_maxpool_grad.mlir", "random_categorical_threefry_while.mlir"}) {
+                        "select_and_scatter_add_maxpool_grad.mlir", "random_categorical_threefry_while.mlir",
+                        "cu_threefry2x32_jax_export.mlir"}) {
     SCOPED_TRACE(f);
     Imported im;
     const std::string err = error_of([&] {
@@ -343,6 +344,26 @@ TEST(StableHloImportTest, TheModelsFlopsAreTheHandCounts) {
   {  // The NCHW stem test: 1 x 3 x 2 x 2 through 64 x 3 x 7 x 7, stride 2, padding 3: one output position.
     const Imported im = import_module(read_module(data("conv_7x7_s2_p3_nchw.mlir")), ImportOptions{});
     EXPECT_DOUBLE_EQ(mxu_flops(im), 2.0 * 64 * 3 * 7 * 7);
+  }
+  {  // jax.random.uniform of a 2 x 4 sample as JAX exports it for GPUs: one call of cu_threefry2x32_ffi on two key
+     // words and two counters of 4 words each (the iota's halves), inside the inlined @_uniform. Threefry-2x32 is
+     // 119 vector ops per pair of outputs (docs/hlo.md); it reads four u32[4] and writes two.
+    const Imported im = import_module(read_module(data("cu_threefry2x32_jax_export.mlir")), ImportOptions{});
+    std::vector<const Op*> calls;
+    for (const Op& op : im.graph.ops())
+      if (op.kind == OpKind::CustomCost) calls.push_back(&op);
+    ASSERT_EQ(calls.size(), 1u);
+    const OpCost c = op_cost(im.graph, *calls[0]);
+    EXPECT_DOUBLE_EQ(c.flops, 119.0 * 4);
+    EXPECT_DOUBLE_EQ(c.bytes_read, 4 * 4 * 4.0);
+    EXPECT_DOUBLE_EQ(c.bytes_written, 2 * 4 * 4.0);
+    EXPECT_EQ(c.unit, Unit::Vpu);
+    EXPECT_DOUBLE_EQ(mxu_flops(im), 0.0);
+    // The call has no numeric kernel: a numeric run is refused at it, naming the target.
+    ImportOptions o;
+    o.numeric = true;
+    const std::string err = error_of([&] { import_module(read_module(data("cu_threefry2x32_jax_export.mlir")), o); });
+    EXPECT_NE(err.find("no numeric kernel for custom call 'cu_threefry2x32_ffi'"), std::string::npos) << err;
   }
   {  // The threefry loop runs its body 5 times (its condition: counter < 5 from 0).
     const Imported im = import_module(read_module(data("random_categorical_threefry_while.mlir")), ImportOptions{});
