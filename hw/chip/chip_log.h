@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "hw/chip/log_list.h"
+#include "hw/chip/op_spans.h"
+
 namespace podsim {
 
 enum class HbmClient : uint8_t { Mxu, Vpu, Dma };
@@ -65,12 +68,20 @@ struct ChipLog {
                                // message slices (a send and a receive per chunk: most of a long run's memory)
   bool keep_compute = false; // keeps the intervals below (traced chips, and the result chip for its timeline and the
                              // busy time of its ops)
-  std::vector<Interval> compute;  // MXU (lane = core) and VPU (lane = 16 + core)
-  std::vector<Interval> hbm;      // lane = HbmClient
-  std::vector<Interval> links;    // lane = direction; op: the chip's own op sending (-1: a message it forwards)
-  std::vector<Interval> host;     // host link chunks; lane = way (0 to the host, 1 from it)
-  std::vector<Interval> dcn;      // traced chips: DCN messages over the host link (lane 0 sent, 1 received)
+  LogList<Interval> compute;  // MXU (lane = core) and VPU (lane = 16 + core)
+  LogList<Interval> hbm;      // lane = HbmClient
+  LogList<Interval> links;    // lane = direction; op: the chip's own op sending (-1: a message it forwards)
+  LogList<Interval> host;     // host link chunks; lane = way (0 to the host, 1 from it)
+  LogList<Interval> dcn;      // traced chips: DCN messages over the host link (lane 0 sent, 1 received)
   std::vector<MessageSlice> messages;
+  // Per op, the union of its intervals in compute, hbm, links and host (the busy time of its span in summary.json),
+  // folded as they are kept.
+  OpSpans op_spans;
+  // Keeps x in `list` (one of compute, hbm, links, host) and adds it to its op's spans.
+  void keep(LogList<Interval>& list, const Interval& x) {
+    list.push_back(x);
+    op_spans.add(x.op, x.begin, x.end);
+  }
 };
 
 }  // namespace podsim

@@ -89,7 +89,7 @@ void IciRouter::route(Message&& m) {
   // another chip's op: op -1.
   const bool own = m.hops == 0;
   if ((m_log.traced || m_log.keep_compute) && m.bytes > 0)
-    m_log.links.push_back({start, end, own ? m.op : -1, static_cast<uint8_t>(dir), m.bytes});
+    m_log.keep(m_log.links, {start, end, own ? m.op : -1, static_cast<uint8_t>(dir), m.bytes});
   ++m.hops;
   m.tail = end + link->latency;
   // A message on its last hop has nothing to forward: it can wake its destination when its tail arrives instead of
