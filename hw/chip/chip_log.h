@@ -63,7 +63,7 @@ struct ChipLog {
   double traffic_latency_max = 0;
   double last_delivery = 0;
 
-  bool traced = false;       // drawn in the trace: keeps every interval below
+  bool traced = false;       // drawn in the trace (its ops; with keep_units its intervals too, below)
   bool keep_messages = false;  // traced at run.trace.detail links, the one detail that draws them: keeps the
                                // message slices (a send and a receive per chunk: most of a long run's memory)
   bool keep_compute = false; // logs the intervals below (the result chip, for its timeline and the busy time of its
