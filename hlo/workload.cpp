@@ -145,15 +145,19 @@ std::string options_key(const std::string& path, const hlo::ImportOptions& o) {
   return k.str();
 }
 
-// The imported module: loaded once per process and set of options (validate, build and place all ask for it).
+// The imported module: loaded once per process and set of options (validate, build and place all ask for it), until
+// release_imported().
+std::mutex g_imported_mutex;
+std::string g_imported_key;
+std::shared_ptr<const hlo::Imported> g_imported;
+
 std::shared_ptr<const hlo::Imported> imported(const ParamSet& p) {
-  static std::mutex mutex;
-  static std::string key;
-  static std::shared_ptr<const hlo::Imported> last;
+  std::string& key = g_imported_key;
+  std::shared_ptr<const hlo::Imported>& last = g_imported;
   const std::string path = module_path(p);
   const hlo::ImportOptions o = import_options(p);
   const std::string k = options_key(path, o);
-  std::lock_guard<std::mutex> lock(mutex);
+  std::lock_guard<std::mutex> lock(g_imported_mutex);
   if (last && key == k) return last;
   // A file of several modules (`// -----` lines between them): the one workload.module_index picks, its lines
   // numbered as in the file.
@@ -192,6 +196,16 @@ std::shared_ptr<const hlo::Imported> imported(const ParamSet& p) {
   last = std::make_shared<const hlo::Imported>(std::move(im));
   key = k;
   return last;
+}
+
+// Forgets the module imported for these parameters (a large module's graph is a tenth of a run's memory; the run's
+// own graph and plan hold copies of it).
+void release_imported(const ParamSet& p) {
+  const std::string k = options_key(module_path(p), import_options(p));
+  std::lock_guard<std::mutex> lock(g_imported_mutex);
+  if (g_imported_key != k) return;
+  g_imported.reset();
+  g_imported_key.clear();
 }
 
 // The chips the module's devices need (every slice's), and a pod shape that would do.
@@ -283,6 +297,8 @@ class HloWorkload : public IWorkload {
     }
     return g;
   }
+
+  void release(const ParamSet& p) const override { release_imported(p); }
 
   std::string default_strategy() const override { return "hlo"; }
 };

@@ -257,7 +257,7 @@ Plan make_plan(const ModelGraph& g, const Experiment& exp) {
   std::vector<std::unique_ptr<IStrategy>> strategies = make_strategies(exp);
   Mesh mesh = layout_mesh(exp, strategies);
   if (strategies.size() == 1)
-    if (std::optional<Plan> placed = strategies.front()->place(g, exp)) return *placed;
+    if (std::optional<Plan> placed = strategies.front()->place(g, exp)) return std::move(*placed);
   Plan plan;
   plan.strategy = exp.strategy;
   plan.mesh = mesh;

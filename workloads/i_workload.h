@@ -24,6 +24,9 @@ class IWorkload {
   // Cross-field checks (divisibility, axes against the pod); `p` holds every parameter of the experiment.
   virtual void validate(const ParamSet& p) const { (void)p; }
   virtual ModelGraph build(const ParamSet& p) const = 0;
+  // Drops what the workload keeps for these parameters between validate, build and its strategy's place (an
+  // imported module's graph), once the run has its plan: the engine asks nothing more of it.
+  virtual void release(const ParamSet& p) const { (void)p; }
   // The strategy used when strategy.name is "auto".
   virtual std::string default_strategy() const { return "single_device"; }
 };

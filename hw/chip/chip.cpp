@@ -33,7 +33,8 @@ Chip::Chip(sc_core::sc_module_name name, int64_t id, PodContext& ctx)
     m_prog = &ctx.programs[m_role];
   }
   m_log.traced = ctx.traced[id];
-  m_log.keep_compute = m_log.traced || id == ctx.result_chip;
+  m_log.keep_units = m_log.traced && (!ctx.exp || ctx.exp->run.trace.detail != "ops");
+  m_log.keep_compute = m_log.keep_units || id == ctx.result_chip;
   m_log.keep_messages = m_log.traced && (!ctx.exp || ctx.exp->run.trace.detail == "links");
   m_log.link_bytes.assign(ctx.torus.directions(), 0.0);
   m_log.link_busy.assign(ctx.torus.directions(), 0.0);

@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "hw/chip/log_list.h"
+#include "hw/chip/op_spans.h"
+
 namespace podsim {
 
 enum class HbmClient : uint8_t { Mxu, Vpu, Dma };
@@ -60,17 +63,54 @@ struct ChipLog {
   double traffic_latency_max = 0;
   double last_delivery = 0;
 
-  bool traced = false;       // drawn in the trace: keeps every interval below
+  bool traced = false;       // drawn in the trace (its ops; with keep_units its intervals too, below)
   bool keep_messages = false;  // traced at run.trace.detail links, the one detail that draws them: keeps the
                                // message slices (a send and a receive per chunk: most of a long run's memory)
-  bool keep_compute = false; // keeps the intervals below (traced chips, and the result chip for its timeline and the
-                             // busy time of its ops)
-  std::vector<Interval> compute;  // MXU (lane = core) and VPU (lane = 16 + core)
-  std::vector<Interval> hbm;      // lane = HbmClient
-  std::vector<Interval> links;    // lane = direction; op: the chip's own op sending (-1: a message it forwards)
-  std::vector<Interval> host;     // host link chunks; lane = way (0 to the host, 1 from it)
-  std::vector<Interval> dcn;      // traced chips: DCN messages over the host link (lane 0 sent, 1 received)
+  bool keep_compute = false; // logs the intervals below (the result chip, for its timeline and the busy time of its
+                             // ops; traced chips drawn at run.trace.detail units or links)
+  bool keep_units = false;   // keeps every interval whole (compute, hbm, links, host): traced at detail units or
+                             // links, the details that draw them; else the result chip keeps only its timeline's
+                             // spans (below), half the memory
+  LogList<Interval> compute;  // MXU (lane = core) and VPU (lane = 16 + core)
+  LogList<Interval> hbm;      // lane = HbmClient
+  LogList<Interval> links;    // lane = direction; op: the chip's own op sending (-1: a message it forwards)
+  LogList<Interval> host;     // host link chunks; lane = way (0 to the host, 1 from it)
+  LogList<Interval> dcn;      // traced chips: DCN messages over the host link (lane 0 sent, 1 received)
   std::vector<MessageSlice> messages;
+  // The result chip's timeline (summary.json, sim/engine/timeline.cpp) when the whole intervals are not kept: what it
+  // reads of them, in the order they came.
+  struct Span {
+    double begin, end;
+  };
+  struct BytesSpan {
+    double begin, end, bytes;
+  };
+  LogList<Span> mxu_spans, vpu_spans, link_spans;
+  LogList<BytesSpan> hbm_spans;
+  // Per op, the union of its intervals in compute, hbm, links and host (the busy time of its span in summary.json),
+  // folded as they come.
+  OpSpans op_spans;
+
+  // An interval of each kind, when keep_compute: added to its op's spans, and kept whole or as a timeline span.
+  void log_compute(const Interval& x) {
+    op_spans.add(x.op, x.begin, x.end);
+    if (keep_units) compute.push_back(x);
+    else (x.lane < 16 ? mxu_spans : vpu_spans).push_back({x.begin, x.end});
+  }
+  void log_hbm(const Interval& x) {
+    op_spans.add(x.op, x.begin, x.end);
+    if (keep_units) hbm.push_back(x);
+    else hbm_spans.push_back({x.begin, x.end, x.bytes});
+  }
+  void log_link(const Interval& x) {
+    op_spans.add(x.op, x.begin, x.end);
+    if (keep_units) links.push_back(x);
+    else link_spans.push_back({x.begin, x.end});
+  }
+  void log_host(const Interval& x) {
+    op_spans.add(x.op, x.begin, x.end);
+    if (keep_units) host.push_back(x);
+  }
 };
 
 }  // namespace podsim

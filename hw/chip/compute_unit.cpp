@@ -213,13 +213,13 @@ void ComputeUnit::finish_group(double now, bool post) {
                                     : now - m_compute_begin;
   (m_kind == Kind::Mxu ? m_log.mxu_busy : m_log.vpu_busy) += busy;
   if (m_log.keep_compute && busy > 0)
-    m_log.compute.push_back({m_compute_begin, m_compute_begin + busy, m_job.op,
-                             static_cast<uint8_t>(m_kind == Kind::Mxu ? m_core : 16 + m_core), 0});
+    m_log.log_compute({m_compute_begin, m_compute_begin + busy, m_job.op,
+                       static_cast<uint8_t>(m_kind == Kind::Mxu ? m_core : 16 + m_core), 0});
   if (m_kind == Kind::Mxu && m_job.vpu_cycles + m_job.vpu_beside > 0) {
     // The vector unit's share (pops, epilogue): ends with the group (after the MXU's, in either mode).
     double v = static_cast<double>(share(m_job.vpu_cycles + m_job.vpu_beside, G, m_group)) * m_period;
     m_log.vpu_busy += v;
-    if (m_log.keep_compute) m_log.compute.push_back({now - v, now, m_job.op, static_cast<uint8_t>(16 + m_core), 0});
+    if (m_log.keep_compute) m_log.log_compute({now - v, now, m_job.op, static_cast<uint8_t>(16 + m_core), 0});
   }
   HbmRequest w;
   w.bytes = m_job.write / G;

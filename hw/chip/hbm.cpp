@@ -53,7 +53,7 @@ double Hbm::make(double now, const HbmRequest& r, HbmClient who, int32_t op) {
   m_log.hbm_busy += a.busy;
   (write ? m_log.hbm_write : m_log.hbm_read) += bytes;
   if (a.queue_wait > m_log.hbm_queue_wait_max) m_log.hbm_queue_wait_max = a.queue_wait;
-  if (m_log.keep_compute) m_log.hbm.push_back({a.start, done, op, static_cast<uint8_t>(who), bytes});
+  if (m_log.keep_compute) m_log.log_hbm({a.start, done, op, static_cast<uint8_t>(who), bytes});
   return done;
 }
 

@@ -39,7 +39,7 @@ void HostLink::next(Way way) {
   const int w = static_cast<int>(way);
   m_log.host_bytes[w] += bytes;
   m_log.host_busy[w] += end - start;
-  if (m_log.keep_compute && bytes > 0) m_log.host.push_back({start, end, t.op, static_cast<uint8_t>(w), bytes});
+  if (m_log.keep_compute && bytes > 0) m_log.log_host({start, end, t.op, static_cast<uint8_t>(w), bytes});
   ch.busy = true;
   m_queue.schedule(at_seconds(end), [this, way] { next(way); }, &ch);
   m_queue.schedule(at_seconds(end + m_cfg.latency), [this, way, id, bytes] { arrived(way, id, bytes); });

@@ -30,36 +30,14 @@ double union_length(std::vector<std::pair<double, double>>& v) {
 // Per op of the chip, the time some unit worked for it within its span: the union of its MXU and VPU intervals (a
 // collective's reductions included), its HBM accesses and the link time of the messages it sent. The rest of the
 // span it waited: for a peer's data, for links or HBM busy with others' work, for an acknowledgement.
-// The intervals (tens of millions for a large imported module) are grouped by op in one array (counted, then
-// placed), in the order the lists hold them, and each op's are clipped to its span and merged.
+// The union is folded while the chip runs (ChipLog::op_spans: a few spans per op, not the tens of millions of
+// intervals a large imported module logs); here each op's spans are clipped to its span.
 std::vector<double> op_busy(const Chip& chip, size_t n_ops) {
   const ChipLog& l = chip.log();
-  const std::vector<Interval>* const lists[] = {&l.compute, &l.hbm, &l.links, &l.host};
-  auto counted = [&](const Interval& x) {
-    return x.op >= 0 && static_cast<size_t>(x.op) < n_ops && x.end > x.begin;
-  };
-  std::vector<size_t> first(n_ops + 1, 0);
-  for (const auto* list : lists)
-    for (const Interval& x : *list)
-      if (counted(x)) ++first[static_cast<size_t>(x.op) + 1];
-  for (size_t i = 0; i < n_ops; ++i) first[i + 1] += first[i];
-  std::vector<std::pair<double, double>> iv(first[n_ops]);
-  {
-    std::vector<size_t> fill(first.begin(), first.end() - 1);
-    for (const auto* list : lists)
-      for (const Interval& x : *list)
-        if (counted(x)) iv[fill[static_cast<size_t>(x.op)]++] = {x.begin, x.end};
-  }
   std::vector<double> busy(n_ops, 0);
-  std::vector<std::pair<double, double>> in_span;
   for (size_t i = 0; i < n_ops; ++i) {
     const OpRecord& r = l.ops[i];
-    in_span.clear();
-    for (size_t k = first[i]; k < first[i + 1]; ++k) {
-      const auto [b, e] = iv[k];
-      if (std::min(e, r.end) > std::max(b, r.start)) in_span.push_back({std::max(b, r.start), std::min(e, r.end)});
-    }
-    busy[i] = union_length(in_span);
+    busy[i] = l.op_spans.within(static_cast<int32_t>(i), r.start, r.end);
   }
   return busy;
 }

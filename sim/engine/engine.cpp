@@ -196,6 +196,7 @@ std::unique_ptr<Prepared> prepare(const Experiment& exp) {
   if (!w) throw Error(Err::Internal, "workload vanished from the registry");
   p->graph = w->build(exp.params);
   p->plan = make_plan(p->graph, p->exp);
+  w->release(exp.params);  // the graph and the plan hold copies of what it kept
   for (const std::string& n : p->plan.notes) p->notes.push_back(n);
   validate_plan(p->plan, p->graph, exp.hardware.pod.chips());
   PodContext& ctx = *p->ctx;

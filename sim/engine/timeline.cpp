@@ -67,12 +67,22 @@ nlohmann::ordered_json timeline_json(const Prepared& p, const Simulation& s, con
   const double cores = static_cast<double>(cfg.tensorcores);
 
   std::vector<double> mxu = bins.zeros(), vpu = bins.zeros(), hbm = bins.zeros(), ici = bins.zeros();
-  for (const Interval& iv : log.compute) bins.spread(iv.lane < 16 ? mxu : vpu, iv.begin, iv.end, 1.0 / cores);
-  for (const Interval& iv : log.hbm)
-    if (iv.end > iv.begin) bins.spread(hbm, iv.begin, iv.end, iv.bytes / (iv.end - iv.begin));
   int links = 0;
   for (int d = 0; d < p.ctx->torus.directions(); ++d) links += p.ctx->torus.neighbor(chip.id(), d) >= 0;
-  for (const Interval& iv : log.links) bins.spread(ici, iv.begin, iv.end, 1.0 / std::max(links, 1));
+  // From the whole intervals when the chip keeps them (traced at detail units or links), else from the spans it
+  // keeps for this: the same values in the same order per bin array.
+  if (log.keep_units) {
+    for (const Interval& iv : log.compute) bins.spread(iv.lane < 16 ? mxu : vpu, iv.begin, iv.end, 1.0 / cores);
+    for (const Interval& iv : log.hbm)
+      if (iv.end > iv.begin) bins.spread(hbm, iv.begin, iv.end, iv.bytes / (iv.end - iv.begin));
+    for (const Interval& iv : log.links) bins.spread(ici, iv.begin, iv.end, 1.0 / std::max(links, 1));
+  } else {
+    for (const ChipLog::Span& x : log.mxu_spans) bins.spread(mxu, x.begin, x.end, 1.0 / cores);
+    for (const ChipLog::Span& x : log.vpu_spans) bins.spread(vpu, x.begin, x.end, 1.0 / cores);
+    for (const ChipLog::BytesSpan& x : log.hbm_spans)
+      if (x.end > x.begin) bins.spread(hbm, x.begin, x.end, x.bytes / (x.end - x.begin));
+    for (const ChipLog::Span& x : log.link_spans) bins.spread(ici, x.begin, x.end, 1.0 / std::max(links, 1));
+  }
 
   // Communication and exposed communication, counted as time_breakdown counts them: the op spans, a receive
   // being a wait (the sender's op covers the transfer).
