@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "hw/chip/link_turns.h"
 #include "hw/chip/sim_time.h"
 #include "hw/dcn/dcn.h"
 #include "base/error.h"
@@ -51,23 +52,30 @@ void LinkInjector::pump(int dir) {
   while (!d.flows.empty()) {
     // Launching a message may send more through this injector (a finished task's successors): nothing here is
     // held across launch().
-    Flow key;
-    key.priority = d.flows.front().priority;
-    key.id = d.next;
-    auto it = std::lower_bound(d.flows.begin(), d.flows.end(), key);
-    if (it == d.flows.end() || it->priority != key.priority) it = d.flows.begin();
     const double now = now_seconds();
-    const Waiting o = m_waiting[it->first];
-    const Message& front = m_pool.at(o.slot);
-    const double ser = front.bytes / link->bandwidth;
+    const double chunk = m_ctx.exp->hardware.ici.chunk;
     // Launch when the link will be free within one chunk's time (a fixed horizon, so one wake-up per message).
-    const double horizon = m_ctx.exp->hardware.ici.chunk / link->bandwidth;
+    const double horizon = chunk / link->bandwidth;
     const double busy_until = std::max(link->free, d.committed);
     if (busy_until > now + horizon + kTimeEpsilon) {
       d.armed = true;
       m_queue.schedule(at_seconds(busy_until - horizon), [this, dir] { pump(dir); }, &d);
       return;
     }
+    // The flows of the best priority take turns from the first at or after `next`, a chunk's worth per turn
+    // (hw/chip/link_turns.h): a message of at most one chunk goes on its flow's turn.
+    Flow key;
+    key.priority = d.flows.front().priority;
+    key.id = d.next;
+    auto it = std::lower_bound(d.flows.begin(), d.flows.end(), key);
+    if (it == d.flows.end() || it->priority != key.priority) it = d.flows.begin();
+    const auto best_end = std::partition_point(d.flows.begin(), d.flows.end(),
+                                               [&key](const Flow& f) { return f.priority == key.priority; });
+    it = fair_turn(d.flows.begin(), best_end, it, chunk,
+                   [this](const Flow& f) { return m_pool.at(m_waiting[f.first].slot).bytes; });
+    const Waiting o = m_waiting[it->first];
+    const Message& front = m_pool.at(o.slot);
+    const double ser = front.bytes / link->bandwidth;
     m_waiting.release(it->first);
     it->first = o.next;
     d.next = FlowId{it->id.op, it->id.flow + 1};

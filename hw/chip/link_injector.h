@@ -3,7 +3,7 @@
 // chunk's serialisation time, so concurrent flows out of a chip share a link chunk by chunk instead of one of them
 // reserving it far ahead, and HBM reads happen just in time. Messages wait in a queue per outgoing direction
 // meanwhile; per direction the flow with the lowest priority value goes first, flows of equal priority in turn
-// (round robin), and the messages of one flow in order.
+// (round robin, a chunk's worth of bytes per turn: hw/chip/link_turns.h), and the messages of one flow in order.
 //
 //   LinkInjector inj(chip, ctx, pool, hbm, router, log, queue, [](int32_t op, int32_t task) { ... });
 //   inj.send(std::move(m), FlowId{op, flow}, priority, /*read_hbm=*/true);   // on_injected(m.op_here, m.task_here) later
@@ -74,6 +74,7 @@ class LinkInjector {
     int32_t priority = 0;
     FlowId id;
     uint32_t first = kNone, last = kNone;
+    double credit = 0;  // bytes of turns taken and not yet used (hw/chip/link_turns.h)
     bool operator<(const Flow& o) const {
       return priority != o.priority ? priority < o.priority : id < o.id;
     }
