@@ -42,11 +42,13 @@ GemmTiling tile_gemm(const TilingInput& in) {
   ns.push_back(in.n);
   // CMEM holds the operands whose re-reads it saves most, within its capacity: a held operand is read from HBM once
   // and re-read from CMEM. The cores sharing CMEM each run this tiling on their share of the op: an operand every
-  // one of them reads whole (`a_common`, `b_common`) is held once for all and its one HBM read shared among them;
-  // another operand needs room for every core's share.
+  // one of them reads whole (`a_common`, `b_common`) is held once for all, another needs room for every core's share.
+  // Each core still reads its operands from HBM once: a second core's first read of a common operand is not taken
+  // from CMEM (which core fills it, and whether the other waits, is not modelled), so the split chosen for an op is
+  // the one it has without CMEM wherever CMEM only saves re-reads the split does not make.
   const double cores = static_cast<double>(std::max<int64_t>(in.cmem_cores, 1));
   const double a_room = in.a_common ? A : A * cores, b_room = in.b_common ? B : B * cores;
-  const double a_once = in.a_common ? A / cores : A, b_once = in.b_common ? B / cores : B;
+  const double a_once = A, b_once = B;
   // Rows a weight fold streams with a tile of tm rows: with folds capped at `fold_rows`, fewer chunks of M is fewer
   // weight pushes.
   auto m_chunks = [&](int64_t tm) { return in.fold_rows > 0 ? cdiv(in.m, std::min(tm, in.fold_rows)) : int64_t{1}; };

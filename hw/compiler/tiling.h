@@ -7,8 +7,8 @@
 // The tiler picks the tile (multiples of 8 rows and of the MXU width) that fits VMEM with the least traffic; when
 // everything fits, each operand moves once. A chip with common memory (CMEM, v4) holds an operand that fits there,
 // so its re-reads come from CMEM instead of HBM: the tiler holds there the operands that save most HBM bytes. CMEM is
-// the chip's, shared by its cores: when an op is split over them, an operand every core reads whole is held once
-// (and read from HBM once for all of them), an operand each core reads a share of needs room for every share.
+// the chip's, shared by its cores: when an op is split over them, an operand every core reads whole is held once,
+// an operand each core reads a share of needs room for every share (each core reads its operands from HBM once).
 // Equal traffic goes to the tile whose MXU weight folds stream the most rows (fewest chunks of M, each reloading the
 // weights), then to the largest tile. When no tile with 512-deep K slices fits, the K slice shrinks
 // (to 8 at least); when nothing fits at all, `tiles` is false and the compiler reports the VMEM as too small.

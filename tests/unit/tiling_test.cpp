@@ -133,12 +133,12 @@ TEST(TilingTest, CoresSharingCmemHoldACommonOperandOnce) {
   // case above).
   in.cmem_cores = 2;
   EXPECT_DOUBLE_EQ(tile_gemm(in).hbm_read, 128 * kMiB * 12);
-  // Both cores read all of A (the op split along N): A is held once, read from HBM once for both (64 MiB a core),
-  // and B twice with 4096-row tiles: 64 + 256 MiB a core.
+  // Both cores read all of A (the op split along N): A is held once (128 MiB of the 192), each core reads it from
+  // HBM once and B twice with 4096-row tiles, as one core alone: 128 + 256 MiB a core.
   in.a_common = true;
   GemmTiling t = tile_gemm(in);
   EXPECT_EQ(t.m_tile, 4096);
-  EXPECT_DOUBLE_EQ(t.hbm_read, 320 * kMiB);
+  EXPECT_DOUBLE_EQ(t.hbm_read, 384 * kMiB);
 }
 
 TEST(TilingTest, TilesKeepTheMxuFoldLength) {
