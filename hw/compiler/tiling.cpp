@@ -48,7 +48,6 @@ GemmTiling tile_gemm(const TilingInput& in) {
   // the one it has without CMEM wherever CMEM only saves re-reads the split does not make.
   const double cores = static_cast<double>(std::max<int64_t>(in.cmem_cores, 1));
   const double a_room = in.a_common ? A : A * cores, b_room = in.b_common ? B : B * cores;
-  const double a_once = A, b_once = B;
   // Rows a weight fold streams with a tile of tm rows: with folds capped at `fold_rows`, fewer chunks of M is fewer
   // weight pushes.
   auto m_chunks = [&](int64_t tm) { return in.fold_rows > 0 ? cdiv(in.m, std::min(tm, in.fold_rows)) : int64_t{1}; };
@@ -64,8 +63,7 @@ GemmTiling tile_gemm(const TilingInput& in) {
         for (int hold = 0; hold < 4; ++hold) {  // bit 0: A in CMEM, bit 1: B in CMEM
           const bool ha = hold & 1, hb = hold & 2;
           if (hold > 0 && (in.cmem <= 0 || (ha ? a_room : 0) + (hb ? b_room : 0) > in.cmem)) continue;
-          const double a_part = ha ? a_once : A * static_cast<double>(nt);
-          reads = std::min(reads, a_part + (hb ? b_once : B * static_cast<double>(mt)));
+          reads = std::min(reads, A * (ha ? 1.0 : static_cast<double>(nt)) + B * (hb ? 1.0 : static_cast<double>(mt)));
         }
         double traffic = reads + Cb;
         // Ties go to the tile whose folds are longest, then to the largest.
