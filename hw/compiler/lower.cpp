@@ -204,6 +204,7 @@ void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, const
   ti.b_shared = a.b_shared;
   ti.vmem = chip.vmem;
   ti.cmem = chip.cmem;
+  ti.fold_rows = shape.double_buffer ? chip.mxu.accumulator_rows : 0;  // the MXU's folds, below
   ti.mxu_cols = shape.cols;
   // The op's work splits over the chip's TensorCores (run.core_split): with `traffic` along the dimension whose
   // shares move the fewest HBM bytes, each core reading what its share needs (ties go to the earlier below); with
@@ -211,22 +212,27 @@ void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, const
   // splitting M, all of B; splitting K (a weight gradient's contraction over the batch), each reads half of both
   // and the cores add their partial results. Per-core replicas on TPU v2/v3, each with half the batch, split an
   // image model's convolutions so: the rows of the forward and input-gradient ones, the contraction of the filter
-  // gradients.
-  struct Split { const char* name; int64_t batch, m, k, n; };
+  // gradients. The cores share the chip's CMEM: an operand every core reads whole (A splitting N, B splitting M, one
+  // shared by the batch entries splitting the batch) is held there once for both (tiling.h).
+  struct Split { const char* name; int64_t batch, m, k, n; bool a_common, b_common; };
   std::vector<Split> splits;
-  if (cores > 1 && a.batch >= cores) splits.push_back({"batch", ceil_div(a.batch, cores), a.m, a.k, a.n});
+  if (cores > 1 && a.batch >= cores)
+    splits.push_back({"batch", ceil_div(a.batch, cores), a.m, a.k, a.n, a.a_shared, a.b_shared});
   if (cores > 1 && n_blocks >= cores)
-    splits.push_back({"n", a.batch, a.m, a.k, std::min(ceil_div(n_blocks, cores) * shape.cols, a.n)});
-  if (cores > 1 && a.m >= 8 * cores) splits.push_back({"m", a.batch, ceil_div(a.m, cores), a.k, a.n});
+    splits.push_back({"n", a.batch, a.m, a.k, std::min(ceil_div(n_blocks, cores) * shape.cols, a.n), true, false});
+  if (cores > 1 && a.m >= 8 * cores) splits.push_back({"m", a.batch, ceil_div(a.m, cores), a.k, a.n, false, true});
   const int64_t k_blocks = ceil_div(a.k, shape.rows);
   if (opts.core_split_traffic && cores > 1 && k_blocks >= cores)
-    splits.push_back({"k", a.batch, a.m, std::min(ceil_div(k_blocks, cores) * shape.rows, a.k), a.n});
+    splits.push_back({"k", a.batch, a.m, std::min(ceil_div(k_blocks, cores) * shape.rows, a.k), a.n, false, false});
   const char* split = "none";
   int used = 1;
   GemmTiling t;
   double best = -1;
-  auto consider = [&](const char* name, int64_t b, int64_t mm, int64_t kk, int64_t nn, int u) {
+  auto consider = [&](const char* name, int64_t b, int64_t mm, int64_t kk, int64_t nn, int u, bool ac, bool bc) {
     TilingInput x = ti;
+    x.cmem_cores = u;
+    x.a_common = ac;
+    x.b_common = bc;
     x.batch = b;
     x.m = mm;
     x.k = kk;
@@ -246,12 +252,12 @@ void lower_gemm(const ModelGraph& g, const Op& op, const ChipConfig& chip, const
     k = kk;
     n = nn;
   };
-  if (splits.empty()) consider("none", a.batch, a.m, a.k, a.n, 1);
+  if (splits.empty()) consider("none", a.batch, a.m, a.k, a.n, 1, false, false);
   for (const Split& sp : splits) {
     // A K split moves at least A + B + 3C (each operand read once, a whole partial written by every core and the
     // partials read back): not worth tiling when another split already moves no more.
     if (sp.k < a.k && best >= 0 && t.tiles && a_bytes + b_bytes + 3 * c_bytes >= best) continue;
-    consider(sp.name, sp.batch, sp.m, sp.k, sp.n, static_cast<int>(cores));
+    consider(sp.name, sp.batch, sp.m, sp.k, sp.n, static_cast<int>(cores), sp.a_common, sp.b_common);
     if (!opts.core_split_traffic) break;
   }
   ti.batch = batch;

@@ -6,7 +6,11 @@
 //     traffic = A * ceil(N / n_tile) + B * ceil(M / m_tile) + C
 // The tiler picks the tile (multiples of 8 rows and of the MXU width) that fits VMEM with the least traffic; when
 // everything fits, each operand moves once. A chip with common memory (CMEM, v4) holds an operand that fits there,
-// so its re-reads come from CMEM instead of HBM. When no tile with 512-deep K slices fits, the K slice shrinks
+// so its re-reads come from CMEM instead of HBM: the tiler holds there the operands that save most HBM bytes. CMEM is
+// the chip's, shared by its cores: when an op is split over them, an operand every core reads whole is held once,
+// an operand each core reads a share of needs room for every share (each core reads its operands from HBM once).
+// Equal traffic goes to the tile whose MXU weight folds stream the most rows (fewest chunks of M, each reloading the
+// weights), then to the largest tile. When no tile with 512-deep K slices fits, the K slice shrinks
 // (to 8 at least); when nothing fits at all, `tiles` is false and the compiler reports the VMEM as too small.
 #pragma once
 
@@ -30,6 +34,9 @@ struct TilingInput {
   bool a_shared = false, b_shared = false;    // operand shared by every batch entry (read once per tile pass)
   double vmem = 16 << 20;                     // bytes of VMEM available
   double cmem = 0;                            // bytes of CMEM available (0: none)
+  int64_t cmem_cores = 1;                     // cores sharing the CMEM, each running this tiling on its share
+  bool a_common = false, b_common = false;    // operand each of those cores reads whole: held once in CMEM
+  int64_t fold_rows = 0;                      // most rows an MXU weight fold streams (0: no limit)
   int64_t mxu_cols = 128;
 };
 

@@ -1,6 +1,7 @@
 // GEMM tiling through VMEM, checked independently of the tiler's own arithmetic: the chosen tile's VMEM footprint
 // is recomputed here from its shape, its HBM traffic is counted by walking the tile loop nest, hand-computed cases
-// fix the numbers, and the smallest fallback tile is checked against VMEM (or reported as impossible).
+// fix the numbers (CMEM placement, CMEM shared by two cores, tiles as long as the MXU's folds), and the smallest
+// fallback tile is checked against VMEM (or reported as impossible).
 #include <gtest/gtest.h>
 
 #include "hw/compiler/tiling.h"
@@ -105,4 +106,64 @@ TEST(TilingTest, VmemBelowTheSmallestTileIsReported) {
   GemmTiling t = tile_gemm(gemm(1024, 1024, 1024, 4.0 / 1024));
   EXPECT_FALSE(t.tiles);
   EXPECT_DOUBLE_EQ(t.footprint, 8448);
+}
+
+TEST(TilingTest, CmemHoldsBWhenANeitherFitsNorIsReRead) {
+  // 65536 x 1024 x 128 bf16: A 128 MiB, B 256 KiB, C 16 MiB; its fp32 result (32 MiB) exceeds 16 MiB of VMEM. The
+  // one column of tiles (N = 128) reads A once; tiles of 4096 rows (2560 * 4096 + 256 KiB = 10.25 MiB) read B 16
+  // times. A does not fit a 64 MiB CMEM, B does: held there, B is read from HBM once, so reads are A + B.
+  TilingInput in = gemm(65536, 1024, 128, 16);
+  GemmTiling without = tile_gemm(in);
+  EXPECT_DOUBLE_EQ(without.hbm_read, 128 * kMiB + 16 * 0.25 * kMiB);
+  in.cmem = 64 * kMiB;
+  GemmTiling with = tile_gemm(in);
+  EXPECT_EQ(with.n_tiles, 1);
+  EXPECT_DOUBLE_EQ(with.hbm_read, 128 * kMiB + 0.25 * kMiB);
+}
+
+TEST(TilingTest, CoresSharingCmemHoldACommonOperandOnce) {
+  // 8192^3 bf16 (A = B = 128 MiB) in 16 MiB of VMEM and 192 MiB of CMEM. One core: CMEM holds one operand, not
+  // both: A held, B read M / 4096 = 2 times with 4096 x 256 tiles (8 + 18 KiB * 256 = 12.5 MiB of VMEM), 128 + 256
+  // MiB (B held with 256 x 4096 tiles moves as much).
+  TilingInput in = gemm(8192, 8192, 8192, 16);
+  in.cmem = 192 * kMiB;
+  EXPECT_DOUBLE_EQ(tile_gemm(in).hbm_read, 384 * kMiB);
+  // Two cores, each with its own 8192^3 share (as if each had its own A and B): a share of either operand per core
+  // needs 256 MiB of CMEM, so none is held and the reads are those without CMEM, 128 MiB * (8 + 4) (the square
+  // case above).
+  in.cmem_cores = 2;
+  EXPECT_DOUBLE_EQ(tile_gemm(in).hbm_read, 128 * kMiB * 12);
+  // Both cores read all of A (the op split along N): A is held once (128 MiB of the 192), each core reads it from
+  // HBM once and B twice with 4096-row tiles, as one core alone: 128 + 256 MiB a core.
+  in.a_common = true;
+  GemmTiling t = tile_gemm(in);
+  EXPECT_EQ(t.m_tile, 4096);
+  EXPECT_DOUBLE_EQ(t.hbm_read, 384 * kMiB);
+}
+
+TEST(TilingTest, TilesKeepTheMxuFoldLength) {
+  // 9216 x 8192 x 6144 bf16 (A 144 MiB, B 96 MiB), 16 MiB of VMEM, 128 MiB of CMEM: B fits CMEM, A does not.
+  // Least bytes: B held and A read once, with the whole N in a tile: 2 * (1024 tm + 6 MiB) + 24576 tm bytes leave
+  // tm = 128 rows, A + B = 240 MiB, and MXU folds of 128 rows (72 weight loads per fold over M).
+  TilingInput in = gemm(9216, 8192, 6144, 16);
+  in.cmem = 128 * kMiB;
+  GemmTiling bytes_only = tile_gemm(in);
+  EXPECT_EQ(bytes_only.m_tile, 128);
+  EXPECT_EQ(bytes_only.n_tile, 6144);
+  EXPECT_DOUBLE_EQ(bytes_only.hbm_read, 240 * kMiB);
+  // Folds of up to 1024 rows: tiles of at least 1024 rows. 1024 rows leave 2 MiB + 6 KiB per column: 2048 columns,
+  // A read 3 times, B held: 3 * 144 + 96 = 528 MiB (2048 rows: 1024 columns, 6 * 144 + 96 MiB; more rows, more).
+  in.fold_rows = 1024;
+  GemmTiling folds = tile_gemm(in);
+  EXPECT_EQ(folds.m_tile, 1024);
+  EXPECT_EQ(folds.n_tile, 2048);
+  EXPECT_DOUBLE_EQ(folds.hbm_read, 528 * kMiB);
+  // Without CMEM the least-bytes tile already keeps the fold length: the choice is the same with and without it.
+  in.cmem = 0;
+  GemmTiling plain = tile_gemm(in);
+  in.fold_rows = 0;
+  GemmTiling plain_bytes = tile_gemm(in);
+  EXPECT_EQ(plain.m_tile, plain_bytes.m_tile);
+  EXPECT_EQ(plain.n_tile, plain_bytes.n_tile);
+  EXPECT_DOUBLE_EQ(plain.hbm_read, plain_bytes.hbm_read);
 }
