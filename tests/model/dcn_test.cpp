@@ -11,21 +11,10 @@
 
 using namespace podsim;
 using podsim::test::in_child;
+using podsim::test::point_to_point_op;
 using podsim::test::simulate_in_child;
 
 namespace {
-
-Op comm_op(const std::string& name, OpKind kind, TensorId in, TensorId out, int64_t peer) {
-  Op op;
-  op.name = name;
-  op.kind = kind;
-  op.phase = Phase::Communication;
-  op.inputs = {in};
-  op.outputs = {out};
-  op.attrs.peer = peer;
-  op.attrs.tag = 1;
-  return op;
-}
 
 // Every chip of slice 0 sends the workload's input to the chip at its place in slice 1.
 Plan across_plan(const ModelGraph& g, const Experiment& exp) {
@@ -42,10 +31,10 @@ Plan across_plan(const ModelGraph& g, const Experiment& exp) {
     recv.role = "receiver " + std::to_string(c);
     TensorId sx = send.graph.add_tensor({"x", x.shape, x.dtype, TensorRole::Input});
     TensorId done = send.graph.add_tensor({"sent", {1}, x.dtype, TensorRole::Activation});
-    send.graph.add_op(comm_op("send", OpKind::Send, sx, done, c + per));
+    send.graph.add_op(point_to_point_op("send", OpKind::Send, sx, done, c + per, 1));
     TensorId token = recv.graph.add_tensor({"token", {1}, x.dtype, TensorRole::Input});
     TensorId y = recv.graph.add_tensor({"y", x.shape, x.dtype, TensorRole::Activation});
-    recv.graph.add_op(comm_op("recv", OpKind::Recv, token, y, c));
+    recv.graph.add_op(point_to_point_op("recv", OpKind::Recv, token, y, c, 1));
     send.order = recv.order = {0};
     p.role_of_chip[c] = static_cast<int32_t>(p.programs.size());
     p.programs.push_back(send);

@@ -8,21 +8,10 @@
 #include "tests/model/sim_util.h"
 
 using namespace podsim;
+using podsim::test::point_to_point_op;
 using podsim::test::simulate_in_child;
 
 namespace {
-
-Op p2p_op(const std::string& name, OpKind kind, TensorId in, TensorId out, int64_t peer) {
-  Op op;
-  op.name = name;
-  op.kind = kind;
-  op.phase = Phase::Communication;
-  op.inputs = {in};
-  op.outputs = {out};
-  op.attrs.peer = peer;
-  op.attrs.tag = 5;
-  return op;
-}
 
 // Chip 0 sends the workload's input (64 MiB of f32: 2^24 elements) and an eighth of it, independently, to chip 2.
 class UnequalTransfers : public IStrategy {
@@ -41,10 +30,10 @@ class UnequalTransfers : public IStrategy {
       const std::string k = std::to_string(i);
       TensorId sx = send.graph.add_tensor({"x" + k, {elements}, x.dtype, TensorRole::Input});
       TensorId done = send.graph.add_tensor({"sent" + k, {1}, x.dtype, TensorRole::Activation});
-      send.graph.add_op(p2p_op("send" + k, OpKind::Send, sx, done, 2));
+      send.graph.add_op(point_to_point_op("send" + k, OpKind::Send, sx, done, 2, 5));
       TensorId token = recv.graph.add_tensor({"token" + k, {1}, x.dtype, TensorRole::Input});
       TensorId y = recv.graph.add_tensor({"y" + k, {elements}, x.dtype, TensorRole::Activation});
-      recv.graph.add_op(p2p_op("recv" + k, OpKind::Recv, token, y, 0));
+      recv.graph.add_op(point_to_point_op("recv" + k, OpKind::Recv, token, y, 0, 5));
       send.order.push_back(i);
       recv.order.push_back(i);
       ++i;

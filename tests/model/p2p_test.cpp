@@ -14,21 +14,10 @@
 using namespace podsim;
 using podsim::test::in_child;
 using podsim::test::op_time;
+using podsim::test::point_to_point_op;
 using podsim::test::simulate_in_child;
 
 namespace {
-
-Op comm_op(const std::string& name, OpKind kind, TensorId in, TensorId out, int64_t peer, int64_t tag) {
-  Op op;
-  op.name = name;
-  op.kind = kind;
-  op.phase = Phase::Communication;
-  op.inputs = {in};
-  op.outputs = {out};
-  op.attrs.peer = peer;
-  op.attrs.tag = tag;
-  return op;
-}
 
 // `transfers` sends of the workload's input from chip 0 to chip dims[0] / 2, all with tag 3 and independent of
 // each other (so their chunks share the first link).
@@ -45,10 +34,10 @@ Plan p2p_plan(const ModelGraph& g, const Experiment& exp, int transfers) {
     std::string k = std::to_string(i);
     TensorId sx = send.graph.add_tensor({"x" + k, x.shape, x.dtype, TensorRole::Input});
     TensorId done = send.graph.add_tensor({"sent" + k, {1}, x.dtype, TensorRole::Activation});
-    send.graph.add_op(comm_op("send" + k, OpKind::Send, sx, done, receiver, 3));
+    send.graph.add_op(point_to_point_op("send" + k, OpKind::Send, sx, done, receiver, 3));
     TensorId token = recv.graph.add_tensor({"token" + k, {1}, x.dtype, TensorRole::Input});
     TensorId y = recv.graph.add_tensor({"y" + k, x.shape, x.dtype, TensorRole::Activation});
-    recv.graph.add_op(comm_op("recv" + k, OpKind::Recv, token, y, 0, 3));
+    recv.graph.add_op(point_to_point_op("recv" + k, OpKind::Recv, token, y, 0, 3));
     send.order.push_back(i);
     recv.order.push_back(i);
   }

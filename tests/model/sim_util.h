@@ -73,4 +73,18 @@ inline double op_time(const nlohmann::json& op) {
   return (op["end_ns"].get<double>() - op["start_ns"].get<double>()) * 1e-9;
 }
 
+// A point-to-point op (Send or Recv) between this chip and `peer`, matched with its partner by `tag`.
+inline Op point_to_point_op(const std::string& name, OpKind kind, TensorId in, TensorId out, int64_t peer,
+                            int64_t tag) {
+  Op op;
+  op.name = name;
+  op.kind = kind;
+  op.phase = Phase::Communication;
+  op.inputs = {in};
+  op.outputs = {out};
+  op.attrs.peer = peer;
+  op.attrs.tag = tag;
+  return op;
+}
+
 }  // namespace podsim::test
