@@ -84,9 +84,9 @@ void IciRouter::route(Message&& m) {
   link->free = end;
   m_log.link_bytes[dir] += m.bytes;
   m_log.link_busy[dir] += end - start;
-  // Every message on a chip traced at detail units or links (the trace's link tracks) and on the result chip (its timeline's links sending;
-  // its ops' busy time in summary.json counts those it sends itself). A message the chip forwards belongs to
-  // another chip's op: op -1.
+  // Every message on a chip traced at detail units or links (the trace's link tracks) and on the result chip (its
+  // timeline's links sending; its ops' busy time in summary.json counts those it sends itself). A message the chip
+  // forwards belongs to another chip's op: op -1.
   const bool own = m.hops == 0;
   if (m_log.keep_compute && m.bytes > 0)
     m_log.log_link({start, end, own ? m.op : -1, static_cast<uint8_t>(dir), m.bytes});

@@ -3,7 +3,6 @@
 // turn never sends more than one message.
 #include <gtest/gtest.h>
 
-#include <deque>
 #include <string>
 #include <vector>
 
