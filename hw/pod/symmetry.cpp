@@ -1,5 +1,7 @@
 #include "hw/pod/symmetry.h"
 
+#include <algorithm>
+#include <memory>
 #include <set>
 #include <tuple>
 
@@ -81,6 +83,98 @@ bool faults_invariant(const FaultConfig& f, const Torus& t, int d, int64_t p) {
     if (!o || o->bandwidth != l.bandwidth || o->down != l.down) return false;
   }
   return true;
+}
+
+// Whether `peer` lies half-way round an even ring from `from` along some dimension, per dimension: adds those
+// dimensions to `tie`. Dimension-order routing breaks that tie by the parity of the sender's coordinate
+// (topology/torus.h), so along such a dimension chips of odd and even coordinates route alike messages apart.
+// A route along dimension d starts from the sender's own coordinate in d (the dimensions before it change
+// others), so the pair's offsets decide it.
+void mark_halfway(const Torus& t, const std::vector<int64_t>& offset, std::vector<bool>& tie) {
+  for (int d = 0; d < t.ici_ndims(); ++d) {
+    const int64_t n = t.dims()[d];
+    if (n % 2 == 0 && t.wrap()[d] && ((offset[d] % n) + n) % n == n / 2) tie[d] = true;
+  }
+}
+
+// The torus dimensions along which some message of the step goes half-way round an even ring: only along those
+// must a period be even (chips of odd and even coordinates route such a message different ways). Collectives:
+// every rank's peers in its algorithm's schedule (for a request large enough that every piece is sent, so the
+// peers are a superset of any size's), the offsets following from the group's factors; Send/Recv: each chip's
+// peer. Conservative where it cannot tell: a collective without an algorithm counts as every dimension.
+std::vector<bool> halfway_dims(const PodContext& ctx, const std::vector<std::pair<int32_t, const Op*>>& p2p) {
+  const Torus& t = ctx.torus;
+  const Plan& plan = *ctx.plan;
+  std::vector<bool> tie(static_cast<size_t>(t.ndims()), false);
+  auto all_tied = [&] {
+    for (int d = 0; d < t.ici_ndims(); ++d)
+      if (t.dims()[d] % 2 == 0 && t.wrap()[d] && !tie[d]) return false;
+    return true;
+  };
+  std::set<std::tuple<std::vector<std::tuple<int, int64_t, int64_t>>, std::string, int, int64_t, int64_t,
+                      std::vector<int64_t>>>
+      seen;
+  for (const Program& prog : plan.programs) {
+    for (const Op& op : prog.graph.ops()) {
+      if (all_tied()) return tie;
+      if (!is_communication(op.kind) || op.kind == OpKind::Send || op.kind == OpKind::Recv) continue;
+      const MeshGroup mg = plan.mesh.group(0, op.attrs.axes, op.attrs.group_block);
+      std::vector<std::tuple<int, int64_t, int64_t>> f;
+      for (const MeshFactor& m : mg.factors) f.emplace_back(m.dim, m.size, m.stride);
+      const std::string name = comm_algorithm(op);
+      if (!seen.insert({f, name, static_cast<int>(op.kind), op.attrs.shift, op.attrs.root, op.attrs.targets}).second)
+        continue;
+      const int64_t size = mg.shape.size();
+      if (size <= 1) continue;
+      std::unique_ptr<ICollectiveAlgorithm> algo = CollectiveRegistry::instance().make(name);
+      if (!algo) {
+        std::fill(tie.begin(), tie.end(), true);
+        return tie;
+      }
+      CollectiveRequest req;
+      req.kind = collective_of(op.kind);
+      req.group = mg.shape;
+      req.elements = size * 768;  // every block splits into its pieces, whatever the algorithm cuts them into
+      req.shift = op.attrs.shift;
+      req.targets = op.attrs.targets;
+      req.root = op.attrs.root;
+      const RankSymmetry sym = algo->symmetry(req);
+      std::vector<int64_t> peers0;  // rank 0's, when the schedule is shared
+      if (sym != RankSymmetry::None) {
+        for (const Task& task : algo->schedule(req, 0).tasks)
+          if (task.type == Task::Type::Send) peers0.push_back(task.peer);
+        std::sort(peers0.begin(), peers0.end());
+        peers0.erase(std::unique(peers0.begin(), peers0.end()), peers0.end());
+      }
+      std::vector<int64_t> offset(static_cast<size_t>(t.ndims()));
+      for (int64_t r = 0; r < size && !all_tied(); ++r) {
+        std::vector<int64_t> peers;
+        if (sym == RankSymmetry::None) {
+          for (const Task& task : algo->schedule(req, r).tasks)
+            if (task.type == Task::Type::Send) peers.push_back(task.peer);
+        } else {
+          for (int64_t q : peers0) peers.push_back(symmetric_peer(sym, mg.shape, q, r));
+        }
+        const std::vector<int64_t> from = mg.shape.coords(r);
+        for (int64_t q : peers) {
+          const std::vector<int64_t> to = mg.shape.coords(q);
+          std::fill(offset.begin(), offset.end(), 0);
+          for (size_t i = 0; i < mg.factors.size(); ++i)
+            offset[static_cast<size_t>(mg.factors[i].dim)] += (to[i] - from[i]) * mg.factors[i].stride;
+          mark_halfway(t, offset, tie);
+        }
+      }
+    }
+  }
+  for (const auto& [role, op] : p2p)
+    for (int64_t c = 0; c < t.chips() && !all_tied(); ++c) {
+      if (plan.role_of_chip[c] != role) continue;
+      const std::vector<int64_t> a = t.coords(c), b = t.coords(ctx.p2p_peer(c, *op));
+      std::vector<int64_t> offset(a.size());
+      for (size_t d = 0; d < a.size(); ++d) offset[d] = b[d] - a[d];
+      mark_halfway(t, offset, tie);
+    }
+  return tie;
 }
 
 // The classes of a step with faults (see the header): `s` holds the fault-free periods; `comm` the dimensions any
@@ -222,14 +316,18 @@ PodSymmetry find_symmetry(const PodContext& ctx) {
       }
     return true;
   };
+  // Faults reroute messages round down links (hw/ici/router.cpp): every even ring keeps an even period then.
+  std::vector<bool> tie = e.hardware.faults.any() ? std::vector<bool>(static_cast<size_t>(t.ndims()), true)
+                                                  : halfway_dims(ctx, p2p);
   s.simulated = 1;
   for (int d = 0; d < t.ndims(); ++d) {
     const int64_t n = t.dims()[d];
     if (t.wrap()[d]) {
-      // The smallest period that divides the ring (even on an even ring: routing breaks ties by parity; the slices
-      // have no routes).
+      // The smallest period that divides the ring: even on an even ring that some message goes half-way round
+      // (routing breaks that tie by parity); the slices have no routes.
       for (int64_t p = 1; p < n; ++p) {
-        if (n % p != 0 || (n % 2 == 0 && p % 2 != 0 && d != t.slice_dim())) continue;
+        if (n % p != 0 || (n % 2 == 0 && p % 2 != 0 && d != t.slice_dim() && tie[static_cast<size_t>(d)]))
+          continue;
         if (invariant(d, p)) {
           s.period[d] = p;
           break;

@@ -13,7 +13,9 @@
 // is the group at c moved by t, with ranks shifted in a way the collective's schedule is invariant under (ring and
 // torus algorithms: a cyclic shift per group dimension; direct all-to-all: a cyclic shift of the linear rank;
 // schedules without rank symmetry: no shift); Send/Recv peers move with the chip. Dimension-order routing breaks
-// half-way ties by the parity of the coordinate, so periods along an even ring are even. Numeric runs (each chip
+// half-way ties by the parity of the coordinate, so along an even ring that some message of the step goes half-way
+// round (a peer n/2 away: the direct all-to-all, a strided ring of 2, a shift of n/2) the period is even; where
+// every message goes a shorter way (rings and tori of neighbours) it may be 1. Numeric runs (each chip
 // holds different values), injected stalls and synthetic traffic (random per chip) keep every chip, and so does a
 // trace of any chip outside the box (the default trace covers every chip; run.trace.chips: [0] stays in it). A
 // traced box chip names its peers by the box chips that stand for them.
