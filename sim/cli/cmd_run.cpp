@@ -141,6 +141,13 @@ void print_summary(const nlohmann::json& j, const std::string& dir, const std::v
                 << " (chip " << (*worst)["slowest_member"].get<int64_t>() << " last)";
     std::cout << "\n";
   }
+  if (j.contains("hlo_categories") && !j["hlo_categories"].empty()) {  // an imported module, as a profile groups it
+    std::cout << "  by category   ";
+    const auto& cats = j["hlo_categories"];
+    for (size_t i = 0; i < std::min<size_t>(5, cats.size()); ++i)
+      std::cout << (i ? ", " : "") << cats[i]["category"].get<std::string>() << " " << pct(cats[i]["self_fraction"]);
+    std::cout << (cats.size() > 5 ? ", ..." : "") << " of the instructions' self time (hlo_category_stats.csv)\n";
+  }
   // Ranked by busy time (the time a unit worked for the op); the time it waited is shown apart.
   std::vector<const nlohmann::json*> ops;
   for (const auto& o : j["ops"]) ops.push_back(&o);

@@ -21,6 +21,7 @@
 #include "base/error.h"
 #include "base/text.h"
 #include "sim/config/loader.h"
+#include "sim/engine/hlo_stats.h"
 #include "sim/engine/memory_summary.h"
 #include "sim/engine/output_dir.h"
 #include "sim/engine/run_progress.h"
@@ -308,10 +309,11 @@ RunOutcome run_experiment(const Experiment& exp, const RunOptions& opts) {
   out.summary = summary_json(*p, s);
   write_summary_and_config(od, out.summary, exp);
   if (exp.run.numeric) write_tensors(*p, s, od.file("tensors"));
-  if (const std::string stats = hlo_op_stats_csv(*p, s); !stats.empty()) {
-    std::ofstream f(od.file("hlo_op_stats.csv"));
-    f << stats;
-    if (!f) throw Error(Err::OutputUnwritable, "cannot write into '" + od.path() + "'");
+  if (const HloOpStats* st = hlo_op_stats(*p, s)) {
+    std::ofstream f(od.file("hlo_op_stats.csv")), c(od.file("hlo_category_stats.csv"));
+    f << hlo_op_stats_csv(*st);
+    c << hlo_category_stats_csv(*st);
+    if (!f || !c) throw Error(Err::OutputUnwritable, "cannot write into '" + od.path() + "'");
   }
   TraceStats ts = export_trace(*p, s, od.path());
   for (const auto& n : ts.notes) p->notes.push_back(n);

@@ -21,6 +21,7 @@ namespace podsim {
 struct PodContext;
 class Pod;
 class Chip;
+struct HloOpStats;
 
 // Everything decided before the simulation starts.
 struct Prepared {
@@ -44,6 +45,9 @@ struct Simulation {
   // hlo_op_stats.csv both read it, so it is worked out once, on first use (for the chip named here).
   mutable std::vector<double> result_op_busy;
   mutable const Chip* result_op_busy_chip = nullptr;
+  // An imported program's figures per instruction and per category (sim/engine/hlo_stats.h), worked out once.
+  mutable std::shared_ptr<const HloOpStats> hlo_stats;
+  mutable bool hlo_stats_done = false;
   Simulation();
   Simulation(Simulation&&) noexcept;
   ~Simulation();
@@ -55,10 +59,6 @@ Simulation simulate(Prepared& p, bool progress = false);
 
 // summary.json text (deterministic: same experiment and seed give the same bytes).
 std::string summary_json(const Prepared& p, const Simulation& s);
-// hlo_op_stats.csv for an imported program (Program::sources), "" otherwise: per HLO instruction of the result
-// chip's program, as a TPU profile's "HLO Op Stats" table has it (docs/hlo.md): its category, occurrences, total
-// (span) and self (busy) time, FLOP/s, HBM bandwidth, operational intensity and what bound it.
-std::string hlo_op_stats_csv(const Prepared& p, const Simulation& s);
 
 struct RunOptions {
   std::string out_dir;  // "" -> results/<run.name>

@@ -14,6 +14,7 @@
 #include "sim/engine/dcn_report.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/fault_report.h"
+#include "sim/engine/hlo_stats.h"
 #include "sim/engine/inference_report.h"
 #include "sim/engine/memory_summary.h"
 #include "sim/engine/moe_report.h"
@@ -481,100 +482,8 @@ std::string summary_json(const Prepared& p, const Simulation& s) {
   if (auto moe = moe_report(p, s)) j["moe"] = *moe;
   if (auto faults = fault_report(p, s)) j["faults"] = *faults;
   if (auto dcn = dcn_report(p, s)) j["dcn"] = *dcn;
+  if (const HloOpStats* st = hlo_op_stats(p, s)) j["hlo_categories"] = hlo_categories_json(*st);
   return j.dump(2) + "\n";
-}
-
-
-std::string hlo_op_stats_csv(const Prepared& p, const Simulation& s) {
-  const int64_t chip_id = p.plan.result_chip;
-  const Chip& chip = *s.pod->chips()[chip_id];
-  if (chip.role() < 0) return "";
-  const Program& prog = p.plan.programs[chip.role()];
-  if (prog.sources.empty()) return "";
-  const ExecProgram& ep = p.ctx->programs[chip.role()];
-  const std::vector<double>& busy = result_op_busy(s, chip, ep.ops.size());
-  const ChipConfig& cfg = p.exp.hardware.chip;
-  const double hbm_bw = cfg.hbm.bandwidth, mxu_peak = cfg.peak_flops(),
-               vpu_rate = cfg.vpu.elements_per_cycle() * cfg.clock * static_cast<double>(cfg.tensorcores);
-  struct Row {
-    int64_t occurrences = 0;
-    double time = 0, self = 0, flops = 0, bytes = 0;
-    std::map<std::string, double> bound;  // seconds of each bound
-  };
-  std::vector<Row> rows(prog.sources.size());
-  for (size_t i = 0; i < ep.ops.size(); ++i) {
-    const ExecOp& e = ep.ops[i];
-    const OpRecord& r = chip.log().ops[i];
-    if (r.start < 0) continue;
-    // The op's time shared among the instructions it runs, by each one's roofline estimate alone.
-    std::map<int32_t, double> weight;
-    double total = 0;
-    for (OpId id : e.members) {
-      const int32_t src = prog.source_of_op.at(id);
-      const Op& op = prog.graph.op(id);
-      double w = 1;
-      if (!is_communication(op.kind)) {
-        const OpCost c = op_cost(prog.graph, op);
-        w = std::max({c.flops / (c.unit == Unit::Mxu ? mxu_peak : vpu_rate), (c.bytes_read + c.bytes_written) / hbm_bw,
-                      1e-12});
-      }
-      weight[src] += w;
-      total += w;
-    }
-    const double compute = static_cast<double>(r.busy_cycles) / cfg.clock, memory = (r.hbm_read + r.hbm_write) / hbm_bw;
-    const std::string bound = e.unit == Unit::Ici ? "ICI" : compute >= memory ? "Compute" : "HBM";
-    for (const auto& [src, w] : weight) {
-      const double f = total > 0 ? w / total : 0;
-      Row& row = rows[src];
-      ++row.occurrences;
-      row.time += f * (r.end - r.start);
-      row.self += f * busy[i];
-      row.flops += f * e.flops;
-      row.bytes += f * (r.hbm_read + r.hbm_write);
-      row.bound[bound] += f * busy[i];
-    }
-  }
-  std::vector<size_t> order;
-  double all_self = 0;
-  for (size_t k = 0; k < rows.size(); ++k)
-    if (rows[k].occurrences > 0) {
-      order.push_back(k);
-      all_self += rows[k].self;
-    }
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rows[a].self > rows[b].self; });
-  auto field = [](const std::string& t) {
-    if (t.find_first_of(",\"\n") == std::string::npos) return t;
-    std::string q = "\"";
-    for (char c : t) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return q + "\"";
-  };
-  std::string out =
-      "Rank,Program id,HLO op category,HLO op name,HLO op text,#Occurrences,Total time (us),Avg. time (us),"
-      "Total self time (us),Avg. self time (us),Total self time (%),Cumulative total self-time (%),Model GFLOP/s,"
-      "Measured memory BW (GiB/s),Operational intensity (FLOPs/Byte),Bound by\n";
-  double cumulative = 0;
-  for (size_t rank = 0; rank < order.size(); ++rank) {
-    const Row& row = rows[order[rank]];
-    const OpSource& src = prog.sources[order[rank]];
-    cumulative += row.self;
-    std::string bound = "-";
-    double most = -1;
-    for (const auto& [b, t] : row.bound)
-      if (t > most) {
-        most = t;
-        bound = b;
-      }
-    const double n = static_cast<double>(row.occurrences);
-    out += strprintf("%zu,%s,%s,%s,%s,%lld,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%s\n", rank + 1,
-                     field(prog.role).c_str(), field(src.category).c_str(), field(src.name).c_str(),
-                     field(src.opcode).c_str(), static_cast<long long>(row.occurrences), row.time * 1e6,
-                     row.time * 1e6 / n, row.self * 1e6, row.self * 1e6 / n,
-                     all_self > 0 ? 100.0 * row.self / all_self : 0.0, all_self > 0 ? 100.0 * cumulative / all_self : 0.0,
-                     row.self > 0 ? row.flops / row.self / 1e9 : 0.0,
-                     row.self > 0 ? row.bytes / row.self / 1073741824.0 : 0.0, row.bytes > 0 ? row.flops / row.bytes : 0.0,
-                     bound.c_str());
-  }
-  return out;
 }
 
 }  // namespace podsim

@@ -252,6 +252,17 @@ void print_report(const std::string& dir, std::ostream& out) {
                      pct(t.value("accepted_throughput", 0.0)).c_str(),
                      format_time(t.value("average_latency_s", 0.0)).c_str());
   }
+  if (j.contains("hlo_categories") && !j["hlo_categories"].empty()) {  // an imported module, as a profile groups it
+    rule(out);
+    out << strprintf("HLO op categories %29s %8s %12s %12s  %s\n", "self time", "share", "instructions", "occurrences",
+                     "bound by");
+    for (const auto& c : j["hlo_categories"])
+      out << strprintf("  %-36s %10s %7.1f%% %12lld %12lld  %s\n", c.value("category", std::string()).c_str(),
+                       format_time(c.value("self_s", 0.0)).c_str(), 100 * c.value("self_fraction", 0.0),
+                       static_cast<long long>(c.value("instructions", int64_t{0})),
+                       static_cast<long long>(c.value("occurrences", int64_t{0})),
+                       c.value("bound_by", std::string()).c_str());
+  }
   // Ranked by busy time (a unit worked for the op); waiting (for a peer, for links or HBM busy with others' work)
   // apart. A summary without busy times (an older podsim) counts the whole span as busy.
   auto wall = [](const nlohmann::json& o) { return (o.value("end_ns", 0.0) - o.value("start_ns", 0.0)) * 1e-9; };

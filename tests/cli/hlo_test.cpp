@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -84,6 +85,71 @@ TEST(HloTest, ADataParallelStepCountedByHand) {
   EXPECT_EQ(rows[1][0], "1");  // ranked by self time: the all-reduce first
   EXPECT_EQ(rows[1][3], "gs");
   EXPECT_EQ(rows.back()[11], "100.000");  // the cumulative share ends at all of it
+}
+
+// hlo_category_stats.csv and summary.json's hlo_categories: the instructions of hlo_op_stats.csv grouped by their
+// category, as a TPU profile's breakdown by HLO op category, and the console's line of the largest.
+TEST(HloTest, CategoriesAsAProfileGroupsThem) {
+  const std::string exp = write_file("cat.yaml", "hardware:\n  preset: tpu-v4\n  pod: {dims: [2, 2, 1]}\n"
+                                                 "workload:\n  model: hlo\n  module: " + data("dp_step.hlo") + "\n");
+  CliResult r = run_podsim({"run", exp, "--out", test_dir() + "/cat"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json s = json::parse(read_file(test_dir() + "/cat/summary.json"));
+  auto ops = csv(read_file(test_dir() + "/cat/hlo_op_stats.csv"));
+  auto cats = csv(read_file(test_dir() + "/cat/hlo_category_stats.csv"));
+  ASSERT_GE(cats.size(), 2u);
+  EXPECT_EQ(cats[0][2], "HLO op category");
+  EXPECT_EQ(cats[0][3], "#Instructions");
+  EXPECT_EQ(cats[0][6], "Total self time (us)");
+  EXPECT_EQ(cats[0].back(), "Bound by");
+  // Summed here from the per-instruction table.
+  std::map<std::string, std::pair<int, double>> by_cat;  // instructions, self time (us)
+  for (size_t i = 1; i < ops.size(); ++i) {
+    by_cat[ops[i][2]].first += 1;
+    by_cat[ops[i][2]].second += std::stod(ops[i][8]);
+  }
+  ASSERT_EQ(cats.size() - 1, by_cat.size());
+  ASSERT_EQ(s["hlo_categories"].size(), by_cat.size());
+  double previous = 1e30;
+  for (size_t i = 1; i < cats.size(); ++i) {
+    const std::string& name = cats[i][2];
+    ASSERT_TRUE(by_cat.count(name)) << name;
+    EXPECT_EQ(std::stoi(cats[i][3]), by_cat[name].first) << name;
+    EXPECT_NEAR(std::stod(cats[i][6]), by_cat[name].second, 0.001 * by_cat[name].first + 1e-9) << name;
+    EXPECT_LE(std::stod(cats[i][6]), previous);  // ranked by self time
+    previous = std::stod(cats[i][6]);
+    const json& c = s["hlo_categories"][i - 1];
+    EXPECT_EQ(c["category"], name);
+    EXPECT_NEAR(c["self_s"].get<double>() * 1e6, std::stod(cats[i][6]), 0.001);
+  }
+  EXPECT_EQ(cats.back()[8], "100.000");
+  // By hand: the gradient's all-reduce alone, bound by the ICI; the two dots, g and h; every FLOP of the step
+  // once: two dots of 2 * 256 * 1024 * 1024, the multiply and subtract of 1024 x 1024, the ReLU of 256 x 1024 and
+  // the two scalar constants.
+  EXPECT_EQ(by_cat["all-reduce"].first, 1);
+  EXPECT_EQ(by_cat["convolution"].first, 2);
+  double flops = 0, self = 0, busy = 0;
+  for (const json& c : s["hlo_categories"]) {
+    flops += c["flops"].get<double>();
+    self += c["self_s"].get<double>();
+    if (c["category"] == "all-reduce") {
+      EXPECT_EQ(c["bound_by"], "ICI");
+    }
+  }
+  EXPECT_DOUBLE_EQ(flops, 2 * 2.0 * 256 * 1024 * 1024 + 2.0 * 1024 * 1024 + 256.0 * 1024 + 2);
+  for (const json& o : s["ops"]) busy += o["busy_s"].get<double>();
+  EXPECT_NEAR(self, busy, 1e-9 * busy);  // the result chip's busy time, shared out, none lost
+  const std::string first = s["hlo_categories"][0]["category"];
+  EXPECT_NE(r.out.find("by category   " + first + " "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(hlo_category_stats.csv)"), std::string::npos) << r.out;
+  // podsim report lists every category under its heading, the largest first.
+  CliResult rep = run_podsim({"report", test_dir() + "/cat"});
+  ASSERT_EQ(rep.code, 0) << rep.err;
+  const size_t head = rep.out.find("HLO op categories");
+  ASSERT_NE(head, std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("  " + first + " ", head), std::string::npos) << rep.out;
+  for (const json& c : s["hlo_categories"])
+    EXPECT_NE(rep.out.find("  " + c["category"].get<std::string>() + " ", head), std::string::npos) << rep.out;
 }
 
 TEST(HloTest, AModuleEqualToPodsimsMlpTakesItsTime) {
