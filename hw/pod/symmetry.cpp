@@ -99,9 +99,10 @@ void mark_halfway(const Torus& t, const std::vector<int64_t>& offset, std::vecto
 
 // The torus dimensions along which some message of the step goes half-way round an even ring: only along those
 // must a period be even (chips of odd and even coordinates route such a message different ways). Collectives:
-// every rank's peers in its algorithm's schedule (for a request large enough that every piece is sent, so the
-// peers are a superset of any size's), the offsets following from the group's factors; Send/Recv: each chip's
-// peer. Conservative where it cannot tell: a collective without an algorithm counts as every dimension.
+// the peers in the algorithm's schedule (for a request large enough that every piece is sent, so the peers are a
+// superset of any size's): rank 0's moved by each rank when the schedule is shared round the group's dimensions,
+// else every rank's; the offsets follow from the group's factors. Send/Recv: each chip's peer. Conservative where
+// it cannot tell: a collective without an algorithm counts as every dimension.
 std::vector<bool> halfway_dims(const PodContext& ctx, const std::vector<std::pair<int32_t, const Op*>>& p2p) {
   const Torus& t = ctx.torus;
   const Plan& plan = *ctx.plan;
@@ -139,30 +140,49 @@ std::vector<bool> halfway_dims(const PodContext& ctx, const std::vector<std::pai
       req.targets = op.attrs.targets;
       req.root = op.attrs.root;
       const RankSymmetry sym = algo->symmetry(req);
-      std::vector<int64_t> peers0;  // rank 0's, when the schedule is shared
-      if (sym != RankSymmetry::None) {
-        for (const Task& task : algo->schedule(req, 0).tasks)
-          if (task.type == Task::Type::Send) peers0.push_back(task.peer);
-        std::sort(peers0.begin(), peers0.end());
-        peers0.erase(std::unique(peers0.begin(), peers0.end()), peers0.end());
-      }
-      std::vector<int64_t> offset(static_cast<size_t>(t.ndims()));
-      for (int64_t r = 0; r < size && !all_tied(); ++r) {
+      auto sends = [&](int64_t rank) {
         std::vector<int64_t> peers;
-        if (sym == RankSymmetry::None) {
-          for (const Task& task : algo->schedule(req, r).tasks)
-            if (task.type == Task::Type::Send) peers.push_back(task.peer);
-        } else {
-          for (int64_t q : peers0) peers.push_back(symmetric_peer(sym, mg.shape, q, r));
+        for (const Task& task : algo->schedule(req, rank).tasks)
+          if (task.type == Task::Type::Send) peers.push_back(task.peer);
+        std::sort(peers.begin(), peers.end());
+        peers.erase(std::unique(peers.begin(), peers.end()), peers.end());
+        return peers;
+      };
+      // The torus offset of a message from rank `from` to rank `to`, from the group's factors.
+      auto mark_pair = [&](int64_t from, int64_t to) {
+        const std::vector<int64_t> a = mg.shape.coords(from), b = mg.shape.coords(to);
+        std::vector<int64_t> offset(static_cast<size_t>(t.ndims()), 0);
+        for (size_t i = 0; i < mg.factors.size(); ++i)
+          offset[static_cast<size_t>(mg.factors[i].dim)] += (b[i] - a[i]) * mg.factors[i].stride;
+        mark_halfway(t, offset, tie);
+      };
+      if (sym == RankSymmetry::Torus) {
+        // Rank r's peers are rank 0's moved by r's coordinates round each group dimension: along a factor, a peer
+        // o ahead of rank 0 is o ahead of rank r, or o - size where the move wraps round the factor. So the
+        // offsets every rank sends along are those of rank 0's peers with each factor's digit o or o - size.
+        for (int64_t q : sends(0)) {
+          const std::vector<int64_t> o = mg.shape.coords(q);
+          std::vector<size_t> wrapping;  // factors whose digit may wrap
+          for (size_t i = 0; i < o.size(); ++i)
+            if (o[i] != 0) wrapping.push_back(i);
+          for (uint64_t pick = 0; pick < (uint64_t{1} << wrapping.size()) && !all_tied(); ++pick) {
+            std::vector<int64_t> offset(static_cast<size_t>(t.ndims()), 0);
+            for (size_t i = 0; i < o.size(); ++i)
+              offset[static_cast<size_t>(mg.factors[i].dim)] += o[i] * mg.factors[i].stride;
+            for (size_t w = 0; w < wrapping.size(); ++w)
+              if (pick >> w & 1)
+                offset[static_cast<size_t>(mg.factors[wrapping[w]].dim)] -=
+                    mg.shape.dims[wrapping[w]] * mg.factors[wrapping[w]].stride;
+            mark_halfway(t, offset, tie);
+          }
+          if (all_tied()) break;
         }
-        const std::vector<int64_t> from = mg.shape.coords(r);
-        for (int64_t q : peers) {
-          const std::vector<int64_t> to = mg.shape.coords(q);
-          std::fill(offset.begin(), offset.end(), 0);
-          for (size_t i = 0; i < mg.factors.size(); ++i)
-            offset[static_cast<size_t>(mg.factors[i].dim)] += (to[i] - from[i]) * mg.factors[i].stride;
-          mark_halfway(t, offset, tie);
-        }
+      } else {
+        // A shift of the linear rank (carries between digits) or a schedule per rank: every rank's own peers.
+        const std::vector<int64_t> peers0 = sym == RankSymmetry::Cyclic ? sends(0) : std::vector<int64_t>{};
+        for (int64_t r = 0; r < size && !all_tied(); ++r)
+          for (int64_t q : sym == RankSymmetry::Cyclic ? peers0 : sends(r))
+            mark_pair(r, sym == RankSymmetry::Cyclic ? symmetric_peer(sym, mg.shape, q, r) : q);
       }
     }
   }
