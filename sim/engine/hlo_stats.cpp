@@ -13,17 +13,6 @@
 namespace podsim {
 namespace {
 
-std::string most(const std::map<std::string, double>& bound) {
-  std::string b = "-";
-  double longest = -1;
-  for (const auto& [name, t] : bound)
-    if (t > longest) {
-      longest = t;
-      b = name;
-    }
-  return b;
-}
-
 std::shared_ptr<const HloOpStats> compute(const Prepared& p, const Simulation& s) {
   const Chip& chip = *s.pod->chips()[p.plan.result_chip];
   if (chip.role() < 0) return nullptr;
@@ -85,12 +74,7 @@ std::shared_ptr<const HloOpStats> compute(const Prepared& p, const Simulation& s
     HloOpStats::Category& c = by_category[row.category];
     c.name = row.category;
     ++c.instructions;
-    c.occurrences += row.occurrences;
-    c.time += row.time;
-    c.self += row.self;
-    c.flops += row.flops;
-    c.bytes += row.bytes;
-    for (const auto& [b, t] : row.bound) c.bound[b] += t;
+    c.add(row);
     st->rows.push_back(std::move(row));
   }
   for (auto& [name, c] : by_category) st->categories.push_back(std::move(c));  // by name
@@ -111,8 +95,25 @@ double rate(double amount, double seconds) { return seconds > 0 ? amount / secon
 
 }  // namespace
 
-std::string HloOpStats::Row::bound_by() const { return most(bound); }
-std::string HloOpStats::Category::bound_by() const { return most(bound); }
+std::string HloOpStats::Figures::bound_by() const {
+  std::string b = "-";
+  double longest = -1;
+  for (const auto& [name, t] : bound)
+    if (t > longest) {
+      longest = t;
+      b = name;
+    }
+  return b;
+}
+
+void HloOpStats::Figures::add(const Figures& f) {
+  occurrences += f.occurrences;
+  time += f.time;
+  self += f.self;
+  flops += f.flops;
+  bytes += f.bytes;
+  for (const auto& [b, t] : f.bound) bound[b] += t;
+}
 
 const HloOpStats* hlo_op_stats(const Prepared& p, const Simulation& s) {
   if (!s.hlo_stats_done) {

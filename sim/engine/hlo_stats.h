@@ -19,21 +19,22 @@ struct Prepared;
 struct Simulation;
 
 struct HloOpStats {
-  struct Row {
-    std::string category, name, opcode;
-    int64_t occurrences = 0;  // kernels that ran the instruction
+  // What ran of an instruction, or of a category of them, on the result chip.
+  struct Figures {
+    int64_t occurrences = 0;  // kernels that ran it
     double time = 0;          // seconds: its share of the kernels' spans, waiting included
     double self = 0;          // seconds a unit worked for it
     double flops = 0, bytes = 0;          // its share of the kernels' FLOPs and HBM bytes
     std::map<std::string, double> bound;  // self seconds by what bound the kernel: Compute, HBM, ICI
     std::string bound_by() const;         // the bound of most seconds ("-" without any)
+    void add(const Figures& f);           // adds f's figures to these
   };
-  struct Category {
+  struct Row : Figures {
+    std::string category, name, opcode;
+  };
+  struct Category : Figures {
     std::string name;
-    int64_t instructions = 0, occurrences = 0;
-    double time = 0, self = 0, flops = 0, bytes = 0;
-    std::map<std::string, double> bound;
-    std::string bound_by() const;
+    int64_t instructions = 0;
   };
   std::string role;                  // the program's role (the profile's "Program id")
   std::vector<Row> rows;             // the instructions that ran, by self time (most first; ties in program order)
